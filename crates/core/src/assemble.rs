@@ -1,0 +1,721 @@
+//! Reconstruction: one explicit state machine per response, from [`UpstreamEvent`]s to
+//! Responses stream events and the final response object.
+//!
+//! The same machine serves streamed and non-streamed requests (a non-streamed request feeds the
+//! whole upstream response through it and keeps only the final object), so both paths produce
+//! identical items.
+//!
+//! *Invariants*: `sequence_number` strictly increases from 0; there is exactly one terminal
+//! event and nothing after it; an item's `output_item.done` is emitted only when the item is
+//! final, so a tool call is completed only when the upstream has finished (its arguments can no
+//! longer grow); the ids in events are the ids in the final response.
+
+use serde_json::{Map, Value};
+use toolbridge_wire::responses::{
+    CreateResponse, Diagnostic, EventKind, FunctionCallItem, IncompleteDetails, OutputContent,
+    OutputItem, OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError,
+    ResponseStatus, StreamEvent, TextConfig, TextFormat, Usage,
+};
+
+use crate::contract::OutputContract;
+use crate::diagnostics::{CHUNK_SKIPPED, diag};
+use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
+
+/// Error codes of failed responses produced here.
+pub mod codes {
+    /// The upstream ended without producing anything.
+    pub const EMPTY_RESPONSE: &str = "empty_upstream_response";
+    /// The final text does not satisfy `text.format`.
+    pub const OUTPUT_VALIDATION_FAILED: &str = "output_validation_failed";
+    /// The conversation does not fit the model's context window.
+    pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+}
+
+/// What the response echoes about the request and how it is identified.
+#[derive(Debug, Clone)]
+pub struct ResponseMeta {
+    pub id: String,
+    pub created_at: i64,
+    /// Whether the response will be retrievable later.
+    pub stored: bool,
+}
+
+/// Builds the response object as it stands before any output: every required key present and
+/// every request default filled in.
+pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
+    Response {
+        id: meta.id.clone(),
+        object: "response".to_owned(),
+        created_at: meta.created_at,
+        completed_at: None,
+        status: ResponseStatus::InProgress,
+        incomplete_details: None,
+        model: req.model.clone().unwrap_or_default(),
+        previous_response_id: req.previous_response_id.clone(),
+        instructions: req.instructions.clone(),
+        output: Vec::new(),
+        error: None,
+        tools: req.tools.clone().unwrap_or_default(),
+        tool_choice: req
+            .tool_choice
+            .clone()
+            .unwrap_or_else(|| Value::String("auto".to_owned())),
+        truncation: req
+            .truncation
+            .clone()
+            .unwrap_or_else(|| "disabled".to_owned()),
+        parallel_tool_calls: req.parallel_tool_calls.unwrap_or(true),
+        text: TextConfig {
+            format: Some(
+                req.text
+                    .as_ref()
+                    .and_then(|t| t.format.clone())
+                    .unwrap_or(TextFormat::Text),
+            ),
+            verbosity: req.text.as_ref().and_then(|t| t.verbosity.clone()),
+        },
+        top_p: req.top_p.unwrap_or(1.0),
+        presence_penalty: req.presence_penalty.unwrap_or(0.0),
+        frequency_penalty: req.frequency_penalty.unwrap_or(0.0),
+        top_logprobs: req.top_logprobs.unwrap_or(0),
+        temperature: req.temperature.unwrap_or(1.0),
+        reasoning: req.reasoning.clone(),
+        usage: None,
+        max_output_tokens: req.max_output_tokens,
+        max_tool_calls: req.max_tool_calls,
+        store: meta.stored,
+        background: false,
+        service_tier: req
+            .service_tier
+            .clone()
+            .filter(|t| t != "auto")
+            .unwrap_or_else(|| "default".to_owned()),
+        metadata: req.metadata.clone().unwrap_or_else(Map::new),
+        safety_identifier: req.safety_identifier.clone(),
+        prompt_cache_key: req.prompt_cache_key.clone(),
+        toolbridge_diagnostics: Vec::new(),
+    }
+}
+
+/// The reconstruction state machine of one response.
+#[derive(Debug)]
+pub struct Assembler {
+    response: Response,
+    contract: OutputContract,
+    seq: u64,
+    /// Output slots by `output_index`; `None` while the item is still open.
+    slots: Vec<Option<OutputItem>>,
+    current: Open,
+    calls: Vec<CallState>,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+    item_counter: u32,
+    saw_output: bool,
+}
+
+#[derive(Debug)]
+enum Open {
+    None,
+    Reasoning {
+        index: usize,
+        id: String,
+        text: String,
+    },
+    Message {
+        index: usize,
+        id: String,
+        parts: Vec<Part>,
+    },
+}
+
+#[derive(Debug)]
+struct Part {
+    refusal: bool,
+    text: String,
+}
+
+#[derive(Debug)]
+struct CallState {
+    key_index: Option<u32>,
+    output_index: Option<usize>,
+    item_id: String,
+    call_id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+}
+
+impl Assembler {
+    /// A machine for the response described by `response` (normally from [`skeleton`]).
+    pub fn new(response: Response, contract: OutputContract, diagnostics: Vec<Diagnostic>) -> Self {
+        let mut response = response;
+        response.toolbridge_diagnostics = diagnostics;
+        Self {
+            response,
+            contract,
+            seq: 0,
+            slots: Vec::new(),
+            current: Open::None,
+            calls: Vec::new(),
+            usage: None,
+            finish: None,
+            item_counter: 0,
+            saw_output: false,
+        }
+    }
+
+    /// The response id.
+    pub fn response_id(&self) -> &str {
+        &self.response.id
+    }
+
+    /// Records a decision made after the request went upstream.
+    pub fn add_diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.response.toolbridge_diagnostics.push(diagnostic);
+    }
+
+    /// `response.created` and `response.in_progress`: sent once the upstream accepted the request.
+    pub fn start(&mut self, out: &mut Vec<StreamEvent>) {
+        let snapshot = Box::new(self.response.clone());
+        self.push(
+            out,
+            EventKind::Created {
+                response: snapshot.clone(),
+            },
+        );
+        self.push(out, EventKind::InProgress { response: snapshot });
+    }
+
+    /// Feeds one upstream event.
+    pub fn on_event(&mut self, event: UpstreamEvent, out: &mut Vec<StreamEvent>) {
+        match event {
+            UpstreamEvent::Text(delta) => self.text(delta, false, out),
+            UpstreamEvent::Refusal(delta) => self.text(delta, true, out),
+            UpstreamEvent::Reasoning(delta) => self.reasoning(delta, out),
+            UpstreamEvent::ToolCall(delta) => self.tool_call(delta, out),
+            UpstreamEvent::Usage(usage) => self.usage = Some(usage),
+            UpstreamEvent::Finish(reason) => {
+                if self.finish.is_none() {
+                    self.finish = Some(reason);
+                }
+            }
+        }
+    }
+
+    /// Ends the response normally: closes every open item and emits the terminal event
+    /// (`completed`, `incomplete` or `failed`, from the finish reason and the output contract).
+    pub fn finish(mut self, completed_at: i64, out: &mut Vec<StreamEvent>) -> Response {
+        self.close_current(out);
+        self.close_calls(out);
+        let (status, error, incomplete) = self.outcome();
+        self.terminate(status, error, incomplete, completed_at, out)
+    }
+
+    /// Ends the response with a failure: open items are not completed (a client must never act on
+    /// a partial item), completed ones stay in the output.
+    pub fn fail(
+        mut self,
+        code: &str,
+        message: String,
+        completed_at: i64,
+        out: &mut Vec<StreamEvent>,
+    ) -> Response {
+        self.current = Open::None;
+        self.calls.clear();
+        let error = ResponseError {
+            code: code.to_owned(),
+            message,
+        };
+        self.terminate(ResponseStatus::Failed, Some(error), None, completed_at, out)
+    }
+
+    fn outcome(
+        &self,
+    ) -> (
+        ResponseStatus,
+        Option<ResponseError>,
+        Option<IncompleteDetails>,
+    ) {
+        let failed = |code: &str, message: String| {
+            (
+                ResponseStatus::Failed,
+                Some(ResponseError {
+                    code: code.to_owned(),
+                    message,
+                }),
+                None,
+            )
+        };
+        let incomplete = |reason: &str| {
+            (
+                ResponseStatus::Incomplete,
+                None,
+                Some(IncompleteDetails {
+                    reason: reason.to_owned(),
+                }),
+            )
+        };
+        match &self.finish {
+            Some(FinishReason::Length) => return incomplete("max_output_tokens"),
+            Some(FinishReason::ContentFilter) => return incomplete("content_filter"),
+            Some(FinishReason::ContextLength) => {
+                return failed(
+                    codes::CONTEXT_LENGTH_EXCEEDED,
+                    "the conversation does not fit the model's context window".to_owned(),
+                );
+            }
+            Some(FinishReason::Error { code, message }) => return failed(code, message.clone()),
+            Some(FinishReason::Stop | FinishReason::ToolCalls) | None => {}
+        }
+        if !self.saw_output {
+            return failed(
+                codes::EMPTY_RESPONSE,
+                "the upstream finished without producing any output".to_owned(),
+            );
+        }
+        if let OutputContract::JsonSchema(contract) = &self.contract {
+            let has_calls = self
+                .slots
+                .iter()
+                .any(|s| matches!(s, Some(OutputItem::FunctionCall(_))));
+            if contract.strict && !has_calls {
+                let text = self.final_text();
+                if let Err(message) = contract.check(&text) {
+                    return failed(codes::OUTPUT_VALIDATION_FAILED, message);
+                }
+            }
+        }
+        (ResponseStatus::Completed, None, None)
+    }
+
+    /// The concatenated text of every output message.
+    fn final_text(&self) -> String {
+        let mut text = String::new();
+        for item in self.slots.iter().flatten() {
+            if let OutputItem::Message(m) = item {
+                for part in &m.content {
+                    if let OutputContent::OutputText { text: t, .. } = part {
+                        text.push_str(t);
+                    }
+                }
+            }
+        }
+        text
+    }
+
+    fn terminate(
+        mut self,
+        status: ResponseStatus,
+        error: Option<ResponseError>,
+        incomplete: Option<IncompleteDetails>,
+        completed_at: i64,
+        out: &mut Vec<StreamEvent>,
+    ) -> Response {
+        let mut response = std::mem::replace(&mut self.response, empty_response());
+        response.status = status;
+        response.error = error;
+        response.incomplete_details = incomplete;
+        response.completed_at = (status == ResponseStatus::Completed).then_some(completed_at);
+        response.output = std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .collect();
+        response.usage = self.usage.take();
+        let snapshot = Box::new(response.clone());
+        let kind = match status {
+            ResponseStatus::Completed => EventKind::Completed { response: snapshot },
+            ResponseStatus::Incomplete => EventKind::Incomplete { response: snapshot },
+            _ => EventKind::Failed { response: snapshot },
+        };
+        self.push(out, kind);
+        response
+    }
+
+    fn push(&mut self, out: &mut Vec<StreamEvent>, kind: EventKind) {
+        out.push(StreamEvent {
+            kind,
+            sequence_number: self.seq,
+        });
+        self.seq += 1;
+    }
+
+    fn next_id(&mut self, prefix: &str) -> String {
+        self.item_counter += 1;
+        let base = self
+            .response
+            .id
+            .strip_prefix("resp_")
+            .unwrap_or(&self.response.id);
+        format!("{prefix}_{base}{:03}", self.item_counter)
+    }
+
+    fn open_slot(&mut self) -> usize {
+        self.slots.push(None);
+        self.slots.len() - 1
+    }
+
+    fn text(&mut self, delta: String, refusal: bool, out: &mut Vec<StreamEvent>) {
+        if delta.is_empty() {
+            return;
+        }
+        self.saw_output = true;
+        if !matches!(self.current, Open::Message { .. }) {
+            self.close_current(out);
+            let index = self.open_slot();
+            let id = self.next_id("msg");
+            self.push(
+                out,
+                EventKind::OutputItemAdded {
+                    output_index: index,
+                    item: OutputItem::Message(OutputMessage {
+                        id: id.clone(),
+                        status: "in_progress".to_owned(),
+                        role: "assistant".to_owned(),
+                        content: Vec::new(),
+                    }),
+                },
+            );
+            self.current = Open::Message {
+                index,
+                id,
+                parts: Vec::new(),
+            };
+        }
+        let Open::Message { index, id, parts } = &mut self.current else {
+            return;
+        };
+        let (index, id) = (*index, id.clone());
+        let need_new_part = parts.last().is_none_or(|p| p.refusal != refusal);
+        let mut events = Vec::with_capacity(3);
+        if need_new_part {
+            if let Some(last) = parts.last() {
+                events.extend(part_done_events(&id, index, parts.len() - 1, last));
+            }
+            parts.push(Part {
+                refusal,
+                text: String::new(),
+            });
+            events.push(EventKind::ContentPartAdded {
+                item_id: id.clone(),
+                output_index: index,
+                content_index: parts.len() - 1,
+                part: content_of(refusal, String::new()),
+            });
+        }
+        let content_index = parts.len() - 1;
+        if let Some(part) = parts.last_mut() {
+            part.text.push_str(&delta);
+        }
+        events.push(if refusal {
+            EventKind::RefusalDelta {
+                item_id: id,
+                output_index: index,
+                content_index,
+                delta,
+            }
+        } else {
+            EventKind::OutputTextDelta {
+                item_id: id,
+                output_index: index,
+                content_index,
+                delta,
+                logprobs: Vec::new(),
+            }
+        });
+        for kind in events {
+            self.push(out, kind);
+        }
+    }
+
+    fn reasoning(&mut self, delta: String, out: &mut Vec<StreamEvent>) {
+        if delta.is_empty() {
+            return;
+        }
+        self.saw_output = true;
+        if !matches!(self.current, Open::Reasoning { .. }) {
+            self.close_current(out);
+            let index = self.open_slot();
+            let id = self.next_id("rs");
+            self.push(
+                out,
+                EventKind::OutputItemAdded {
+                    output_index: index,
+                    item: OutputItem::Reasoning(ReasoningItem {
+                        id: Some(id.clone()),
+                        summary: Vec::new(),
+                        content: Some(Vec::new()),
+                        encrypted_content: None,
+                        status: None,
+                    }),
+                },
+            );
+            self.current = Open::Reasoning {
+                index,
+                id,
+                text: String::new(),
+            };
+        }
+        let Open::Reasoning { index, id, text } = &mut self.current else {
+            return;
+        };
+        text.push_str(&delta);
+        let kind = EventKind::ReasoningTextDelta {
+            item_id: id.clone(),
+            output_index: *index,
+            content_index: 0,
+            delta,
+        };
+        self.push(out, kind);
+    }
+
+    fn tool_call(&mut self, delta: ToolCallDelta, out: &mut Vec<StreamEvent>) {
+        self.close_current(out);
+        let position = match (delta.index, &delta.id) {
+            (Some(i), _) => self.calls.iter().position(|c| c.key_index == Some(i)),
+            (None, Some(id)) => self
+                .calls
+                .iter()
+                .position(|c| c.call_id.as_deref() == Some(id.as_str())),
+            // Neither index nor id: a continuation of the latest call.
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let position = match position {
+            Some(p) => p,
+            None => {
+                let item_id = self.next_id("fc");
+                self.calls.push(CallState {
+                    key_index: delta.index,
+                    output_index: None,
+                    item_id,
+                    call_id: None,
+                    name: None,
+                    arguments: String::new(),
+                });
+                self.calls.len() - 1
+            }
+        };
+        let mut events = Vec::with_capacity(2);
+        let mut new_slot = false;
+        if let Some(call) = self.calls.get_mut(position) {
+            if call.call_id.is_none() {
+                call.call_id = delta.id.filter(|id| !id.is_empty());
+            }
+            if call.name.is_none() {
+                call.name = delta.name.filter(|n| !n.is_empty());
+            }
+            call.arguments.push_str(&delta.arguments);
+            match call.output_index {
+                Some(index) => {
+                    if !delta.arguments.is_empty() {
+                        events.push(EventKind::FunctionCallArgumentsDelta {
+                            item_id: call.item_id.clone(),
+                            output_index: index,
+                            delta: delta.arguments,
+                        });
+                    }
+                }
+                // The item is announced once its name is known and either its id is known or
+                // its arguments have started: a client keys on both.
+                None => {
+                    new_slot = call.name.is_some()
+                        && (call.call_id.is_some() || !call.arguments.is_empty())
+                }
+            }
+        }
+        if new_slot {
+            let index = self.open_slot();
+            if let Some(call) = self.calls.get_mut(position) {
+                call.output_index = Some(index);
+                if call.call_id.is_none() {
+                    call.call_id = Some(format!("call_{}", call.item_id));
+                }
+                events.push(EventKind::OutputItemAdded {
+                    output_index: index,
+                    item: OutputItem::FunctionCall(FunctionCallItem {
+                        id: Some(call.item_id.clone()),
+                        call_id: call.call_id.clone().unwrap_or_default(),
+                        name: call.name.clone().unwrap_or_default(),
+                        namespace: None,
+                        arguments: String::new(),
+                        status: Some("in_progress".to_owned()),
+                    }),
+                });
+                if !call.arguments.is_empty() {
+                    events.push(EventKind::FunctionCallArgumentsDelta {
+                        item_id: call.item_id.clone(),
+                        output_index: index,
+                        delta: call.arguments.clone(),
+                    });
+                }
+            }
+        }
+        self.saw_output = true;
+        for kind in events {
+            self.push(out, kind);
+        }
+    }
+
+    fn close_current(&mut self, out: &mut Vec<StreamEvent>) {
+        match std::mem::replace(&mut self.current, Open::None) {
+            Open::None => {}
+            Open::Reasoning { index, id, text } => {
+                self.push(
+                    out,
+                    EventKind::ReasoningTextDone {
+                        item_id: id.clone(),
+                        output_index: index,
+                        content_index: 0,
+                        text: text.clone(),
+                    },
+                );
+                let item = OutputItem::Reasoning(ReasoningItem {
+                    id: Some(id),
+                    summary: Vec::new(),
+                    content: Some(vec![ReasoningContent::reasoning_text(text)]),
+                    encrypted_content: None,
+                    status: None,
+                });
+                self.done(index, item, out);
+            }
+            Open::Message { index, id, parts } => {
+                if let Some(last) = parts.last() {
+                    for kind in part_done_events(&id, index, parts.len() - 1, last) {
+                        self.push(out, kind);
+                    }
+                }
+                let content = parts
+                    .into_iter()
+                    .map(|p| content_of(p.refusal, p.text))
+                    .collect();
+                let item = OutputItem::Message(OutputMessage {
+                    id,
+                    status: "completed".to_owned(),
+                    role: "assistant".to_owned(),
+                    content,
+                });
+                self.done(index, item, out);
+            }
+        }
+    }
+
+    fn close_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        let calls = std::mem::take(&mut self.calls);
+        for mut call in calls {
+            let Some(name) = call.name.take() else {
+                self.add_diagnostic(diag(
+                    CHUNK_SKIPPED,
+                    None,
+                    "the upstream sent a tool call without a name; it was left out",
+                ));
+                continue;
+            };
+            let index = match call.output_index {
+                Some(index) => index,
+                None => {
+                    // Announced only now (a name with neither id nor arguments).
+                    let index = self.open_slot();
+                    let call_id = call
+                        .call_id
+                        .clone()
+                        .unwrap_or_else(|| format!("call_{}", call.item_id));
+                    call.call_id = Some(call_id.clone());
+                    self.push(
+                        out,
+                        EventKind::OutputItemAdded {
+                            output_index: index,
+                            item: OutputItem::FunctionCall(FunctionCallItem {
+                                id: Some(call.item_id.clone()),
+                                call_id,
+                                name: name.clone(),
+                                namespace: None,
+                                arguments: String::new(),
+                                status: Some("in_progress".to_owned()),
+                            }),
+                        },
+                    );
+                    index
+                }
+            };
+            self.push(
+                out,
+                EventKind::FunctionCallArgumentsDone {
+                    item_id: call.item_id.clone(),
+                    output_index: index,
+                    name: name.clone(),
+                    arguments: call.arguments.clone(),
+                },
+            );
+            let item = OutputItem::FunctionCall(FunctionCallItem {
+                id: Some(call.item_id),
+                call_id: call.call_id.unwrap_or_default(),
+                name,
+                namespace: None,
+                arguments: call.arguments,
+                status: Some("completed".to_owned()),
+            });
+            self.done(index, item, out);
+        }
+    }
+
+    fn done(&mut self, index: usize, item: OutputItem, out: &mut Vec<StreamEvent>) {
+        self.push(
+            out,
+            EventKind::OutputItemDone {
+                output_index: index,
+                item: item.clone(),
+            },
+        );
+        if let Some(slot) = self.slots.get_mut(index) {
+            *slot = Some(item);
+        }
+    }
+}
+
+fn content_of(refusal: bool, text: String) -> OutputContent {
+    if refusal {
+        OutputContent::Refusal { refusal: text }
+    } else {
+        OutputContent::output_text(text)
+    }
+}
+
+fn part_done_events(id: &str, index: usize, content_index: usize, part: &Part) -> [EventKind; 2] {
+    let text_done = if part.refusal {
+        EventKind::RefusalDone {
+            item_id: id.to_owned(),
+            output_index: index,
+            content_index,
+            refusal: part.text.clone(),
+        }
+    } else {
+        EventKind::OutputTextDone {
+            item_id: id.to_owned(),
+            output_index: index,
+            content_index,
+            text: part.text.clone(),
+            logprobs: Vec::new(),
+        }
+    };
+    [
+        text_done,
+        EventKind::ContentPartDone {
+            item_id: id.to_owned(),
+            output_index: index,
+            content_index,
+            part: content_of(part.refusal, part.text.clone()),
+        },
+    ]
+}
+
+fn empty_response() -> Response {
+    skeleton(
+        &CreateResponse::default(),
+        &ResponseMeta {
+            id: String::new(),
+            created_at: 0,
+            stored: false,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests;

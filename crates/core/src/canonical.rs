@@ -1,0 +1,90 @@
+//! The provider-neutral request: what the client asked for, validated, with Responses-specific
+//! shapes (items, parts, roles) reduced to turns every dialect can be built from.
+
+use serde_json::{Map, Value};
+use toolbridge_wire::responses::{Diagnostic, FunctionTool};
+
+use crate::contract::OutputContract;
+
+/// A validated request, ready for a dialect's translator.
+#[derive(Debug, Clone)]
+pub struct CanonicalRequest {
+    /// The model name the client asked for.
+    pub model: String,
+    /// The conversation in order; `instructions` come first as a system turn.
+    pub turns: Vec<Turn>,
+    /// Function tools, in declaration order.
+    pub tools: Vec<FunctionTool>,
+    /// `tool_choice` as the client sent it.
+    pub tool_choice: Option<Value>,
+    pub params: Params,
+    pub output: OutputContract,
+    pub stream: bool,
+    /// Decisions made while normalising.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Sampling and limit parameters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Params {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub max_output_tokens: Option<u64>,
+    pub stop: Vec<String>,
+    /// `safety_identifier`, or the legacy `user` when it is absent.
+    pub end_user: Option<String>,
+    pub prompt_cache_key: Option<String>,
+    pub parallel_tool_calls: Option<bool>,
+    pub top_logprobs: Option<u32>,
+    pub reasoning_effort: Option<String>,
+}
+
+/// One turn of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    /// Instructions: `instructions`, or a `system`/`developer` message.
+    System {
+        text: String,
+        developer: bool,
+    },
+    User {
+        parts: Vec<UserPart>,
+    },
+    Assistant(AssistantTurn),
+    ToolResult {
+        call_id: String,
+        output: String,
+    },
+}
+
+/// One part of a user turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserPart {
+    Text(String),
+    /// An image by URL (including `data:` URLs) with the optional detail level.
+    Image {
+        url: String,
+        detail: Option<String>,
+    },
+}
+
+/// An assistant turn: everything the model produced between two user or tool turns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AssistantTurn {
+    pub text: Option<String>,
+    pub reasoning: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A tool call made by the model in an earlier turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Extra keys of an object, for passing unknown data along.
+pub type Extra = Map<String, Value>;

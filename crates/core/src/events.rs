@@ -1,0 +1,52 @@
+//! The provider-neutral events a dialect's decoder produces from upstream output.
+//!
+//! A dialect turns each upstream chunk (or a whole non-streamed response) into these; the
+//! [`crate::assemble::Assembler`] turns them into Responses items and events. Keeping this
+//! vocabulary small is what lets every dialect share one reconstruction state machine.
+
+use toolbridge_wire::responses::Usage;
+
+/// One piece of upstream output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpstreamEvent {
+    /// Assistant text.
+    Text(String),
+    /// A refusal from the model's safety layer.
+    Refusal(String),
+    /// Reasoning ("thinking") text.
+    Reasoning(String),
+    /// A fragment of a tool call.
+    ToolCall(ToolCallDelta),
+    /// Token usage; the last one seen wins.
+    Usage(Usage),
+    /// Why generation stopped; the first one seen wins.
+    Finish(FinishReason),
+}
+
+/// A fragment of a tool call. In a stream every field may be missing from one fragment: calls are
+/// keyed by `index`, falling back to `id` when a provider omits the index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCallDelta {
+    pub index: Option<u32>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: String,
+}
+
+/// Why the upstream stopped, in the provider-neutral vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A natural end of the answer.
+    Stop,
+    /// The model stopped to call tools.
+    ToolCalls,
+    /// The output token limit was reached.
+    Length,
+    /// The provider's content filter stopped the output.
+    ContentFilter,
+    /// The conversation no longer fits the model's context window.
+    ContextLength,
+    /// The provider failed while generating (`code` is toolbridge's, `message` says what the
+    /// provider reported).
+    Error { code: String, message: String },
+}

@@ -1,0 +1,101 @@
+//! The axum application: state, routes, authentication and fallbacks. [`app`] builds the whole
+//! router, for `main` and for tests alike.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::upstream::Upstreams;
+use crate::{models, responses};
+
+/// Shared, read-only state of the application.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub upstreams: Arc<Upstreams>,
+    /// Turns true when in-flight streams must end now (the shutdown grace period ran out).
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    /// State for `config`; the returned sender forces in-flight streams to end.
+    pub fn new(config: Config) -> Result<(Self, watch::Sender<bool>), reqwest::Error> {
+        let upstreams = Upstreams::new(&config)?;
+        let (tx, rx) = watch::channel(false);
+        Ok((
+            Self {
+                config: Arc::new(config),
+                upstreams: Arc::new(upstreams),
+                shutdown: rx,
+            },
+            tx,
+        ))
+    }
+}
+
+/// The whole router.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/responses", post(responses::create))
+        .route("/models", get(models::list))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .nest("/v1", api)
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn not_found(request: Request) -> Response {
+    GatewayError::RouteNotFound(format!("{} {}", request.method(), request.uri().path()))
+        .into_response()
+}
+
+/// Checks the gateway key when keys are configured.
+async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.config.api_keys.is_empty() {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let ok = presented.is_some_and(|key| {
+        state
+            .config
+            .api_keys
+            .iter()
+            .any(|k| constant_time_eq(k.as_bytes(), key.as_bytes()))
+    });
+    if ok {
+        next.run(request).await
+    } else {
+        GatewayError::Unauthorized.into_response()
+    }
+}
+
+/// Compares without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,390 @@
+//! Configuration: a TOML file, or, with no file, a single upstream named by environment
+//! variables.
+//!
+//! The file declares providers (dialect, base URL, API key by env var name, preset, profile
+//! patches per provider and per model, timeouts) and routes (a model name or glob → provider and
+//! upstream model). Loading resolves everything that can fail (env vars, presets, globs) so that a
+//! loaded [`Config`] cannot fail at request time.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toolbridge_providers::profile::{Profile, ProfilePatch};
+
+use crate::error::ConfigError;
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The default request body limit: 32 MiB, room for base64 images.
+pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+/// The configuration file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub body_limit_bytes: Option<usize>,
+    /// Gateway API keys clients must present. Empty: no authentication.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    /// An environment variable holding more gateway keys, comma-separated.
+    pub api_keys_env: Option<String>,
+    /// Seconds in-flight streams get to finish after SIGTERM/SIGINT.
+    pub shutdown_grace_secs: Option<u64>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderFile>,
+    #[serde(default)]
+    pub routes: Vec<RouteFile>,
+}
+
+/// One provider as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFile {
+    /// The wire dialect. Only `chat` (Chat Completions) so far.
+    #[serde(default = "default_dialect")]
+    pub dialect: String,
+    pub base_url: String,
+    /// The environment variable holding the upstream API key.
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    #[serde(default)]
+    pub profile: ProfilePatch,
+    pub request_timeout_secs: Option<u64>,
+    pub idle_timeout_secs: Option<u64>,
+    pub connect_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelFile>,
+}
+
+/// Per-model overrides as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    pub context_window: Option<u64>,
+    #[serde(default)]
+    pub profile: ProfilePatch,
+}
+
+/// One route as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteFile {
+    /// A model name or a glob (`deepseek-*`, `*`).
+    pub model: String,
+    pub provider: String,
+    /// The model name sent upstream; by default the requested name.
+    pub upstream_model: Option<String>,
+}
+
+fn default_dialect() -> String {
+    "chat".to_owned()
+}
+
+fn default_preset() -> String {
+    "generic".to_owned()
+}
+
+/// A loaded, validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub body_limit: usize,
+    pub api_keys: Vec<String>,
+    pub shutdown_grace: Duration,
+    pub providers: BTreeMap<String, Provider>,
+    pub routes: Vec<Route>,
+}
+
+/// A resolved provider.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    pub name: String,
+    pub base_url: String,
+    /// The upstream API key, read from the environment at load time. Never logged.
+    pub api_key: Option<String>,
+    pub profile: Profile,
+    pub models: BTreeMap<String, ModelFile>,
+    pub request_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Provider {
+    /// The profile for one upstream model: the provider's, patched for that model.
+    pub fn profile_for(&self, upstream_model: &str) -> Profile {
+        match self.models.get(upstream_model) {
+            Some(m) => self.profile.clone().patched(&m.profile),
+            None => self.profile.clone(),
+        }
+    }
+
+    /// The context window of an upstream model, from config or the preset.
+    pub fn context_window(&self, upstream_model: &str) -> Option<u64> {
+        self.models
+            .get(upstream_model)
+            .and_then(|m| m.context_window)
+            .or_else(|| self.profile.context_window(upstream_model))
+    }
+}
+
+/// A resolved route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub pattern: String,
+    pub matcher: globset::GlobMatcher,
+    pub provider: String,
+    pub upstream_model: Option<String>,
+}
+
+impl Route {
+    /// True when the pattern is a plain model name rather than a glob.
+    pub fn is_exact(&self) -> bool {
+        !self.pattern.contains(['*', '?', '[', '{'])
+    }
+}
+
+/// Where environment variables come from; a function so tests need not touch the process env.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Config {
+    /// Loads from a file, or from the environment when `path` is `None`.
+    pub fn load(path: Option<&Path>, env: Env<'_>) -> Result<Self, ConfigError> {
+        match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                Self::from_file(file, env)
+            }
+            None => Self::from_env(env),
+        }
+    }
+
+    /// The zero-config start: one upstream from `TOOLBRIDGE_UPSTREAM_URL` and friends, every
+    /// model routed to it unchanged.
+    pub fn from_env(env: Env<'_>) -> Result<Self, ConfigError> {
+        let base_url = env("TOOLBRIDGE_UPSTREAM_URL").ok_or(ConfigError::NoUpstream)?;
+        let mut providers = BTreeMap::new();
+        providers.insert(
+            "upstream".to_owned(),
+            ProviderFile {
+                dialect: default_dialect(),
+                base_url,
+                api_key_env: Some("TOOLBRIDGE_UPSTREAM_API_KEY".to_owned()),
+                preset: env("TOOLBRIDGE_UPSTREAM_PRESET").unwrap_or_else(default_preset),
+                profile: ProfilePatch::default(),
+                request_timeout_secs: None,
+                idle_timeout_secs: None,
+                connect_timeout_secs: None,
+                models: BTreeMap::new(),
+            },
+        );
+        let file = FileConfig {
+            listen: None,
+            body_limit_bytes: None,
+            api_keys: Vec::new(),
+            api_keys_env: None,
+            shutdown_grace_secs: None,
+            providers,
+            routes: vec![RouteFile {
+                model: "*".to_owned(),
+                provider: "upstream".to_owned(),
+                upstream_model: None,
+            }],
+        };
+        Self::from_file(file, env)
+    }
+
+    /// Validates a parsed file. `TOOLBRIDGE_LISTEN` and `TOOLBRIDGE_API_KEYS` apply on top.
+    pub fn from_file(file: FileConfig, env: Env<'_>) -> Result<Self, ConfigError> {
+        let listen_text = env("TOOLBRIDGE_LISTEN")
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen_text.parse().map_err(|_| {
+            ConfigError::invalid(
+                "listen",
+                format!("`{listen_text}` is not an address like 127.0.0.1:8080"),
+            )
+        })?;
+        let mut api_keys = file.api_keys;
+        let keys_var = file
+            .api_keys_env
+            .unwrap_or_else(|| "TOOLBRIDGE_API_KEYS".to_owned());
+        if let Some(keys) = env(&keys_var) {
+            api_keys.extend(
+                keys.split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        if api_keys.iter().any(String::is_empty) {
+            return Err(ConfigError::invalid("api_keys", "keys must not be empty"));
+        }
+        let mut providers = BTreeMap::new();
+        for (name, p) in file.providers {
+            providers.insert(name.clone(), provider(&name, p, env)?);
+        }
+        if providers.is_empty() {
+            return Err(ConfigError::invalid(
+                "providers",
+                "at least one provider is required",
+            ));
+        }
+        let mut routes = Vec::new();
+        for (i, r) in file.routes.into_iter().enumerate() {
+            if !providers.contains_key(&r.provider) {
+                return Err(ConfigError::invalid(
+                    format!("routes[{i}].provider"),
+                    format!(
+                        "`{}` is not a declared provider (declared: {})",
+                        r.provider,
+                        providers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            let glob = globset::Glob::new(&r.model)
+                .map_err(|e| ConfigError::invalid(format!("routes[{i}].model"), e.to_string()))?;
+            routes.push(Route {
+                pattern: r.model,
+                matcher: glob.compile_matcher(),
+                provider: r.provider,
+                upstream_model: r.upstream_model,
+            });
+        }
+        if routes.is_empty() {
+            return Err(ConfigError::invalid(
+                "routes",
+                "at least one route is required",
+            ));
+        }
+        Ok(Self {
+            listen,
+            body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
+            api_keys,
+            shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
+            providers,
+            routes,
+        })
+    }
+
+    /// The route for a requested model: the first route whose pattern matches.
+    pub fn resolve(&self, model: &str) -> Option<(&Route, &Provider)> {
+        let route = self.routes.iter().find(|r| r.matcher.is_match(model))?;
+        let provider = self.providers.get(&route.provider)?;
+        Some((route, provider))
+    }
+
+    /// Model names clients can ask for by name: exact routes, and the models a provider's preset
+    /// or config knows that a glob route sends to it.
+    pub fn known_models(&self) -> Vec<KnownModel> {
+        let mut out: Vec<KnownModel> = Vec::new();
+        let push = |out: &mut Vec<KnownModel>, id: String, provider: &Provider, upstream: &str| {
+            if out.iter().all(|m| m.id != id) {
+                out.push(KnownModel {
+                    context_window: provider.context_window(upstream),
+                    owned_by: provider.name.clone(),
+                    id,
+                });
+            }
+        };
+        for route in &self.routes {
+            let Some(provider) = self.providers.get(&route.provider) else {
+                continue;
+            };
+            if route.is_exact() {
+                let upstream = route.upstream_model.as_deref().unwrap_or(&route.pattern);
+                push(&mut out, route.pattern.clone(), provider, upstream);
+                continue;
+            }
+            let candidates = provider
+                .models
+                .keys()
+                .cloned()
+                .chain(
+                    provider
+                        .profile
+                        .context_windows
+                        .iter()
+                        .map(|(m, _)| m.clone()),
+                )
+                .collect::<Vec<_>>();
+            for model in candidates {
+                // Only when this route is the one that would serve the name.
+                if route.matcher.is_match(&model)
+                    && self.resolve(&model).map(|(r, _)| r.pattern.as_str()) == Some(&route.pattern)
+                {
+                    let upstream = route
+                        .upstream_model
+                        .clone()
+                        .unwrap_or_else(|| model.clone());
+                    push(&mut out, model, provider, &upstream);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A model `GET /v1/models` lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownModel {
+    pub id: String,
+    pub owned_by: String,
+    pub context_window: Option<u64>,
+}
+
+fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, ConfigError> {
+    let at = |field: &str| format!("providers.{name}.{field}");
+    if p.dialect != "chat" {
+        return Err(ConfigError::invalid(
+            at("dialect"),
+            format!(
+                "`{}` is not a supported dialect (supported: chat)",
+                p.dialect
+            ),
+        ));
+    }
+    let url = p.base_url.trim_end_matches('/').to_owned();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ConfigError::invalid(
+            at("base_url"),
+            format!("`{url}` must start with http:// or https://"),
+        ));
+    }
+    let preset = Profile::preset(&p.preset).ok_or_else(|| {
+        ConfigError::invalid(
+            at("preset"),
+            format!(
+                "`{}` is not a preset (presets: {})",
+                p.preset,
+                Profile::preset_names().join(", ")
+            ),
+        )
+    })?;
+    let api_key = match &p.api_key_env {
+        Some(var) => env(var).filter(|k| !k.is_empty()),
+        None => None,
+    };
+    let secs = |v: Option<u64>, default: u64| Duration::from_secs(v.unwrap_or(default));
+    Ok(Provider {
+        name: name.to_owned(),
+        base_url: url,
+        api_key,
+        profile: preset.patched(&p.profile),
+        models: p.models,
+        request_timeout: secs(p.request_timeout_secs, 600),
+        idle_timeout: secs(p.idle_timeout_secs, 300),
+        connect_timeout: secs(p.connect_timeout_secs, 10),
+    })
+}

@@ -1,0 +1,156 @@
+//! The gateway's error type: every way a request can fail before its answer starts, each with a
+//! stable code, an HTTP status and OpenAI's error body.
+//!
+//! Errors are turned into responses without side effects; the one place that logs them is the
+//! request handler's completion log line.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use toolbridge_wire::error::{ErrorBody, ErrorObject};
+
+/// A configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("cannot parse config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid config at `{field}`: {message}")]
+    Invalid { field: String, message: String },
+    #[error(
+        "no config file was given and TOOLBRIDGE_UPSTREAM_URL is not set; set it to a Chat Completions base URL (for example http://127.0.0.1:11434/v1) or pass --config FILE"
+    )]
+    NoUpstream,
+}
+
+impl ConfigError {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A request that failed before any of its answer was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Request(#[from] toolbridge_core::Error),
+    #[error(transparent)]
+    Upstream(#[from] toolbridge_providers::Error),
+    #[error("missing or invalid API key; send `Authorization: Bearer <key>` with a gateway key")]
+    Unauthorized,
+    #[error(
+        "the model `{model}` does not exist or is not routed by this gateway; known models: {known}"
+    )]
+    ModelNotFound { model: String, known: String },
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("the request body could not be read: {0}")]
+    BodyUnreadable(String),
+    #[error("the request must be `application/json`")]
+    UnsupportedMediaType,
+    #[error("the upstream provider could not be reached: {0}")]
+    UpstreamUnreachable(String),
+    #[error("the upstream provider did not answer in time")]
+    UpstreamTimeout,
+    #[error("not found: {0}")]
+    RouteNotFound(String),
+}
+
+impl GatewayError {
+    /// The stable code in `error.code`.
+    pub fn code(&self) -> &str {
+        match self {
+            Self::Request(e) => e.code(),
+            Self::Upstream(e) => e.code(),
+            Self::Unauthorized => "invalid_api_key",
+            Self::ModelNotFound { .. } => "model_not_found",
+            Self::BodyTooLarge { .. } => "request_too_large",
+            Self::BodyUnreadable(_) => "invalid_body",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::UpstreamUnreachable(_) => "upstream_unreachable",
+            Self::UpstreamTimeout => "upstream_timeout",
+            Self::RouteNotFound(_) => "not_found",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        let code = match self {
+            Self::Request(e) => e.status(),
+            Self::Upstream(e) => e.status(),
+            Self::Unauthorized => 401,
+            Self::ModelNotFound { .. } | Self::RouteNotFound(_) => 404,
+            Self::BodyTooLarge { .. } => 413,
+            Self::BodyUnreadable(_) => 400,
+            Self::UnsupportedMediaType => 415,
+            Self::UpstreamUnreachable(_) => 502,
+            Self::UpstreamTimeout => 504,
+        };
+        StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+    }
+
+    /// OpenAI's error body.
+    pub fn body(&self) -> ErrorBody {
+        match self {
+            Self::Request(e) => e.body(),
+            Self::Upstream(e) => e.body(),
+            _ => {
+                let (kind, param) = match self {
+                    Self::Unauthorized => ("authentication_error", None),
+                    Self::ModelNotFound { .. } => ("invalid_request_error", Some("model")),
+                    Self::BodyTooLarge { .. }
+                    | Self::BodyUnreadable(_)
+                    | Self::UnsupportedMediaType
+                    | Self::RouteNotFound(_) => ("invalid_request_error", None),
+                    _ => ("server_error", None),
+                };
+                ErrorBody {
+                    error: ErrorObject {
+                        message: self.to_string(),
+                        kind: kind.to_owned(),
+                        param: param.map(str::to_owned),
+                        code: Some(self.code().to_owned()),
+                    },
+                }
+            }
+        }
+    }
+
+    fn retry_after(&self) -> Option<&str> {
+        match self {
+            Self::Upstream(toolbridge_providers::Error::Upstream(e)) => e.retry_after.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+impl IntoResponse for GatewayError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (self.status(), body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(v) = self
+            .retry_after()
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            headers.insert(header::RETRY_AFTER, v);
+        }
+        if matches!(self, Self::Unauthorized) {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+            .extensions_mut()
+            .insert(ErrorCode(self.code().to_owned()));
+        response
+    }
+}
+
+/// The error code of a failed request, carried in response extensions for the access log.
+#[derive(Debug, Clone)]
+pub struct ErrorCode(pub String);

@@ -1,0 +1,20 @@
+//! The toolbridge gateway: the axum application, configuration, the upstream HTTP clients and
+//! the `toolbridge` command line.
+//!
+//! This crate is the only one that does I/O. It holds no translation logic: requests are
+//! normalised by `toolbridge-core`, translated and decoded by `toolbridge-providers`, and
+//! reconstructed by the core's assembler; the handlers here only wire those steps to HTTP.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod models;
+pub mod responses;
+pub mod serve;
+pub mod time;
+pub mod upstream;
+
+pub use app::{AppState, app};
+pub use config::Config;

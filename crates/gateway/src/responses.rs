@@ -1,0 +1,405 @@
+//! `POST /v1/responses`: parse, normalise, route, translate, send, reconstruct, emit.
+//!
+//! The handler holds no translation logic: it strings together the pure steps of the core and
+//! the provider dialect with the I/O of [`crate::upstream`]. Failures before the upstream
+//! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
+//! failure ends the stream with `response.failed` and a specific code.
+
+use std::pin::Pin;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt, stream};
+use sse_stream::SseByteStream;
+use tokio::sync::watch;
+use toolbridge_core::assemble::{Assembler, ResponseMeta, skeleton};
+use toolbridge_core::canonical::CanonicalRequest;
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
+use toolbridge_providers::chat::{errors, request as chat_request, response as chat_response};
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::chat::ChatResponse;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
+
+use crate::app::AppState;
+use crate::error::GatewayError;
+use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
+use crate::{ids, time};
+
+/// The header listing the diagnostics known when the answer started.
+pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
+
+/// The handler.
+pub async fn create(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request_id = ids::new("req");
+    let started = Instant::now();
+    let mut response = match handle(&state, body, &request_id).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::info!(
+                request_id,
+                status = error.status().as_u16(),
+                code = error.code(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "request refused: {error}"
+            );
+            error.into_response()
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// Parses the body, naming the JSON path of the first problem.
+pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
+    let req = parsed.map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let param = (path != "." && !path.is_empty()).then_some(path);
+        let message = match &param {
+            Some(p) => format!("invalid request body at `{p}`: {inner}"),
+            None => format!("the request body is not valid JSON: {inner}"),
+        };
+        toolbridge_core::Error::InvalidJson { param, message }
+    })?;
+    de.end().map_err(|e| toolbridge_core::Error::InvalidJson {
+        param: None,
+        message: format!("the request body has trailing data: {e}"),
+    })?;
+    Ok(req)
+}
+
+async fn handle(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            GatewayError::BodyTooLarge {
+                limit: state.config.body_limit,
+            }
+        } else {
+            GatewayError::BodyUnreadable(rejection.body_text())
+        }
+    })?;
+    let req = parse_request(&bytes)?;
+    let canonical = normalize(&req, &Limits::default())?;
+    let (route, provider) =
+        state
+            .config
+            .resolve(&canonical.model)
+            .ok_or_else(|| GatewayError::ModelNotFound {
+                model: canonical.model.clone(),
+                known: known_list(state),
+            })?;
+    let upstream_model = route
+        .upstream_model
+        .clone()
+        .unwrap_or_else(|| canonical.model.clone());
+    let profile = provider.profile_for(&upstream_model);
+    let mut diagnostics = canonical.diagnostics.clone();
+    let chat = chat_request::build(&canonical, &profile, &upstream_model, &mut diagnostics);
+    for d in &diagnostics {
+        tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
+    }
+    tracing::info!(
+        request_id,
+        model = canonical.model,
+        provider = provider.name,
+        upstream_model,
+        stream = canonical.stream,
+        "forwarding"
+    );
+
+    let meta = ResponseMeta {
+        id: ids::new("resp"),
+        created_at: time::now(),
+        stored: false,
+    };
+    let header = diagnostics_header(&diagnostics);
+    let assembler = Assembler::new(skeleton(&req, &meta), canonical.output.clone(), diagnostics);
+    let upstream = state.upstreams.send_chat(provider, &chat).await?;
+
+    let mut response = if canonical.stream {
+        stream_response(
+            upstream,
+            assembler,
+            profile,
+            state.shutdown.clone(),
+            request_id,
+        )
+    } else {
+        sync_response(upstream, assembler, &profile, &canonical).await?
+    };
+    if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
+        response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+    }
+    Ok(response)
+}
+
+fn known_list(state: &AppState) -> String {
+    let known: Vec<String> = state
+        .config
+        .known_models()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.join(", ")
+    }
+}
+
+/// `code` or `code:param` for each diagnostic, comma-separated; `None` when there are none.
+pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
+    if diagnostics.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = diagnostics
+        .iter()
+        .map(|d| match &d.param {
+            Some(p) => format!("{}:{p}", d.code),
+            None => d.code.clone(),
+        })
+        .collect();
+    Some(parts.join(","))
+}
+
+async fn sync_response(
+    upstream: reqwest::Response,
+    mut assembler: Assembler,
+    profile: &Profile,
+    _canonical: &CanonicalRequest,
+) -> Result<Response, GatewayError> {
+    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
+        GatewayError::Upstream(toolbridge_providers::Error::Decode {
+            message: format!("not a Chat Completions response: {e}"),
+        })
+    })?;
+    if let Some(error) = errors::in_body(&chat) {
+        return Err(GatewayError::Upstream(
+            toolbridge_providers::Error::Upstream(error),
+        ));
+    }
+    let mut diagnostics = Vec::new();
+    let events = chat_response::decode(profile, chat, &mut diagnostics);
+    for d in diagnostics {
+        assembler.add_diagnostic(d);
+    }
+    let mut sink = Vec::new();
+    for event in events {
+        assembler.on_event(event, &mut sink);
+        sink.clear();
+    }
+    let response = assembler.finish(time::now(), &mut sink);
+    let body = serde_json::to_vec(&response).unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+type UpstreamSse = Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
+
+/// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
+/// decoder and the assembler, and yields SSE frames.
+struct Pump {
+    upstream: UpstreamSse,
+    decoder: ChunkDecoder,
+    profile: Profile,
+    assembler: Option<Assembler>,
+    shutdown: watch::Receiver<bool>,
+    pending: Vec<UpstreamEvent>,
+    diagnostics: Vec<Diagnostic>,
+    request_id: String,
+}
+
+enum Step {
+    Item(Option<Result<sse_stream::Sse, sse_stream::Error>>),
+    Shutdown,
+}
+
+impl Pump {
+    /// The next batch of frames; `None` after the terminal event.
+    async fn next(&mut self) -> Option<Vec<Bytes>> {
+        let mut out = Vec::new();
+        loop {
+            self.assembler.as_ref()?;
+            let step = tokio::select! {
+                biased;
+                () = wait_for(&mut self.shutdown) => Step::Shutdown,
+                item = self.upstream.next() => Step::Item(item),
+            };
+            match step {
+                Step::Item(Some(Ok(event))) => {
+                    let Some(data) = event.data else { continue };
+                    let flow = self.decoder.on_data(
+                        &self.profile,
+                        &data,
+                        &mut self.pending,
+                        &mut self.diagnostics,
+                    );
+                    let assembler = self.assembler.as_mut()?;
+                    for d in self.diagnostics.drain(..) {
+                        assembler.add_diagnostic(d);
+                    }
+                    for ev in self.pending.drain(..) {
+                        assembler.on_event(ev, &mut out);
+                    }
+                    match flow {
+                        Ok(Flow::Continue) if out.is_empty() => continue,
+                        Ok(Flow::Continue) => return Some(frames(&out)),
+                        Ok(Flow::Done) => return Some(self.finish(out)),
+                        Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                    }
+                }
+                Step::Item(Some(Err(e))) => {
+                    let (code, message) = stream_failure(&e);
+                    return Some(self.fail(code, message, out));
+                }
+                Step::Item(None) => return Some(self.finish(out)),
+                Step::Shutdown => {
+                    return Some(self.fail(
+                        "server_shutting_down",
+                        "the gateway is shutting down; retry the request".to_owned(),
+                        out,
+                    ));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
+        if let Some(assembler) = self.assembler.take() {
+            let response = assembler.finish(time::now(), &mut out);
+            tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
+        }
+        frames(&out)
+    }
+
+    fn fail(&mut self, code: &str, message: String, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
+        if let Some(assembler) = self.assembler.take() {
+            tracing::warn!(
+                request_id = self.request_id,
+                code,
+                "stream failed: {message}"
+            );
+            assembler.fail(code, message, time::now(), &mut out);
+        }
+        frames(&out)
+    }
+}
+
+fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
+    if let sse_stream::Error::Body(inner) = e
+        && let Some(inner) = inner.downcast_ref::<StreamError>()
+    {
+        return match inner {
+            StreamError::Idle => ("upstream_timeout", inner.to_string()),
+            StreamError::TooLong => ("upstream_stream_too_long", inner.to_string()),
+            StreamError::Http(_) => (
+                "upstream_stream_error",
+                format!("the upstream stream broke: {inner}"),
+            ),
+        };
+    }
+    (
+        "upstream_stream_error",
+        format!("the upstream stream could not be read: {e}"),
+    )
+}
+
+async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        if shutdown.changed().await.is_err() {
+            // The sender is gone: no forced stop will ever come.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn stream_response(
+    upstream: reqwest::Response,
+    mut assembler: Assembler,
+    profile: Profile,
+    shutdown: watch::Receiver<bool>,
+    request_id: &str,
+) -> Response {
+    let mut start = Vec::new();
+    assembler.start(&mut start);
+    let pump = Pump {
+        upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
+        decoder: ChunkDecoder::new(),
+        profile,
+        assembler: Some(assembler),
+        shutdown,
+        pending: Vec::new(),
+        diagnostics: Vec::new(),
+        request_id: request_id.to_owned(),
+    };
+    let body = stream::iter(frames(&start))
+        .chain(
+            stream::unfold(pump, |mut pump| async move {
+                let frames = pump.next().await?;
+                Some((stream::iter(frames), pump))
+            })
+            .flatten(),
+        )
+        .map(Ok::<Bytes, std::convert::Infallible>);
+    (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// One SSE frame per event: `event:` and `data:` lines, LF endings.
+pub fn frames(events: &[StreamEvent]) -> Vec<Bytes> {
+    events.iter().map(frame).collect()
+}
+
+/// Encodes one event as an SSE frame.
+pub fn frame(event: &StreamEvent) -> Bytes {
+    let mut buf = Vec::with_capacity(256);
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(event.name().as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    // Serialising our own types to a Vec cannot fail (string keys only).
+    let _ = serde_json::to_writer(&mut buf, event);
+    buf.extend_from_slice(b"\n\n");
+    Bytes::from(buf)
+}

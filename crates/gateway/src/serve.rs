@@ -1,0 +1,70 @@
+//! Running the server: bind, serve, and shut down gracefully.
+//!
+//! On SIGTERM or SIGINT the listener closes and in-flight requests may finish; when the grace
+//! period runs out, streams still open end with `response.failed` (`server_shutting_down`) so
+//! that every client sees a terminal event.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::app::{AppState, app};
+use crate::config::Config;
+
+/// Serves `config` on an already bound listener until `shutdown` resolves.
+pub async fn serve_on(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let grace = config.shutdown_grace;
+    let (state, force) = AppState::new(config).map_err(std::io::Error::other)?;
+    let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down; in-flight requests have {grace:?} to finish");
+        let _ = stopping_tx.send(true);
+    };
+    // Once shutdown starts, give in-flight streams the grace period, then force them to end.
+    tokio::spawn(async move {
+        if stopping_rx.wait_for(|s| *s).await.is_ok() {
+            tokio::time::sleep(grace).await;
+            let _ = force.send(true);
+        }
+    });
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(signal)
+        .await
+}
+
+/// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT.
+pub async fn run(config: Config) -> std::io::Result<()> {
+    let listener = TcpListener::bind(config.listen).await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    // Tests and scripts read this line to find the port when listening on port 0.
+    eprintln!("toolbridge listening on http://{addr}");
+    tracing::info!(%addr, routes = config.routes.len(), "listening");
+    serve_on(listener, config, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,170 @@
+//! Talking HTTP to upstream providers: one pooled client per provider, request sending, error
+//! answers mapped before any byte goes to the client, and bounded bodies.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use toolbridge_providers::chat::errors;
+use toolbridge_wire::chat::ChatRequest;
+
+use crate::config::{Config, Provider};
+use crate::error::GatewayError;
+
+/// The most of an upstream error body we read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most of a non-streamed upstream answer we read.
+pub const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
+/// The most bytes one upstream stream may send.
+pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The HTTP clients of every provider.
+#[derive(Debug, Clone)]
+pub struct Upstreams {
+    clients: BTreeMap<String, reqwest::Client>,
+}
+
+impl Upstreams {
+    /// Builds one client per provider (connection pool, timeouts).
+    pub fn new(config: &Config) -> Result<Self, reqwest::Error> {
+        let mut clients = BTreeMap::new();
+        for (name, p) in &config.providers {
+            let client = reqwest::Client::builder()
+                .connect_timeout(p.connect_timeout)
+                .read_timeout(p.idle_timeout)
+                .user_agent(concat!("toolbridge/", env!("CARGO_PKG_VERSION")))
+                .build()?;
+            clients.insert(name.clone(), client);
+        }
+        Ok(Self { clients })
+    }
+
+    /// Sends a Chat request. Returns the answer once its status is 2xx; any other status is
+    /// mapped into an error here, while it can still become an HTTP error for the client.
+    pub async fn send_chat(
+        &self,
+        provider: &Provider,
+        body: &ChatRequest,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let client = self.clients.get(&provider.name).ok_or_else(|| {
+            GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
+        })?;
+        let payload = serde_json::to_vec(body).map_err(|e| {
+            GatewayError::UpstreamUnreachable(format!("cannot encode request: {e}"))
+        })?;
+        let mut request = client
+            .post(format!("{}/chat/completions", provider.base_url))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(payload);
+        if body.stream {
+            request = request.header(reqwest::header::ACCEPT, "text/event-stream");
+        } else {
+            request = request.timeout(provider.request_timeout);
+        }
+        if let Some(key) = &provider.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(send_error)?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = read_capped(response, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
+        Err(GatewayError::Upstream(
+            toolbridge_providers::Error::Upstream(errors::from_http(
+                status.as_u16(),
+                &body,
+                retry_after,
+            )),
+        ))
+    }
+}
+
+fn send_error(e: reqwest::Error) -> GatewayError {
+    if e.is_timeout() {
+        GatewayError::UpstreamTimeout
+    } else {
+        GatewayError::UpstreamUnreachable(without_url(&e))
+    }
+}
+
+/// A reqwest error's text without the URL (which could carry a key in its query).
+pub fn without_url(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    if let Some(url) = e.url() {
+        text = text.replace(url.as_str(), "<upstream>");
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Reads a whole body, up to `limit` bytes.
+pub async fn read_capped(
+    response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, GatewayError> {
+    let mut out = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            if e.is_timeout() {
+                GatewayError::UpstreamTimeout
+            } else {
+                GatewayError::UpstreamUnreachable(without_url(&e))
+            }
+        })?;
+        if out.len() + chunk.len() > limit {
+            return Err(GatewayError::Upstream(
+                toolbridge_providers::Error::Decode {
+                    message: format!("the answer is larger than {limit} bytes"),
+                },
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// Why an upstream byte stream stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("{0}")]
+    Http(String),
+    #[error("the upstream did not send anything for too long")]
+    Idle,
+    #[error("the upstream stream exceeded {MAX_STREAM_BYTES} bytes")]
+    TooLong,
+}
+
+/// The upstream body as a byte stream bounded to [`MAX_STREAM_BYTES`].
+pub fn bounded_bytes(
+    response: reqwest::Response,
+) -> impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static {
+    let mut seen: u64 = 0;
+    response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(|e| {
+            if e.is_timeout() {
+                StreamError::Idle
+            } else {
+                StreamError::Http(without_url(&e))
+            }
+        })?;
+        seen += chunk.len() as u64;
+        if seen > MAX_STREAM_BYTES {
+            return Err(StreamError::TooLong);
+        }
+        Ok(chunk)
+    })
+}

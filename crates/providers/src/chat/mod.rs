@@ -1,0 +1,69 @@
+//! The Chat Completions dialect (OpenAI-compatible providers: DeepSeek, GLM, Kimi, Qwen, MiniMax,
+//! MiMo, Ollama, vLLM, …).
+
+pub mod errors;
+pub mod request;
+pub mod response;
+pub mod stream;
+
+use toolbridge_core::events::FinishReason;
+
+use crate::profile::{FinishKind, Profile};
+
+/// Maps a provider's finish reason through the profile. An unknown reason is treated as a normal
+/// stop; the caller reports it.
+pub(crate) fn finish_reason(profile: &Profile, reason: &str) -> (FinishReason, bool) {
+    match profile.finish_kind(reason) {
+        Some(FinishKind::Stop) => (FinishReason::Stop, true),
+        Some(FinishKind::ToolCalls) => (FinishReason::ToolCalls, true),
+        Some(FinishKind::Length) => (FinishReason::Length, true),
+        Some(FinishKind::ContentFilter) => (FinishReason::ContentFilter, true),
+        Some(FinishKind::ContextLength) => (FinishReason::ContextLength, true),
+        Some(FinishKind::Error) => (
+            FinishReason::Error {
+                code: "upstream_error".to_owned(),
+                message: format!("the upstream stopped with finish reason `{reason}`"),
+            },
+            true,
+        ),
+        None => (FinishReason::Stop, false),
+    }
+}
+
+/// Neutral usage from Chat usage, including DeepSeek's cache field.
+pub(crate) fn usage(u: &toolbridge_wire::chat::ChatUsage) -> toolbridge_wire::responses::Usage {
+    use toolbridge_wire::responses::{InputTokensDetails, OutputTokensDetails, Usage};
+    let cached = u
+        .prompt_tokens_details
+        .as_ref()
+        .and_then(|d| d.cached_tokens)
+        .or(u.prompt_cache_hit_tokens)
+        .unwrap_or(0);
+    let reasoning = u
+        .completion_tokens_details
+        .as_ref()
+        .and_then(|d| d.reasoning_tokens)
+        .unwrap_or(0);
+    Usage {
+        input_tokens: u.prompt_tokens,
+        input_tokens_details: InputTokensDetails {
+            cached_tokens: cached,
+        },
+        output_tokens: u.completion_tokens,
+        output_tokens_details: OutputTokensDetails {
+            reasoning_tokens: reasoning,
+        },
+        total_tokens: u
+            .total_tokens
+            .unwrap_or(u.prompt_tokens + u.completion_tokens),
+    }
+}
+
+/// Tool-call arguments as a string: some local servers send a JSON object instead.
+pub(crate) fn arguments_text(arguments: Option<serde_json::Value>) -> String {
+    match arguments {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    }
+}

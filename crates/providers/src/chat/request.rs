@@ -1,0 +1,390 @@
+//! Canonical request → Chat Completions request, following the provider's [`Profile`].
+
+use serde_json::{Value, json};
+use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
+use toolbridge_core::contract::OutputContract;
+use toolbridge_core::diagnostics::{
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
+    diag,
+};
+use toolbridge_wire::chat::{
+    ChatFunction, ChatFunctionCall, ChatMessage, ChatRequest, ChatTool, ChatToolCall, StreamOptions,
+};
+use toolbridge_wire::responses::Diagnostic;
+
+use crate::profile::{EndUserField, MaxTokensField, Profile};
+
+/// Translates `req` for a provider with `profile`, sending `upstream_model`. Every lossy decision
+/// is appended to `diagnostics`.
+pub fn build(
+    req: &CanonicalRequest,
+    profile: &Profile,
+    upstream_model: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> ChatRequest {
+    let mut messages = messages(&req.turns, profile, diagnostics);
+    let response_format = output_contract(&req.output, profile, &mut messages, diagnostics);
+    let mut out = ChatRequest {
+        model: upstream_model.to_owned(),
+        messages,
+        response_format,
+        stream: req.stream,
+        stream_options: (req.stream && profile.stream_usage).then_some(StreamOptions {
+            include_usage: true,
+        }),
+        ..ChatRequest::default()
+    };
+    params(req, profile, &mut out, diagnostics);
+    tools(req, profile, &mut out);
+    out
+}
+
+fn messages(
+    turns: &[Turn],
+    profile: &Profile,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(turns.len());
+    let mut mapped_developer = false;
+    let mut merged = false;
+    for turn in turns {
+        match turn {
+            Turn::System { text, developer } => {
+                let role = if *developer && profile.developer_role {
+                    "developer"
+                } else {
+                    mapped_developer |= *developer;
+                    "system"
+                };
+                if profile.merge_system
+                    && let Some(last) = out.last_mut()
+                    && last.role == role
+                    && let Some(Value::String(existing)) = &mut last.content
+                {
+                    existing.push_str("\n\n");
+                    existing.push_str(text);
+                    merged = true;
+                    continue;
+                }
+                out.push(ChatMessage {
+                    role: role.to_owned(),
+                    content: Some(Value::String(text.clone())),
+                    ..ChatMessage::default()
+                });
+            }
+            Turn::User { parts } => out.push(ChatMessage {
+                role: "user".to_owned(),
+                content: Some(user_content(parts)),
+                ..ChatMessage::default()
+            }),
+            Turn::Assistant(turn) => out.push(assistant(turn)),
+            Turn::ToolResult { call_id, output } => out.push(ChatMessage {
+                role: "tool".to_owned(),
+                content: Some(Value::String(output.clone())),
+                tool_call_id: Some(call_id.clone()),
+                ..ChatMessage::default()
+            }),
+        }
+    }
+    if mapped_developer {
+        diagnostics.push(diag(
+            DEVELOPER_AS_SYSTEM,
+            Some("input"),
+            format!(
+                "the `{}` profile rejects the developer role; developer messages were sent as system",
+                profile.name
+            ),
+        ));
+    }
+    if merged {
+        diagnostics.push(diag(
+            SYSTEM_MERGED,
+            Some("input"),
+            format!(
+                "the `{}` profile needs one system message; consecutive ones were merged",
+                profile.name
+            ),
+        ));
+    }
+    out
+}
+
+fn user_content(parts: &[UserPart]) -> Value {
+    if let [UserPart::Text(text)] = parts {
+        return Value::String(text.clone());
+    }
+    if parts.iter().all(|p| matches!(p, UserPart::Text(_))) {
+        let text: Vec<&str> = parts
+            .iter()
+            .filter_map(|p| match p {
+                UserPart::Text(t) => Some(t.as_str()),
+                UserPart::Image { .. } => None,
+            })
+            .collect();
+        return Value::String(text.join("\n"));
+    }
+    Value::Array(
+        parts
+            .iter()
+            .map(|p| match p {
+                UserPart::Text(text) => json!({"type": "text", "text": text}),
+                UserPart::Image { url, detail } => {
+                    let mut image = json!({"url": url});
+                    if let (Some(detail), Some(obj)) = (detail, image.as_object_mut()) {
+                        obj.insert("detail".to_owned(), Value::String(detail.clone()));
+                    }
+                    json!({"type": "image_url", "image_url": image})
+                }
+            })
+            .collect(),
+    )
+}
+
+fn assistant(turn: &AssistantTurn) -> ChatMessage {
+    let tool_calls = (!turn.tool_calls.is_empty()).then(|| {
+        turn.tool_calls
+            .iter()
+            .map(|c| ChatToolCall {
+                id: c.call_id.clone(),
+                kind: "function".to_owned(),
+                function: ChatFunctionCall {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                },
+            })
+            .collect()
+    });
+    ChatMessage {
+        role: "assistant".to_owned(),
+        content: turn.text.clone().map(Value::String),
+        tool_calls,
+        reasoning_content: turn.reasoning.clone(),
+        ..ChatMessage::default()
+    }
+}
+
+fn params(
+    req: &CanonicalRequest,
+    profile: &Profile,
+    out: &mut ChatRequest,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let p = &req.params;
+    let mut dropped_params: Vec<&str> = Vec::new();
+    let mut dropped = |param: &'static str| dropped_params.push(param);
+    let mut temperature_diag = None;
+    if let Some(t) = p.temperature {
+        let [lo, hi] = profile.temperature_range;
+        let clamped = t.clamp(lo, hi);
+        out.temperature = Some(clamped);
+        if clamped != t {
+            temperature_diag = Some(diag(
+                PARAM_CLAMPED,
+                Some("temperature"),
+                format!(
+                    "temperature {t} was clamped to {clamped}, the provider's range is [{lo}, {hi}]"
+                ),
+            ));
+        }
+    }
+    out.top_p = p.top_p;
+    if p.presence_penalty.is_some() || p.frequency_penalty.is_some() {
+        if profile.penalties {
+            out.presence_penalty = p.presence_penalty;
+            out.frequency_penalty = p.frequency_penalty;
+        } else {
+            if p.presence_penalty.is_some() {
+                dropped("presence_penalty");
+            }
+            if p.frequency_penalty.is_some() {
+                dropped("frequency_penalty");
+            }
+        }
+    }
+    match profile.max_tokens_field {
+        MaxTokensField::MaxTokens => out.max_tokens = p.max_output_tokens,
+        MaxTokensField::MaxCompletionTokens => out.max_completion_tokens = p.max_output_tokens,
+    }
+    if !p.stop.is_empty() {
+        if profile.stop {
+            out.stop = Some(p.stop.clone());
+        } else {
+            dropped("stop");
+        }
+    }
+    if let Some(top) = p.top_logprobs.filter(|n| *n > 0) {
+        if profile.logprobs {
+            out.logprobs = Some(true);
+            out.top_logprobs = Some(top);
+        } else {
+            dropped("top_logprobs");
+        }
+    }
+    if let Some(user) = &p.end_user {
+        match profile.end_user_field {
+            EndUserField::User => out.user = Some(user.clone()),
+            EndUserField::SafetyIdentifier => out.safety_identifier = Some(user.clone()),
+            EndUserField::None => dropped("safety_identifier"),
+        }
+    }
+    if let Some(key) = &p.prompt_cache_key {
+        if profile.prompt_cache_key {
+            out.prompt_cache_key = Some(key.clone());
+        } else {
+            dropped("prompt_cache_key");
+        }
+    }
+    if let Some(effort) = &p.reasoning_effort {
+        if profile.reasoning_effort {
+            out.extra
+                .insert("reasoning_effort".to_owned(), Value::String(effort.clone()));
+        } else {
+            dropped("reasoning.effort");
+        }
+    }
+    if let Some(parallel) = p.parallel_tool_calls
+        && !req.tools.is_empty()
+    {
+        if profile.parallel_tool_calls {
+            out.parallel_tool_calls = Some(parallel);
+        } else if !parallel {
+            dropped("parallel_tool_calls");
+        }
+    }
+    diagnostics.extend(temperature_diag);
+    for param in dropped_params {
+        diagnostics.push(diag(
+            PARAM_DROPPED,
+            Some(param),
+            format!(
+                "the `{}` profile does not accept `{param}`; it was not sent",
+                profile.name
+            ),
+        ));
+    }
+}
+
+fn tools(req: &CanonicalRequest, _profile: &Profile, out: &mut ChatRequest) {
+    if req.tools.is_empty() {
+        return;
+    }
+    out.tools = Some(
+        req.tools
+            .iter()
+            .map(|t| ChatTool {
+                kind: "function".to_owned(),
+                function: Some(ChatFunction {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                    strict: t.strict,
+                }),
+                extra: serde_json::Map::new(),
+            })
+            .collect(),
+    );
+    out.tool_choice = req.tool_choice.as_ref().map(|choice| match choice {
+        Value::Object(obj) if obj.get("type").and_then(Value::as_str) == Some("function") => {
+            match obj.get("name") {
+                Some(name) => json!({"type": "function", "function": {"name": name}}),
+                None => choice.clone(),
+            }
+        }
+        other => other.clone(),
+    });
+}
+
+/// Applies `text.format`: natively where the profile allows, else as JSON mode plus an
+/// instruction, else as an instruction alone. Returns Chat's `response_format`.
+fn output_contract(
+    contract: &OutputContract,
+    profile: &Profile,
+    messages: &mut Vec<ChatMessage>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Value> {
+    match contract {
+        OutputContract::Text => None,
+        OutputContract::JsonObject => {
+            if profile.json_object {
+                if profile.json_object_needs_json_word && !mentions_json(messages) {
+                    add_instruction(messages, "Respond with a JSON object.".to_owned());
+                }
+                Some(json!({"type": "json_object"}))
+            } else {
+                add_instruction(
+                    messages,
+                    "Respond with a JSON object and nothing else.".to_owned(),
+                );
+                diagnostics.push(diag(
+                    OUTPUT_CONTRACT_DEGRADED,
+                    Some("text.format"),
+                    format!(
+                        "the `{}` profile has no JSON mode; the format was asked for in the prompt",
+                        profile.name
+                    ),
+                ));
+                None
+            }
+        }
+        OutputContract::JsonSchema(schema) => {
+            if profile.json_schema {
+                let mut inner =
+                    json!({"name": schema.name, "schema": schema.schema, "strict": schema.strict});
+                if let (Some(desc), Some(obj)) = (&schema.description, inner.as_object_mut()) {
+                    obj.insert("description".to_owned(), Value::String(desc.clone()));
+                }
+                return Some(json!({"type": "json_schema", "json_schema": inner}));
+            }
+            add_instruction(
+                messages,
+                format!(
+                    "Respond with a JSON object and nothing else. It must match this JSON Schema ({}):\n{}",
+                    schema.name, schema.schema
+                ),
+            );
+            let how = if profile.json_object {
+                "JSON mode plus"
+            } else {
+                "only"
+            };
+            diagnostics.push(diag(
+                OUTPUT_CONTRACT_DEGRADED,
+                Some("text.format"),
+                format!(
+                    "the `{}` profile does not accept json_schema; it was sent as {how} a schema instruction{}",
+                    profile.name,
+                    if schema.strict { ", and the output is validated" } else { "" }
+                ),
+            ));
+            profile.json_object.then(|| json!({"type": "json_object"}))
+        }
+    }
+}
+
+fn mentions_json(messages: &[ChatMessage]) -> bool {
+    messages.iter().any(|m| match &m.content {
+        Some(Value::String(s)) => s.to_ascii_lowercase().contains("json"),
+        _ => false,
+    })
+}
+
+/// Adds an instruction as a system message: appended to the leading system message, or inserted
+/// as the first message.
+fn add_instruction(messages: &mut Vec<ChatMessage>, text: String) {
+    if let Some(first) = messages.first_mut()
+        && first.role == "system"
+        && let Some(Value::String(existing)) = &mut first.content
+    {
+        existing.push_str("\n\n");
+        existing.push_str(&text);
+        return;
+    }
+    messages.insert(
+        0,
+        ChatMessage {
+            role: "system".to_owned(),
+            content: Some(Value::String(text)),
+            ..ChatMessage::default()
+        },
+    );
+}

@@ -1,0 +1,58 @@
+//! Decoding a non-streamed Chat Completions answer into the same events a stream produces, so
+//! both paths share one reconstruction.
+
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
+use toolbridge_wire::chat::ChatResponse;
+use toolbridge_wire::responses::Diagnostic;
+
+use super::{arguments_text, finish_reason, usage};
+use crate::profile::Profile;
+
+/// Decodes a whole answer.
+pub fn decode(
+    profile: &Profile,
+    response: ChatResponse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<UpstreamEvent> {
+    let mut out = Vec::new();
+    if let Some(choice) = response.choices.into_iter().find(|c| c.index == 0) {
+        let message = choice.message;
+        if let Some(r) = message.reasoning_content.or(message.reasoning) {
+            out.push(UpstreamEvent::Reasoning(r));
+        }
+        if let Some(text) = message.content {
+            out.push(UpstreamEvent::Text(text));
+        }
+        if let Some(refusal) = message.refusal {
+            out.push(UpstreamEvent::Refusal(refusal));
+        }
+        for (i, call) in message.tool_calls.into_iter().flatten().enumerate() {
+            let (name, arguments) = match call.function {
+                Some(f) => (f.name, arguments_text(f.arguments)),
+                None => (None, String::new()),
+            };
+            out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                index: Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                id: call.id,
+                name,
+                arguments,
+            }));
+        }
+        if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+            let (finish, known) = finish_reason(profile, &reason);
+            if !known {
+                diagnostics.push(diag(
+                    CHUNK_SKIPPED,
+                    None,
+                    format!("unknown finish reason `{reason}` was treated as a normal stop"),
+                ));
+            }
+            out.push(UpstreamEvent::Finish(finish));
+        }
+    }
+    if let Some(u) = &response.usage {
+        out.push(UpstreamEvent::Usage(usage(u)));
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! Decoding a streamed Chat Completions answer, one SSE `data:` payload at a time.
+//!
+//! Decisions, documented here because clients depend on them:
+//! - `[DONE]` ends the stream; a stream that ends without it is still finished normally.
+//! - A chunk with no choices and no usage (keep-alives, provider metadata) is skipped silently.
+//! - A payload that is not JSON, or JSON of the wrong shape, is skipped with a diagnostic: one
+//!   bad chunk from a local server should not cost the whole answer.
+//! - A chunk carrying `error` (some providers report mid-stream failures that way) fails the
+//!   response with the provider's message.
+//! - Only choice 0 is read (toolbridge never asks for `n > 1`).
+
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
+use toolbridge_wire::chat::ChatChunk;
+use toolbridge_wire::responses::Diagnostic;
+
+use super::{arguments_text, errors, finish_reason, usage};
+use crate::Error;
+use crate::profile::Profile;
+
+/// What the caller should do after a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// `[DONE]` was received.
+    Done,
+}
+
+/// The decoder of one streamed answer.
+#[derive(Debug, Default)]
+pub struct ChunkDecoder {
+    skipped: u32,
+}
+
+impl ChunkDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes one `data:` payload into `out`; diagnostics go to `diagnostics`.
+    pub fn on_data(
+        &mut self,
+        profile: &Profile,
+        data: &str,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<Flow, Error> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let chunk: ChatChunk = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                self.skip(
+                    diagnostics,
+                    format!("a chunk that is not a valid Chat chunk ({e})"),
+                );
+                return Ok(Flow::Continue);
+            }
+        };
+        if let Some(error) = chunk.extra.get("error") {
+            return Err(Error::Upstream(errors::from_stream_error(error)));
+        }
+        decode_chunk(profile, chunk, out, diagnostics);
+        Ok(Flow::Continue)
+    }
+
+    fn skip(&mut self, diagnostics: &mut Vec<Diagnostic>, what: String) {
+        self.skipped += 1;
+        // One diagnostic per kind of problem is enough; a broken server can send thousands.
+        if self.skipped <= 3 {
+            diagnostics.push(diag(CHUNK_SKIPPED, None, format!("skipped {what}")));
+        }
+    }
+}
+
+fn decode_chunk(
+    profile: &Profile,
+    chunk: ChatChunk,
+    out: &mut Vec<UpstreamEvent>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
+        let delta = choice.delta;
+        if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
+            out.push(UpstreamEvent::Reasoning(r));
+        }
+        if let Some(text) = delta.content {
+            out.push(UpstreamEvent::Text(text));
+        }
+        if let Some(refusal) = delta.refusal {
+            out.push(UpstreamEvent::Refusal(refusal));
+        }
+        for call in delta.tool_calls.into_iter().flatten() {
+            let (name, arguments) = match call.function {
+                Some(f) => (f.name, arguments_text(f.arguments)),
+                None => (None, String::new()),
+            };
+            out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                index: call.index,
+                id: call.id,
+                name,
+                arguments,
+            }));
+        }
+        if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+            let (finish, known) = finish_reason(profile, &reason);
+            if !known {
+                diagnostics.push(diag(
+                    CHUNK_SKIPPED,
+                    None,
+                    format!("unknown finish reason `{reason}` was treated as a normal stop"),
+                ));
+            }
+            out.push(UpstreamEvent::Finish(finish));
+        }
+    }
+    if let Some(u) = &chunk.usage {
+        out.push(UpstreamEvent::Usage(usage(u)));
+    }
+}

@@ -1,0 +1,308 @@
+//! Provider profiles: what each Chat Completions provider accepts, as data.
+//!
+//! A preset is a named [`Profile`]. Configuration picks a preset per provider and may patch any
+//! field, for the provider as a whole or per model, with a [`ProfilePatch`]. Translators and
+//! decoders read only the profile: there is no `if provider == …` anywhere else.
+
+use serde::{Deserialize, Serialize};
+
+/// Where the output-token limit goes in a Chat request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+/// Where the end-user identifier goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndUserField {
+    User,
+    SafetyIdentifier,
+    /// The provider takes none: the identifier is dropped with a diagnostic.
+    None,
+}
+
+/// How a provider-specific finish reason maps to the neutral vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishKind {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    ContextLength,
+    /// The provider failed (overloaded, network error, …).
+    Error,
+}
+
+/// What one Chat Completions provider accepts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The preset this profile came from.
+    pub name: String,
+    /// Accepts the `developer` role; otherwise developer messages are sent as `system`.
+    pub developer_role: bool,
+    /// Consecutive system messages must be merged into one.
+    pub merge_system: bool,
+    pub max_tokens_field: MaxTokensField,
+    /// The accepted temperature range; values outside are clamped with a diagnostic.
+    pub temperature_range: [f64; 2],
+    /// Accepts `presence_penalty` and `frequency_penalty`.
+    pub penalties: bool,
+    /// Accepts `stop`.
+    pub stop: bool,
+    /// Accepts `logprobs`/`top_logprobs`.
+    pub logprobs: bool,
+    pub end_user_field: EndUserField,
+    /// Accepts `prompt_cache_key`.
+    pub prompt_cache_key: bool,
+    /// Accepts `response_format: {type: "json_schema"}`.
+    pub json_schema: bool,
+    /// Accepts `response_format: {type: "json_object"}`.
+    pub json_object: bool,
+    /// JSON mode requires the word "json" somewhere in the prompt (DeepSeek).
+    pub json_object_needs_json_word: bool,
+    /// Accepts `stream_options: {include_usage: true}`.
+    pub stream_usage: bool,
+    /// Accepts `parallel_tool_calls`.
+    pub parallel_tool_calls: bool,
+    /// Accepts `reasoning_effort`.
+    pub reasoning_effort: bool,
+    /// Provider-specific finish reasons (the OpenAI ones are always known).
+    pub finish_reasons: Vec<(String, FinishKind)>,
+    /// Context windows of models this provider is known to serve, for `GET /v1/models`.
+    pub context_windows: Vec<(String, u64)>,
+}
+
+impl Profile {
+    /// The generic OpenAI-compatible profile: what OpenAI's own Chat Completions accepts.
+    pub fn generic() -> Self {
+        Self {
+            name: "generic".to_owned(),
+            developer_role: true,
+            merge_system: false,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            temperature_range: [0.0, 2.0],
+            penalties: true,
+            stop: true,
+            logprobs: true,
+            end_user_field: EndUserField::User,
+            prompt_cache_key: false,
+            json_schema: true,
+            json_object: true,
+            json_object_needs_json_word: false,
+            stream_usage: true,
+            parallel_tool_calls: true,
+            reasoning_effort: false,
+            finish_reasons: Vec::new(),
+            context_windows: Vec::new(),
+        }
+    }
+
+    /// A preset by name; `None` for an unknown name.
+    pub fn preset(name: &str) -> Option<Self> {
+        let generic = Self::generic();
+        let named = |n: &str| n.to_owned();
+        let reasons = |list: &[(&str, FinishKind)]| {
+            list.iter()
+                .map(|(r, k)| ((*r).to_owned(), *k))
+                .collect::<Vec<_>>()
+        };
+        let windows = |list: &[(&str, u64)]| {
+            list.iter()
+                .map(|(m, w)| ((*m).to_owned(), *w))
+                .collect::<Vec<_>>()
+        };
+        Some(match name {
+            "generic" => generic,
+            "openai" => Self {
+                name: named("openai"),
+                max_tokens_field: MaxTokensField::MaxCompletionTokens,
+                end_user_field: EndUserField::SafetyIdentifier,
+                prompt_cache_key: true,
+                reasoning_effort: true,
+                ..generic
+            },
+            "deepseek" => Self {
+                name: named("deepseek"),
+                developer_role: false,
+                json_schema: false,
+                json_object_needs_json_word: true,
+                logprobs: false,
+                end_user_field: EndUserField::None,
+                reasoning_effort: true,
+                finish_reasons: reasons(&[("insufficient_system_resource", FinishKind::Error)]),
+                context_windows: windows(&[
+                    ("deepseek-v4-flash", 1_000_000),
+                    ("deepseek-v4-pro", 1_000_000),
+                    ("deepseek-chat", 128_000),
+                    ("deepseek-reasoner", 128_000),
+                ]),
+                ..generic
+            },
+            "glm" => Self {
+                name: named("glm"),
+                developer_role: false,
+                merge_system: true,
+                temperature_range: [0.0, 1.0],
+                penalties: false,
+                logprobs: false,
+                json_schema: false,
+                end_user_field: EndUserField::None,
+                finish_reasons: reasons(&[
+                    ("sensitive", FinishKind::ContentFilter),
+                    ("network_error", FinishKind::Error),
+                    ("model_context_window_exceeded", FinishKind::ContextLength),
+                ]),
+                context_windows: windows(&[
+                    ("glm-5.1", 200_000),
+                    ("glm-5", 200_000),
+                    ("glm-4.7", 200_000),
+                    ("glm-4.6", 200_000),
+                    ("glm-4.5", 128_000),
+                ]),
+                ..generic
+            },
+            "kimi" => Self {
+                name: named("kimi"),
+                developer_role: false,
+                temperature_range: [0.0, 1.0],
+                logprobs: false,
+                json_schema: false,
+                end_user_field: EndUserField::None,
+                context_windows: windows(&[("kimi-k2", 256_000), ("kimi-k2-thinking", 256_000)]),
+                ..generic
+            },
+            "qwen" => Self {
+                name: named("qwen"),
+                developer_role: false,
+                temperature_range: [0.0, 1.99],
+                logprobs: false,
+                end_user_field: EndUserField::None,
+                ..generic
+            },
+            "minimax" => Self {
+                name: named("minimax"),
+                developer_role: false,
+                max_tokens_field: MaxTokensField::MaxCompletionTokens,
+                temperature_range: [0.01, 1.0],
+                penalties: false,
+                logprobs: false,
+                json_schema: false,
+                json_object: false,
+                end_user_field: EndUserField::None,
+                ..generic
+            },
+            "mimo" => Self {
+                name: named("mimo"),
+                developer_role: false,
+                max_tokens_field: MaxTokensField::MaxCompletionTokens,
+                temperature_range: [0.0, 1.5],
+                logprobs: false,
+                json_schema: false,
+                end_user_field: EndUserField::None,
+                finish_reasons: reasons(&[("repetition_truncation", FinishKind::Length)]),
+                ..generic
+            },
+            "ollama" => Self {
+                name: named("ollama"),
+                developer_role: false,
+                logprobs: false,
+                end_user_field: EndUserField::None,
+                ..generic
+            },
+            "vllm" => Self {
+                name: named("vllm"),
+                developer_role: false,
+                end_user_field: EndUserField::User,
+                ..generic
+            },
+            _ => return None,
+        })
+    }
+
+    /// The names of every preset.
+    pub fn preset_names() -> &'static [&'static str] {
+        &[
+            "generic", "openai", "deepseek", "glm", "kimi", "qwen", "minimax", "mimo", "ollama",
+            "vllm",
+        ]
+    }
+
+    /// Applies a patch from configuration.
+    pub fn patched(mut self, patch: &ProfilePatch) -> Self {
+        macro_rules! apply {
+            ($($field:ident),*) => {$(
+                if let Some(v) = &patch.$field { self.$field = v.clone(); }
+            )*};
+        }
+        apply!(
+            developer_role,
+            merge_system,
+            max_tokens_field,
+            temperature_range,
+            penalties,
+            stop,
+            logprobs,
+            end_user_field,
+            prompt_cache_key,
+            json_schema,
+            json_object,
+            json_object_needs_json_word,
+            stream_usage,
+            parallel_tool_calls,
+            reasoning_effort
+        );
+        if let Some(extra) = &patch.finish_reasons {
+            self.finish_reasons
+                .extend(extra.iter().map(|(k, v)| (k.clone(), *v)));
+        }
+        self
+    }
+
+    /// The neutral meaning of a finish reason, `None` when neither OpenAI nor this profile knows it.
+    pub fn finish_kind(&self, reason: &str) -> Option<FinishKind> {
+        if let Some((_, kind)) = self.finish_reasons.iter().find(|(r, _)| r == reason) {
+            return Some(*kind);
+        }
+        match reason {
+            "stop" | "end_turn" | "stop_sequence" | "eos" => Some(FinishKind::Stop),
+            "tool_calls" | "function_call" => Some(FinishKind::ToolCalls),
+            "length" | "max_tokens" => Some(FinishKind::Length),
+            "content_filter" => Some(FinishKind::ContentFilter),
+            _ => None,
+        }
+    }
+
+    /// The context window of `model`, when known.
+    pub fn context_window(&self, model: &str) -> Option<u64> {
+        self.context_windows
+            .iter()
+            .find(|(m, _)| m == model)
+            .map(|(_, w)| *w)
+    }
+}
+
+/// Configuration's changes to a preset. Every field is optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePatch {
+    pub developer_role: Option<bool>,
+    pub merge_system: Option<bool>,
+    pub max_tokens_field: Option<MaxTokensField>,
+    pub temperature_range: Option<[f64; 2]>,
+    pub penalties: Option<bool>,
+    pub stop: Option<bool>,
+    pub logprobs: Option<bool>,
+    pub end_user_field: Option<EndUserField>,
+    pub prompt_cache_key: Option<bool>,
+    pub json_schema: Option<bool>,
+    pub json_object: Option<bool>,
+    pub json_object_needs_json_word: Option<bool>,
+    pub stream_usage: Option<bool>,
+    pub parallel_tool_calls: Option<bool>,
+    pub reasoning_effort: Option<bool>,
+    pub finish_reasons: Option<std::collections::BTreeMap<String, FinishKind>>,
+}

@@ -1,0 +1,699 @@
+//! The OpenAI Responses API: the request a client sends, the response object, its output items
+//! and the streaming events.
+//!
+//! Inbound shapes are lenient where clients differ (an input message may omit `type`; content may
+//! be a string or parts) and keep what they do not understand: unknown item, content and tool
+//! types land in an `Other` variant holding the original JSON object, and unknown top-level request
+//! fields land in `extra`. Outbound shapes are complete per the Open Responses spec: every
+//! required key is always serialised, with `null` where the spec allows it.
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+/// `POST /v1/responses` request body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CreateResponse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Input>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_logprobs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u64>,
+    /// Not part of the Responses API; accepted as an extension because Chat Completions users
+    /// expect it and every Chat provider supports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_identifier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_response_id: Option<String>,
+    /// Every field this crate does not model (`client_metadata`, `stream_options`, …).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `input`: a plain string (one user message) or a list of items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Input {
+    Text(String),
+    Items(Vec<InputItem>),
+}
+
+/// `stop`: one sequence or several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// One item of `input`. A message may omit `type` (the "easy input message" form).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InputItem {
+    Message(MessageItem),
+    FunctionCall(FunctionCallItem),
+    FunctionCallOutput(FunctionCallOutputItem),
+    Reasoning(ReasoningItem),
+    /// Any other item type, kept as its JSON object (including `type`).
+    #[serde(untagged)]
+    Other(Map<String, Value>),
+}
+
+impl<'de> Deserialize<'de> for InputItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let kind = take_type(&mut map)?.unwrap_or_else(|| "message".to_owned());
+        Ok(match kind.as_str() {
+            "message" => Self::Message(typed(map)?),
+            "function_call" => Self::FunctionCall(typed(map)?),
+            "function_call_output" => Self::FunctionCallOutput(typed(map)?),
+            "reasoning" => Self::Reasoning(typed(map)?),
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+/// A message item, input or output side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub role: String,
+    pub content: MessageContent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A message's content: a string or a list of parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part of a message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    InputText {
+        text: String,
+    },
+    OutputText {
+        text: String,
+        #[serde(default)]
+        annotations: Vec<Value>,
+    },
+    Refusal {
+        refusal: String,
+    },
+    /// Any other part (`input_image`, `input_file`, …), kept as its JSON object.
+    #[serde(untagged)]
+    Other(Map<String, Value>),
+}
+
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Text {
+            text: String,
+        }
+        #[derive(Deserialize)]
+        struct OutputText {
+            text: String,
+            #[serde(default)]
+            annotations: Vec<Value>,
+        }
+        #[derive(Deserialize)]
+        struct Refusal {
+            refusal: String,
+        }
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let Some(kind) = take_type(&mut map)? else {
+            return Err(D::Error::missing_field("type"));
+        };
+        Ok(match kind.as_str() {
+            "input_text" => Self::InputText {
+                text: typed::<Text, D::Error>(map)?.text,
+            },
+            "output_text" => {
+                let part: OutputText = typed(map)?;
+                Self::OutputText {
+                    text: part.text,
+                    annotations: part.annotations,
+                }
+            }
+            "refusal" => Self::Refusal {
+                refusal: typed::<Refusal, D::Error>(map)?.refusal,
+            },
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+/// A `function_call` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCallItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub arguments: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A `function_call_output` item. `output` is a string or a list of content parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCallOutputItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A `reasoning` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub summary: Vec<SummaryPart>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Vec<ReasoningContent>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A reasoning summary part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+impl SummaryPart {
+    pub fn summary_text(text: String) -> Self {
+        Self {
+            kind: "summary_text".to_owned(),
+            text,
+        }
+    }
+}
+
+/// A reasoning content part (`reasoning_text`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningContent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+impl ReasoningContent {
+    pub fn reasoning_text(text: String) -> Self {
+        Self {
+            kind: "reasoning_text".to_owned(),
+            text,
+        }
+    }
+}
+
+/// One entry of `tools`. Only `function` is modelled here; every other tool type is kept whole.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Tool {
+    Function(FunctionTool),
+    #[serde(untagged)]
+    Other(Map<String, Value>),
+}
+
+impl<'de> Deserialize<'de> for Tool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let Some(kind) = take_type(&mut map)? else {
+            return Err(D::Error::missing_field("type"));
+        };
+        Ok(match kind.as_str() {
+            "function" => Self::Function(typed(map)?),
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+/// A `function` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionTool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `text`: the output format and verbosity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TextConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<TextFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbosity: Option<String>,
+}
+
+/// `text.format`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TextFormat {
+    Text,
+    JsonObject,
+    JsonSchema(JsonSchemaFormat),
+}
+
+/// `text.format` of type `json_schema`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchemaFormat {
+    pub name: String,
+    pub schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// `reasoning`: effort and summary mode. Unknown keys (`context`, …) are kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningConfig {
+    #[serde(default)]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The response object (`object: "response"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub id: String,
+    pub object: String,
+    pub created_at: i64,
+    pub completed_at: Option<i64>,
+    pub status: ResponseStatus,
+    pub incomplete_details: Option<IncompleteDetails>,
+    pub model: String,
+    pub previous_response_id: Option<String>,
+    pub instructions: Option<String>,
+    pub output: Vec<OutputItem>,
+    pub error: Option<ResponseError>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: Value,
+    pub truncation: String,
+    pub parallel_tool_calls: bool,
+    pub text: TextConfig,
+    pub top_p: f64,
+    pub presence_penalty: f64,
+    pub frequency_penalty: f64,
+    pub top_logprobs: u32,
+    pub temperature: f64,
+    pub reasoning: Option<ReasoningConfig>,
+    pub usage: Option<Usage>,
+    pub max_output_tokens: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+    pub store: bool,
+    pub background: bool,
+    pub service_tier: String,
+    pub metadata: Map<String, Value>,
+    pub safety_identifier: Option<String>,
+    pub prompt_cache_key: Option<String>,
+    /// toolbridge's own account of the decisions it made for this response (dropped or changed
+    /// parameters, degraded tools, …). Absent when there is nothing to report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolbridge_diagnostics: Vec<Diagnostic>,
+}
+
+/// One decision toolbridge made that the client should be able to see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// A stable snake_case code.
+    pub code: String,
+    /// The request path the decision is about (`temperature`, `tools[3]`, …), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+    pub message: String,
+}
+
+/// `status` of a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseStatus {
+    Queued,
+    InProgress,
+    Completed,
+    Incomplete,
+    Failed,
+    Cancelled,
+}
+
+/// `incomplete_details`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncompleteDetails {
+    pub reason: String,
+}
+
+/// `error` of a failed response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Token usage of a response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub input_tokens_details: InputTokensDetails,
+    pub output_tokens: u64,
+    pub output_tokens_details: OutputTokensDetails,
+    pub total_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InputTokensDetails {
+    pub cached_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputTokensDetails {
+    pub reasoning_tokens: u64,
+}
+
+/// One item of a response's `output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputItem {
+    Message(OutputMessage),
+    FunctionCall(FunctionCallItem),
+    Reasoning(ReasoningItem),
+}
+
+impl OutputItem {
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::Message(m) => Some(&m.id),
+            Self::FunctionCall(c) => c.id.as_deref(),
+            Self::Reasoning(r) => r.id.as_deref(),
+        }
+    }
+}
+
+/// An assistant message in `output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputMessage {
+    pub id: String,
+    pub status: String,
+    pub role: String,
+    pub content: Vec<OutputContent>,
+}
+
+/// A content part of an output message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputContent {
+    OutputText {
+        text: String,
+        annotations: Vec<Value>,
+        logprobs: Vec<Value>,
+    },
+    Refusal {
+        refusal: String,
+    },
+}
+
+impl OutputContent {
+    pub fn output_text(text: String) -> Self {
+        Self::OutputText {
+            text,
+            annotations: Vec::new(),
+            logprobs: Vec::new(),
+        }
+    }
+}
+
+/// One streaming event: a sequence number and the event itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamEvent {
+    #[serde(flatten)]
+    pub kind: EventKind,
+    pub sequence_number: u64,
+}
+
+impl StreamEvent {
+    /// The event's `type`, for the SSE `event:` line.
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+}
+
+/// The streaming events toolbridge emits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum EventKind {
+    #[serde(rename = "response.created")]
+    Created { response: Box<Response> },
+    #[serde(rename = "response.in_progress")]
+    InProgress { response: Box<Response> },
+    #[serde(rename = "response.completed")]
+    Completed { response: Box<Response> },
+    #[serde(rename = "response.incomplete")]
+    Incomplete { response: Box<Response> },
+    #[serde(rename = "response.failed")]
+    Failed { response: Box<Response> },
+    #[serde(rename = "response.output_item.added")]
+    OutputItemAdded {
+        output_index: usize,
+        item: OutputItem,
+    },
+    #[serde(rename = "response.output_item.done")]
+    OutputItemDone {
+        output_index: usize,
+        item: OutputItem,
+    },
+    #[serde(rename = "response.content_part.added")]
+    ContentPartAdded {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        part: OutputContent,
+    },
+    #[serde(rename = "response.content_part.done")]
+    ContentPartDone {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        part: OutputContent,
+    },
+    #[serde(rename = "response.output_text.delta")]
+    OutputTextDelta {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        delta: String,
+        logprobs: Vec<Value>,
+    },
+    #[serde(rename = "response.output_text.done")]
+    OutputTextDone {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        text: String,
+        logprobs: Vec<Value>,
+    },
+    #[serde(rename = "response.refusal.delta")]
+    RefusalDelta {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.refusal.done")]
+    RefusalDone {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        refusal: String,
+    },
+    #[serde(rename = "response.function_call_arguments.delta")]
+    FunctionCallArgumentsDelta {
+        item_id: String,
+        output_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.function_call_arguments.done")]
+    FunctionCallArgumentsDone {
+        item_id: String,
+        output_index: usize,
+        name: String,
+        arguments: String,
+    },
+    #[serde(rename = "response.reasoning_summary_part.added")]
+    ReasoningSummaryPartAdded {
+        item_id: String,
+        output_index: usize,
+        summary_index: usize,
+        part: SummaryPart,
+    },
+    #[serde(rename = "response.reasoning_summary_part.done")]
+    ReasoningSummaryPartDone {
+        item_id: String,
+        output_index: usize,
+        summary_index: usize,
+        part: SummaryPart,
+    },
+    #[serde(rename = "response.reasoning_summary_text.delta")]
+    ReasoningSummaryTextDelta {
+        item_id: String,
+        output_index: usize,
+        summary_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.reasoning_summary_text.done")]
+    ReasoningSummaryTextDone {
+        item_id: String,
+        output_index: usize,
+        summary_index: usize,
+        text: String,
+    },
+    #[serde(rename = "response.reasoning_text.delta")]
+    ReasoningTextDelta {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.reasoning_text.done")]
+    ReasoningTextDone {
+        item_id: String,
+        output_index: usize,
+        content_index: usize,
+        text: String,
+    },
+}
+
+impl EventKind {
+    /// The event's `type` string.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Created { .. } => "response.created",
+            Self::InProgress { .. } => "response.in_progress",
+            Self::Completed { .. } => "response.completed",
+            Self::Incomplete { .. } => "response.incomplete",
+            Self::Failed { .. } => "response.failed",
+            Self::OutputItemAdded { .. } => "response.output_item.added",
+            Self::OutputItemDone { .. } => "response.output_item.done",
+            Self::ContentPartAdded { .. } => "response.content_part.added",
+            Self::ContentPartDone { .. } => "response.content_part.done",
+            Self::OutputTextDelta { .. } => "response.output_text.delta",
+            Self::OutputTextDone { .. } => "response.output_text.done",
+            Self::RefusalDelta { .. } => "response.refusal.delta",
+            Self::RefusalDone { .. } => "response.refusal.done",
+            Self::FunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
+            Self::FunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            Self::ReasoningSummaryPartAdded { .. } => "response.reasoning_summary_part.added",
+            Self::ReasoningSummaryPartDone { .. } => "response.reasoning_summary_part.done",
+            Self::ReasoningSummaryTextDelta { .. } => "response.reasoning_summary_text.delta",
+            Self::ReasoningSummaryTextDone { .. } => "response.reasoning_summary_text.done",
+            Self::ReasoningTextDelta { .. } => "response.reasoning_text.delta",
+            Self::ReasoningTextDone { .. } => "response.reasoning_text.done",
+        }
+    }
+
+    /// True for the events that end a response stream.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed { .. } | Self::Incomplete { .. } | Self::Failed { .. }
+        )
+    }
+}
+
+/// Removes and returns the `type` key of an object, which must be a string when present.
+fn take_type<E: serde::de::Error>(map: &mut Map<String, Value>) -> Result<Option<String>, E> {
+    match map.remove("type") {
+        None => Ok(None),
+        Some(Value::String(kind)) => Ok(Some(kind)),
+        Some(other) => Err(E::custom(format_args!(
+            "`type` must be a string, got {other}"
+        ))),
+    }
+}
+
+/// Deserialises a typed struct from an object whose `type` key was already taken.
+fn typed<T: DeserializeOwned, E: serde::de::Error>(map: Map<String, Value>) -> Result<T, E> {
+    T::deserialize(Value::Object(map)).map_err(E::custom)
+}
