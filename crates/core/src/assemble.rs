@@ -12,7 +12,8 @@
 
 use serde_json::{Map, Value};
 use toolbridge_wire::responses::{
-    CreateResponse, Diagnostic, EventKind, FunctionCallItem, IncompleteDetails, OutputContent,
+    CreateResponse, Diagnostic, EventKind, FunctionCallItem, IncompleteDetails, JsonSchemaFormat,
+    OutputContent,
     OutputItem, OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError,
     ResponseStatus, StreamEvent, TextConfig, TextFormat, Usage,
 };
@@ -66,12 +67,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
             .unwrap_or_else(|| "disabled".to_owned()),
         parallel_tool_calls: req.parallel_tool_calls.unwrap_or(true),
         text: TextConfig {
-            format: Some(
-                req.text
-                    .as_ref()
-                    .and_then(|t| t.format.clone())
-                    .unwrap_or(TextFormat::Text),
-            ),
+            format: Some(echoed_format(req)),
             verbosity: req.text.as_ref().and_then(|t| t.verbosity.clone()),
         },
         top_p: req.top_p.unwrap_or(1.0),
@@ -94,6 +90,21 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         safety_identifier: req.safety_identifier.clone(),
         prompt_cache_key: req.prompt_cache_key.clone(),
         toolbridge_diagnostics: Vec::new(),
+    }
+}
+
+/// `text.format` as the response echoes it: the schema itself is not repeated (the Open
+/// Responses spec has it `null`), and `strict` is always a boolean.
+fn echoed_format(req: &CreateResponse) -> TextFormat {
+    match req.text.as_ref().and_then(|t| t.format.as_ref()) {
+        None => TextFormat::Text,
+        Some(TextFormat::JsonSchema(f)) => TextFormat::JsonSchema(JsonSchemaFormat {
+            name: f.name.clone(),
+            schema: Value::Null,
+            description: f.description.clone(),
+            strict: Some(f.strict.unwrap_or(false)),
+        }),
+        Some(other) => other.clone(),
     }
 }
 

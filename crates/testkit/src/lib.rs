@@ -1,1 +1,15 @@
-//! placeholder
+//! Test kit: a real local fake upstream speaking provider wire formats on 127.0.0.1:0, helpers
+//! that build real Chat Completions payloads, an SSE reader, and Open Responses schema checks.
+//!
+//! It is a library for tests of every crate; nothing in it is used by the gateway itself.
+
+// Test code: a failed expectation should stop the test loudly.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+pub mod chat;
+pub mod schema;
+pub mod sse;
+pub mod upstream;
+
+pub use schema::OpenResponses;
+pub use upstream::{FakeUpstream, Recorded, Reply};

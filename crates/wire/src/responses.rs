@@ -307,11 +307,11 @@ impl<'de> Deserialize<'de> for Tool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionTool {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub parameters: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub strict: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -339,8 +339,11 @@ pub enum TextFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JsonSchemaFormat {
     pub name: String,
+    /// Required in a request. The response object echoes it as `null`, as the Open Responses
+    /// spec has it.
+    #[serde(default)]
     pub schema: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,

@@ -1,0 +1,239 @@
+//! A fake upstream: an axum server on 127.0.0.1:0 that answers with scripted replies and records
+//! every request it receives.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use futures::stream;
+use serde_json::Value;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A JSON body with a status and extra headers.
+    Json {
+        status: u16,
+        body: Value,
+        headers: Vec<(String, String)>,
+    },
+    /// An SSE body written piece by piece, each piece its own write, with an optional pause
+    /// before each.
+    Stream { pieces: Vec<String>, pause: Duration },
+    /// Any body.
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+}
+
+impl Reply {
+    /// `200` with a JSON body.
+    pub fn json(body: Value) -> Self {
+        Self::Json {
+            status: 200,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    /// An error status with a JSON body.
+    pub fn error(status: u16, body: Value) -> Self {
+        Self::Json {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    /// An SSE stream of `data:` payloads, followed by `data: [DONE]`.
+    pub fn sse(payloads: Vec<Value>) -> Self {
+        let mut pieces: Vec<String> = payloads.iter().map(|p| format!("data: {p}\n\n")).collect();
+        pieces.push("data: [DONE]\n\n".to_owned());
+        Self::Stream {
+            pieces,
+            pause: Duration::ZERO,
+        }
+    }
+
+    /// An SSE stream of exact pieces (no `[DONE]` added).
+    pub fn sse_raw(pieces: Vec<String>) -> Self {
+        Self::Stream {
+            pieces,
+            pause: Duration::ZERO,
+        }
+    }
+}
+
+/// A request the fake upstream received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+/// A check run on every request before the script: `Some(reply)` answers instead (a provider
+/// rejecting what it does not accept, say).
+pub type Gate = Arc<dyn Fn(&Recorded) -> Option<Reply> + Send + Sync>;
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Reply>,
+    fallback: Option<Reply>,
+    requests: Vec<Recorded>,
+    gate: Option<Gate>,
+}
+
+/// The fake upstream server; it stops when dropped.
+pub struct FakeUpstream {
+    addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeUpstream {
+    /// Starts a server on 127.0.0.1:0.
+    pub async fn start() -> Self {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { addr, inner, task }
+    }
+
+    /// The base URL a Chat provider config would use (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues a reply for the next request.
+    pub fn push(&self, reply: Reply) {
+        self.lock().script.push_back(reply);
+    }
+
+    /// The reply used when the script is empty.
+    pub fn set_fallback(&self, reply: Reply) {
+        self.lock().fallback = Some(reply);
+    }
+
+    /// Installs a gate that may answer a request instead of the script.
+    pub fn set_gate(&self, gate: Gate) {
+        self.lock().gate = Some(gate);
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// The body of the last request.
+    pub fn last_body(&self) -> Value {
+        self.lock()
+            .requests
+            .last()
+            .map(|r| r.body.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for FakeUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let recorded = Recorded {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let reply = {
+        let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.requests.push(recorded.clone());
+        let gated = inner.gate.as_ref().and_then(|g| g(&recorded));
+        gated
+            .or_else(|| inner.script.pop_front())
+            .or_else(|| inner.fallback.clone())
+    };
+    match reply {
+        None => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "fake upstream: no reply scripted",
+        )
+            .into_response(),
+        Some(Reply::Json {
+            status,
+            body,
+            headers,
+        }) => {
+            let mut response = (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+                [("content-type", "application/json")],
+                body.to_string(),
+            )
+                .into_response();
+            for (k, v) in headers {
+                if let (Ok(k), Ok(v)) = (
+                    axum::http::HeaderName::from_bytes(k.as_bytes()),
+                    axum::http::HeaderValue::from_str(&v),
+                ) {
+                    response.headers_mut().insert(k, v);
+                }
+            }
+            response
+        }
+        Some(Reply::Raw {
+            status,
+            content_type,
+            body,
+        }) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            [("content-type", content_type)],
+            body,
+        )
+            .into_response(),
+        Some(Reply::Stream { pieces, pause }) => {
+            let body = stream::unfold(pieces.into_iter(), move |mut it| async move {
+                let piece = it.next()?;
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+                Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece)), it))
+            });
+            (
+                StatusCode::OK,
+                [("content-type", "text/event-stream")],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
+    }
+}
