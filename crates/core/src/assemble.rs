@@ -13,9 +13,8 @@
 use serde_json::{Map, Value};
 use toolbridge_wire::responses::{
     CreateResponse, Diagnostic, EventKind, FunctionCallItem, IncompleteDetails, JsonSchemaFormat,
-    OutputContent,
-    OutputItem, OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError,
-    ResponseStatus, StreamEvent, TextConfig, TextFormat, Usage,
+    OutputContent, OutputItem, OutputMessage, ReasoningContent, ReasoningItem, Response,
+    ResponseError, ResponseStatus, StreamEvent, TextConfig, TextFormat, Usage,
 };
 
 use crate::contract::OutputContract;

@@ -67,7 +67,7 @@ pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Er
     let req = parsed.map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let param = (path != "." && !path.is_empty()).then_some(path);
+        let param = (path != "." && path != "?" && !path.is_empty()).then_some(path);
         let message = match &param {
             Some(p) => format!("invalid request body at `{p}`: {inner}"),
             None => format!("the request body is not valid JSON: {inner}"),

@@ -5,14 +5,15 @@ mod common;
 
 use common::Harness;
 use serde_json::{Value, json};
+use toolbridge_testkit::Reply;
 use toolbridge_testkit::chat::{chunk, completion, text_stream, usage_chunk};
 use toolbridge_testkit::sse::types;
-use toolbridge_testkit::Reply;
 
 #[tokio::test]
 async fn sync_text_maps_request_and_fills_every_response_field() {
     let h = Harness::with_preset("generic").await;
-    h.upstream.push(Reply::json(completion("Hello there.", "stop")));
+    h.upstream
+        .push(Reply::json(completion("Hello there.", "stop")));
     let (status, body) = h
         .post_json(&json!({
             "model": "gpt-test",
@@ -233,7 +234,8 @@ async fn parameters_follow_the_preset_and_every_change_is_reported() {
 #[tokio::test]
 async fn json_schema_goes_upstream_natively_in_chat_shape() {
     let h = Harness::with_preset("generic").await;
-    h.upstream.push(Reply::json(completion(r#"{"city":"Paris"}"#, "stop")));
+    h.upstream
+        .push(Reply::json(completion(r#"{"city":"Paris"}"#, "stop")));
     let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
     let (status, body) = h
         .post_json(&json!({
@@ -255,14 +257,16 @@ async fn json_schema_goes_upstream_natively_in_chat_shape() {
 #[tokio::test]
 async fn json_schema_degrades_to_json_mode_and_strict_output_is_validated() {
     let h = Harness::with_preset("deepseek").await;
-    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
     let request = json!({
         "model": "deepseek-v4-flash",
         "input": "give me a number",
         "text": {"format": {"type": "json_schema", "name": "num", "schema": schema, "strict": true}},
     });
 
-    h.upstream.push(Reply::json(completion(r#"{"n": 4}"#, "stop")));
+    h.upstream
+        .push(Reply::json(completion(r#"{"n": 4}"#, "stop")));
     let (status, body) = h.post_json(&request).await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "completed", "{body}");
@@ -272,15 +276,22 @@ async fn json_schema_degrades_to_json_mode_and_strict_output_is_validated() {
     assert_eq!(sent["messages"][0]["role"], "system");
     assert!(system.contains("JSON Schema (num)"), "{system}");
     assert!(system.contains(r#""required":["n"]"#), "{system}");
-    assert_eq!(body["toolbridge_diagnostics"][0]["code"], "output_contract_degraded");
+    assert_eq!(
+        body["toolbridge_diagnostics"][0]["code"],
+        "output_contract_degraded"
+    );
 
     // A non-conforming answer fails visibly, with the output still there to inspect.
-    h.upstream.push(Reply::json(completion(r#"{"n": "four"}"#, "stop")));
+    h.upstream
+        .push(Reply::json(completion(r#"{"n": "four"}"#, "stop")));
     let (status, body) = h.post_json(&request).await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "failed");
     assert_eq!(body["error"]["code"], "output_validation_failed");
-    assert!(body["error"]["message"].as_str().unwrap().contains("/n"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("/n"),
+        "{body}"
+    );
     assert_eq!(body["output"][0]["content"][0]["text"], r#"{"n": "four"}"#);
     h.check_response(&body);
 }
@@ -322,16 +333,23 @@ async fn json_object_on_deepseek_mentions_json_when_the_prompt_does_not() {
     assert_eq!(status, 200);
     let sent = h.upstream.last_body();
     assert_eq!(sent["response_format"], json!({"type": "json_object"}));
-    assert_eq!(sent["messages"][0], json!({"role": "system", "content": "Respond with a JSON object."}));
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "Respond with a JSON object."})
+    );
 }
 
 #[tokio::test]
 async fn length_and_content_filter_end_as_incomplete() {
     let h = Harness::with_preset("glm").await;
-    h.upstream.push(Reply::json(completion("partial", "length")));
+    h.upstream
+        .push(Reply::json(completion("partial", "length")));
     let (_, body) = h.post_json(&json!({"model": "m", "input": "long"})).await;
     assert_eq!(body["status"], "incomplete");
-    assert_eq!(body["incomplete_details"], json!({"reason": "max_output_tokens"}));
+    assert_eq!(
+        body["incomplete_details"],
+        json!({"reason": "max_output_tokens"})
+    );
     assert_eq!(body["completed_at"], Value::Null);
     h.check_response(&body);
 
@@ -344,7 +362,10 @@ async fn length_and_content_filter_end_as_incomplete() {
         .await;
     let last = &events.last().unwrap().data;
     assert_eq!(last["type"], "response.incomplete");
-    assert_eq!(last["response"]["incomplete_details"]["reason"], "content_filter");
+    assert_eq!(
+        last["response"]["incomplete_details"]["reason"],
+        "content_filter"
+    );
 }
 
 #[tokio::test]
@@ -366,13 +387,18 @@ async fn stream_without_done_marker_still_completes() {
 #[tokio::test]
 async fn an_empty_stream_fails_with_a_specific_code() {
     let h = Harness::with_preset("generic").await;
-    h.upstream.push(Reply::sse_raw(vec!["data: [DONE]\n\n".to_owned()]));
+    h.upstream
+        .push(Reply::sse_raw(vec!["data: [DONE]\n\n".to_owned()]));
     let events = h
         .post_stream(&json!({"model": "m", "input": "x", "stream": true}))
         .await;
     assert_eq!(
         types(&events),
-        ["response.created", "response.in_progress", "response.failed"]
+        [
+            "response.created",
+            "response.in_progress",
+            "response.failed"
+        ]
     );
     assert_eq!(
         events[2].data["response"]["error"]["code"],
@@ -397,10 +423,12 @@ async fn an_error_inside_the_stream_becomes_response_failed_without_completing_t
     let last = &events.last().unwrap().data;
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["error"]["code"], "upstream_error");
-    assert!(last["response"]["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("overloaded"));
+    assert!(
+        last["response"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("overloaded")
+    );
 }
 
 #[tokio::test]
@@ -408,7 +436,10 @@ async fn malformed_chunks_are_skipped_with_a_diagnostic() {
     let h = Harness::with_preset("vllm").await;
     h.upstream.push(Reply::sse_raw(vec![
         "data: {not json\n\n".to_owned(),
-        format!("data: {}\n\n", chunk(json!({"content": "ok"}), Some("stop"))),
+        format!(
+            "data: {}\n\n",
+            chunk(json!({"content": "ok"}), Some("stop"))
+        ),
         format!("data: {}\n\n", usage_chunk(1, 1)),
         "data: [DONE]\n\n".to_owned(),
     ]));
@@ -466,7 +497,8 @@ async fn streamed_tool_calls_are_restored_as_function_call_items() {
 #[tokio::test]
 async fn tool_history_becomes_assistant_tool_calls_and_tool_messages() {
     let h = Harness::with_preset("deepseek").await;
-    h.upstream.push(Reply::json(completion("It is sunny.", "stop")));
+    h.upstream
+        .push(Reply::json(completion("It is sunny.", "stop")));
     let (status, body) = h
         .post_json(&json!({
             "model": "m",

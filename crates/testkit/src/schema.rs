@@ -18,9 +18,7 @@ impl OpenResponses {
     pub fn path() -> PathBuf {
         let shared = std::env::var_os("TOOLBRIDGE_SHARED_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
-            });
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
         shared.join("reference/openresponses/openapi.json")
     }
 

@@ -25,7 +25,10 @@ pub enum Reply {
     },
     /// An SSE body written piece by piece, each piece its own write, with an optional pause
     /// before each.
-    Stream { pieces: Vec<String>, pause: Duration },
+    Stream {
+        pieces: Vec<String>,
+        pause: Duration,
+    },
     /// Any body.
     Raw {
         status: u16,
@@ -104,9 +107,7 @@ impl FakeUpstream {
     /// Starts a server on 127.0.0.1:0.
     pub async fn start() -> Self {
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let app = Router::new()
-            .fallback(handle)
-            .with_state(inner.clone());
+        let app = Router::new().fallback(handle).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -226,7 +227,10 @@ async fn handle(
                 if !pause.is_zero() {
                     tokio::time::sleep(pause).await;
                 }
-                Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece)), it))
+                Some((
+                    Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece)),
+                    it,
+                ))
             });
             (
                 StatusCode::OK,

@@ -121,7 +121,7 @@ pub struct ChatResponse {
     pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub choices: Vec<ChatChoice>,
     #[serde(default)]
     pub usage: Option<ChatUsage>,
@@ -166,7 +166,7 @@ pub struct ChatChunk {
     pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub choices: Vec<ChunkChoice>,
     #[serde(default)]
     pub usage: Option<ChatUsage>,
@@ -253,4 +253,14 @@ pub struct PromptTokensDetails {
 pub struct CompletionTokensDetails {
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
+}
+
+/// `null` where a list is expected reads as an empty list (MiniMax sends `"choices": null`
+/// beside an error).
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }

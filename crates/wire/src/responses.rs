@@ -76,11 +76,42 @@ pub struct CreateResponse {
 }
 
 /// `input`: a plain string (one user message) or a list of items.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Input {
     Text(String),
     Items(Vec<InputItem>),
+}
+
+impl<'de> Deserialize<'de> for Input {
+    // Hand-written rather than untagged so that an error inside an item keeps its path
+    // (`input[3]`) instead of becoming "did not match any variant".
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Input;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of input items")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Input, E> {
+                Ok(Input::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Input, E> {
+                Ok(Input::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Input, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(item) = seq.next_element::<InputItem>()? {
+                    items.push(item);
+                }
+                Ok(Input::Items(items))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// `stop`: one sequence or several.
@@ -696,7 +727,15 @@ fn take_type<E: serde::de::Error>(map: &mut Map<String, Value>) -> Result<Option
     }
 }
 
-/// Deserialises a typed struct from an object whose `type` key was already taken.
+/// Deserialises a typed struct from an object whose `type` key was already taken. The error
+/// names the field at fault, which the outer path (`input[3]`) cannot see.
 fn typed<T: DeserializeOwned, E: serde::de::Error>(map: Map<String, Value>) -> Result<T, E> {
-    T::deserialize(Value::Object(map)).map_err(E::custom)
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." || path == "?" {
+            E::custom(e.into_inner())
+        } else {
+            E::custom(format_args!("at `{path}`: {}", e.into_inner()))
+        }
+    })
 }

@@ -48,12 +48,18 @@ provider = "up"
             _ => None,
         };
         let config = Config::from_file(file, &env).expect("test config is valid");
-        let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve::serve_on(listener, config, async move {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(toolbridge_gateway::serve::serve_on(
+            listener,
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             upstream,
             addr,
@@ -103,9 +109,9 @@ provider = "up"
     /// Checks a response object against the Open Responses schema when it is available.
     pub fn check_response(&self, value: &Value) {
         if let Some(schema) = &self.schema {
-            schema
-                .check_response(value)
-                .unwrap_or_else(|e| panic!("response violates the Open Responses schema:\n{e}\n{value:#}"));
+            schema.check_response(value).unwrap_or_else(|e| {
+                panic!("response violates the Open Responses schema:\n{e}\n{value:#}")
+            });
         }
     }
 }
@@ -114,16 +120,19 @@ provider = "up"
 pub fn check_stream(events: &[toolbridge_testkit::sse::Event], schema: Option<&OpenResponses>) {
     assert!(!events.is_empty(), "empty stream");
     for (i, e) in events.iter().enumerate() {
-        assert_eq!(e.data["sequence_number"], i as u64, "sequence_number of event {i}");
+        assert_eq!(
+            e.data["sequence_number"], i as u64,
+            "sequence_number of event {i}"
+        );
         assert_eq!(
             e.name.as_deref(),
             e.data["type"].as_str(),
             "event: line matches type"
         );
         if let Some(schema) = schema {
-            schema
-                .check_event(&e.data)
-                .unwrap_or_else(|err| panic!("event {i} violates the schema:\n{err}\n{:#}", e.data));
+            schema.check_event(&e.data).unwrap_or_else(|err| {
+                panic!("event {i} violates the schema:\n{err}\n{:#}", e.data)
+            });
         }
     }
     let terminal: Vec<usize> = events
@@ -137,7 +146,11 @@ pub fn check_stream(events: &[toolbridge_testkit::sse::Event], schema: Option<&O
         })
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(terminal, vec![events.len() - 1], "exactly one terminal event, last");
+    assert_eq!(
+        terminal,
+        vec![events.len() - 1],
+        "exactly one terminal event, last"
+    );
     assert_eq!(events[0].data["type"], "response.created");
     assert_eq!(events[1].data["type"], "response.in_progress");
     // Every item that is done was added first, with the same id and output_index.
@@ -152,7 +165,10 @@ pub fn check_stream(events: &[toolbridge_testkit::sse::Event], schema: Option<&O
                     && &a.data["item"]["id"] == id
             });
             assert!(added, "item {id} done without added");
-            assert_eq!(&final_output[index], &e.data["item"], "final output matches done item");
+            assert_eq!(
+                &final_output[index], &e.data["item"],
+                "final output matches done item"
+            );
         }
     }
 }
