@@ -1,1 +1,273 @@
+//! The reconstruction state machine, event by event.
 
+use serde_json::json;
+use toolbridge_wire::responses::{
+    CreateResponse, EventKind, OutputItem, ResponseStatus, StreamEvent,
+};
+
+use super::{Assembler, ResponseMeta, codes, skeleton};
+use crate::contract::OutputContract;
+use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
+
+fn assembler() -> Assembler {
+    let req: CreateResponse = serde_json::from_value(json!({"model": "m", "input": "x"})).unwrap();
+    let meta = ResponseMeta {
+        id: "resp_abc".to_owned(),
+        created_at: 1,
+        stored: false,
+    };
+    Assembler::new(skeleton(&req, &meta), OutputContract::Text, Vec::new())
+}
+
+fn call(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) -> UpstreamEvent {
+    UpstreamEvent::ToolCall(ToolCallDelta {
+        index,
+        id: id.map(str::to_owned),
+        name: name.map(str::to_owned),
+        arguments: args.to_owned(),
+    })
+}
+
+fn run(events: Vec<UpstreamEvent>) -> (Vec<StreamEvent>, toolbridge_wire::responses::Response) {
+    let mut a = assembler();
+    let mut out = Vec::new();
+    a.start(&mut out);
+    for e in events {
+        a.on_event(e, &mut out);
+    }
+    let response = a.finish(2, &mut out);
+    for (i, e) in out.iter().enumerate() {
+        assert_eq!(e.sequence_number, i as u64);
+    }
+    assert_eq!(out.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    assert!(out.last().unwrap().kind.is_terminal());
+    (out, response)
+}
+
+fn names(events: &[StreamEvent]) -> Vec<&'static str> {
+    events.iter().map(StreamEvent::name).collect()
+}
+
+#[test]
+fn interleaved_parallel_calls_are_kept_apart_by_index() {
+    let (events, response) = run(vec![
+        call(Some(0), Some("call_a"), Some("read"), ""),
+        call(Some(1), Some("call_b"), Some("write"), "{\"p\":"),
+        call(Some(0), None, None, "{\"f\":1}"),
+        call(Some(1), None, None, "2}"),
+        UpstreamEvent::Finish(FinishReason::ToolCalls),
+    ]);
+    let calls: Vec<_> = response
+        .output
+        .iter()
+        .map(|item| match item {
+            OutputItem::FunctionCall(c) => (c.call_id.clone(), c.name.clone(), c.arguments.clone()),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call_a".into(), "read".into(), "{\"f\":1}".into()),
+            ("call_b".into(), "write".into(), "{\"p\":2}".into())
+        ]
+    );
+    // Both calls are done only at the end, when their arguments can no longer grow.
+    let first_done = names(&events)
+        .iter()
+        .position(|n| *n == "response.output_item.done")
+        .unwrap();
+    let last_delta = names(&events)
+        .iter()
+        .rposition(|n| *n == "response.function_call_arguments.delta")
+        .unwrap();
+    assert!(first_done > last_delta);
+    assert_eq!(response.status, ResponseStatus::Completed);
+}
+
+#[test]
+fn calls_without_index_fall_back_to_their_id() {
+    let (_, response) = run(vec![
+        call(None, Some("c1"), Some("a"), "{\"x\":"),
+        call(None, Some("c2"), Some("b"), "{}"),
+        call(None, Some("c1"), None, "1}"),
+    ]);
+    let args: Vec<_> = response
+        .output
+        .iter()
+        .filter_map(|i| match i {
+            OutputItem::FunctionCall(c) => Some((c.call_id.as_str(), c.arguments.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(args, [("c1", "{\"x\":1}"), ("c2", "{}")]);
+}
+
+#[test]
+fn an_id_arriving_after_the_name_is_used_when_the_item_is_announced() {
+    let (events, response) = run(vec![
+        call(Some(0), None, Some("f"), ""),
+        call(Some(0), Some("late_id"), None, "{}"),
+    ]);
+    let added = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::OutputItemAdded {
+                item: OutputItem::FunctionCall(c),
+                ..
+            } => Some(c.call_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(added, "late_id");
+    let OutputItem::FunctionCall(c) = &response.output[0] else {
+        panic!("not a call")
+    };
+    assert_eq!(c.call_id, "late_id");
+}
+
+#[test]
+fn a_call_with_no_id_gets_a_generated_one_that_is_stable() {
+    let (events, response) = run(vec![call(Some(0), None, Some("f"), "{\"a\":1}")]);
+    let OutputItem::FunctionCall(c) = &response.output[0] else {
+        panic!("not a call")
+    };
+    assert!(c.call_id.starts_with("call_fc_abc"), "{}", c.call_id);
+    let announced = events.iter().any(|e| {
+        matches!(&e.kind, EventKind::OutputItemAdded { item: OutputItem::FunctionCall(a), .. } if a.call_id == c.call_id)
+    });
+    assert!(announced);
+}
+
+#[test]
+fn reasoning_then_text_become_two_items_in_order() {
+    let (events, response) = run(vec![
+        UpstreamEvent::Reasoning("think".into()),
+        UpstreamEvent::Reasoning("ing".into()),
+        UpstreamEvent::Text("answer".into()),
+        UpstreamEvent::Finish(FinishReason::Stop),
+    ]);
+    assert_eq!(
+        names(&events),
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.reasoning_text.delta",
+            "response.reasoning_text.delta",
+            "response.reasoning_text.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    assert!(
+        matches!(&response.output[0], OutputItem::Reasoning(r) if r.content.as_ref().unwrap()[0].text == "thinking")
+    );
+    assert!(matches!(&response.output[1], OutputItem::Message(_)));
+}
+
+#[test]
+fn text_and_refusal_are_separate_content_parts() {
+    let (_, response) = run(vec![
+        UpstreamEvent::Text("I ".into()),
+        UpstreamEvent::Refusal("can't".into()),
+    ]);
+    let OutputItem::Message(m) = &response.output[0] else {
+        panic!("not a message")
+    };
+    assert_eq!(
+        serde_json::to_value(&m.content).unwrap(),
+        json!([
+            {"type": "output_text", "text": "I ", "annotations": [], "logprobs": []},
+            {"type": "refusal", "refusal": "can't"}
+        ])
+    );
+}
+
+#[test]
+fn failing_mid_stream_never_completes_the_open_item() {
+    let mut a = assembler();
+    let mut out = Vec::new();
+    a.start(&mut out);
+    a.on_event(UpstreamEvent::Text("par".into()), &mut out);
+    a.on_event(call(Some(0), Some("c"), Some("f"), "{"), &mut out);
+    let response = a.fail("upstream_stream_error", "broke".into(), 3, &mut out);
+    assert!(out.iter().all(|e| !matches!(
+        &e.kind,
+        EventKind::OutputItemDone {
+            item: OutputItem::FunctionCall(_),
+            ..
+        }
+    )));
+    assert_eq!(response.status, ResponseStatus::Failed);
+    assert_eq!(response.error.unwrap().code, "upstream_stream_error");
+    // The text item was closed (final) when the call started; the call was not.
+    assert_eq!(response.output.len(), 1);
+    assert!(matches!(out.last().unwrap().kind, EventKind::Failed { .. }));
+}
+
+#[test]
+fn nothing_at_all_is_a_failure_with_a_specific_code() {
+    let (_, response) = run(vec![UpstreamEvent::Finish(FinishReason::Stop)]);
+    assert_eq!(response.status, ResponseStatus::Failed);
+    assert_eq!(response.error.unwrap().code, codes::EMPTY_RESPONSE);
+}
+
+#[test]
+fn finish_reasons_map_to_statuses() {
+    let cases = [
+        (FinishReason::Length, ResponseStatus::Incomplete),
+        (FinishReason::ContentFilter, ResponseStatus::Incomplete),
+        (FinishReason::ContextLength, ResponseStatus::Failed),
+        (
+            FinishReason::Error {
+                code: "upstream_error".into(),
+                message: "x".into(),
+            },
+            ResponseStatus::Failed,
+        ),
+        (FinishReason::Stop, ResponseStatus::Completed),
+    ];
+    for (reason, status) in cases {
+        let (events, response) = run(vec![
+            UpstreamEvent::Text("t".into()),
+            UpstreamEvent::Finish(reason),
+        ]);
+        assert_eq!(response.status, status);
+        let expected = match status {
+            ResponseStatus::Completed => "response.completed",
+            ResponseStatus::Incomplete => "response.incomplete",
+            _ => "response.failed",
+        };
+        assert_eq!(events.last().unwrap().name(), expected);
+    }
+}
+
+#[test]
+fn usage_last_one_wins_and_empty_deltas_are_ignored() {
+    let usage = |n| toolbridge_wire::responses::Usage {
+        input_tokens: n,
+        total_tokens: n,
+        ..Default::default()
+    };
+    let (events, response) = run(vec![
+        UpstreamEvent::Text(String::new()),
+        UpstreamEvent::Usage(usage(1)),
+        UpstreamEvent::Text("x".into()),
+        UpstreamEvent::Usage(usage(5)),
+    ]);
+    assert_eq!(response.usage.unwrap().input_tokens, 5);
+    assert_eq!(
+        names(&events)
+            .iter()
+            .filter(|n| **n == "response.output_text.delta")
+            .count(),
+        1
+    );
+}

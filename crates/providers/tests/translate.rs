@@ -1,0 +1,116 @@
+//! Ring 1: pure translation, Responses request → Chat request, for every preset, with snapshot
+//! files. A change in what goes upstream shows up as a snapshot diff to review.
+
+use serde_json::{Value, json};
+use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::chat::request::build;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::CreateResponse;
+
+fn translate(preset: &str, request: Value) -> Value {
+    let req: CreateResponse = serde_json::from_value(request).unwrap();
+    let canonical = normalize(&req, &Limits::default()).unwrap();
+    let profile = Profile::preset(preset).unwrap();
+    let mut diagnostics = canonical.diagnostics.clone();
+    let chat = build(&canonical, &profile, "upstream-model", &mut diagnostics);
+    json!({"request": chat, "diagnostics": diagnostics})
+}
+
+/// A text conversation that touches every mapped parameter and role.
+fn conversation() -> Value {
+    json!({
+        "model": "client-model",
+        "instructions": "You are terse.",
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Use metric units."}]},
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "What is in this picture?"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "low"}
+            ]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A bridge.", "annotations": []}]},
+            {"role": "user", "content": "How long is it?"}
+        ],
+        "temperature": 1.2,
+        "top_p": 0.8,
+        "max_output_tokens": 512,
+        "stop": "\n\n",
+        "safety_identifier": "user-1",
+        "prompt_cache_key": "thread-9",
+        "presence_penalty": 0.1,
+        "top_logprobs": 2,
+        "reasoning": {"effort": "high"},
+        "stream": true,
+        "metadata": {"kept": "on our side"},
+    })
+}
+
+#[test]
+fn conversation_for_every_preset() {
+    for preset in Profile::preset_names() {
+        insta::assert_json_snapshot!(
+            format!("conversation_{preset}"),
+            translate(preset, conversation())
+        );
+    }
+}
+
+#[test]
+fn json_schema_for_every_preset() {
+    let request = json!({
+        "model": "m",
+        "input": "Give me a city.",
+        "text": {"format": {"type": "json_schema", "name": "city", "description": "A city", "strict": true,
+            "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}}},
+    });
+    for preset in Profile::preset_names() {
+        insta::assert_json_snapshot!(
+            format!("json_schema_{preset}"),
+            translate(preset, request.clone())
+        );
+    }
+}
+
+#[test]
+fn unknown_items_and_tools_are_reported_not_dropped_silently() {
+    let out = translate(
+        "generic",
+        json!({
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "hi"},
+                {"type": "item_reference", "id": "msg_1"}
+            ],
+            "tools": [{"type": "web_search"}],
+        }),
+    );
+    let codes: Vec<&str> = out["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["item_dropped", "tool_ignored"]);
+    assert_eq!(out["diagnostics"][0]["param"], "input[1]");
+    assert_eq!(out["diagnostics"][1]["param"], "tools[0]");
+    assert!(out["request"].get("tools").is_none());
+}
+
+#[test]
+fn a_retried_call_is_sent_once() {
+    let call = json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"});
+    let out = translate(
+        "generic",
+        json!({
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "go"},
+                call.clone(),
+                call,
+                {"type": "function_call_output", "call_id": "c1", "output": "done"}
+            ],
+        }),
+    );
+    let messages = out["request"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[1]["tool_calls"].as_array().unwrap().len(), 1);
+}
