@@ -10,16 +10,21 @@
 //! final, so a tool call is completed only when the upstream has finished (its arguments can no
 //! longer grow); the ids in events are the ids in the final response.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use toolbridge_wire::responses::{
-    CreateResponse, Diagnostic, EventKind, FunctionCallItem, IncompleteDetails, JsonSchemaFormat,
-    OutputContent, OutputItem, OutputMessage, ReasoningContent, ReasoningItem, Response,
-    ResponseError, ResponseStatus, StreamEvent, TextConfig, TextFormat, Usage,
+    ActionCallItem, ApplyPatchCallItem, CreateResponse, CustomToolCallItem, Diagnostic, EventKind,
+    FunctionCallItem, IncompleteDetails, JsonSchemaFormat, OutputContent, OutputItem,
+    OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError, ResponseStatus,
+    StreamEvent, TextConfig, TextFormat, Usage,
 };
 
 use crate::contract::OutputContract;
 use crate::diagnostics::{CHUNK_SKIPPED, diag};
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
+use crate::plan::NameMap;
+use crate::restore::{RestoredCall, function_name, restore, streams_as_function};
 
 /// Error codes of failed responses produced here.
 pub mod codes {
@@ -112,6 +117,8 @@ fn echoed_format(req: &CreateResponse) -> TextFormat {
 pub struct Assembler {
     response: Response,
     contract: OutputContract,
+    /// The plan's identity map: how provider names restore to declared tools.
+    names: Arc<NameMap>,
     seq: u64,
     /// Output slots by `output_index`; `None` while the item is still open.
     slots: Vec<Option<OutputItem>>,
@@ -147,6 +154,8 @@ struct Part {
 #[derive(Debug)]
 struct CallState {
     key_index: Option<u32>,
+    /// Set once the call streams as a `function_call`; calls of other types are announced only
+    /// when complete (their item type and shape depend on the whole arguments).
     output_index: Option<usize>,
     item_id: String,
     call_id: Option<String>,
@@ -156,12 +165,18 @@ struct CallState {
 
 impl Assembler {
     /// A machine for the response described by `response` (normally from [`skeleton`]).
-    pub fn new(response: Response, contract: OutputContract, diagnostics: Vec<Diagnostic>) -> Self {
+    pub fn new(
+        response: Response,
+        contract: OutputContract,
+        diagnostics: Vec<Diagnostic>,
+        names: Arc<NameMap>,
+    ) -> Self {
         let mut response = response;
         response.toolbridge_diagnostics = diagnostics;
         Self {
             response,
             contract,
+            names,
             seq: 0,
             slots: Vec::new(),
             current: Open::None,
@@ -283,10 +298,7 @@ impl Assembler {
             );
         }
         if let OutputContract::JsonSchema(contract) = &self.contract {
-            let has_calls = self
-                .slots
-                .iter()
-                .any(|s| matches!(s, Some(OutputItem::FunctionCall(_))));
+            let has_calls = self.slots.iter().flatten().any(OutputItem::is_tool_call);
             if contract.strict && !has_calls {
                 let text = self.final_text();
                 if let Err(message) = contract.check(&text) {
@@ -524,9 +536,12 @@ impl Assembler {
                     }
                 }
                 // The item is announced once its name is known and either its id is known or
-                // its arguments have started: a client keys on both.
+                // its arguments have started: a client keys on both. Only function calls stream.
                 None => {
-                    new_slot = call.name.is_some()
+                    new_slot = call
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| streams_as_function(&self.names, n))
                         && (call.call_id.is_some() || !call.arguments.is_empty())
                 }
             }
@@ -538,13 +553,15 @@ impl Assembler {
                 if call.call_id.is_none() {
                     call.call_id = Some(format!("call_{}", call.item_id));
                 }
+                let (namespace, name) =
+                    function_name(&self.names, call.name.as_deref().unwrap_or_default());
                 events.push(EventKind::OutputItemAdded {
                     output_index: index,
                     item: OutputItem::FunctionCall(FunctionCallItem {
                         id: Some(call.item_id.clone()),
                         call_id: call.call_id.clone().unwrap_or_default(),
-                        name: call.name.clone().unwrap_or_default(),
-                        namespace: None,
+                        name,
+                        namespace,
                         arguments: String::new(),
                         status: Some("in_progress".to_owned()),
                     }),
@@ -609,8 +626,8 @@ impl Assembler {
 
     fn close_calls(&mut self, out: &mut Vec<StreamEvent>) {
         let calls = std::mem::take(&mut self.calls);
-        for mut call in calls {
-            let Some(name) = call.name.take() else {
+        for call in calls {
+            let Some(provider_name) = call.name.as_deref() else {
                 self.add_diagnostic(diag(
                     CHUNK_SKIPPED,
                     None,
@@ -618,52 +635,143 @@ impl Assembler {
                 ));
                 continue;
             };
-            let index = match call.output_index {
-                Some(index) => index,
-                None => {
-                    // Announced only now (a name with neither id nor arguments).
-                    let index = self.open_slot();
-                    let call_id = call
-                        .call_id
-                        .clone()
-                        .unwrap_or_else(|| format!("call_{}", call.item_id));
-                    call.call_id = Some(call_id.clone());
-                    self.push(
-                        out,
-                        EventKind::OutputItemAdded {
-                            output_index: index,
-                            item: OutputItem::FunctionCall(FunctionCallItem {
-                                id: Some(call.item_id.clone()),
-                                call_id,
-                                name: name.clone(),
-                                namespace: None,
-                                arguments: String::new(),
-                                status: Some("in_progress".to_owned()),
-                            }),
-                        },
-                    );
-                    index
+            let (restored, diagnostic) = restore(&self.names, provider_name, &call.arguments);
+            if let Some(d) = diagnostic {
+                self.add_diagnostic(d);
+            }
+            let call_id = call
+                .call_id
+                .clone()
+                .unwrap_or_else(|| format!("call_{}", call.item_id));
+            match restored {
+                RestoredCall::Function {
+                    namespace,
+                    name,
+                    arguments,
+                } => {
+                    let item = FunctionCallItem {
+                        id: Some(call.item_id.clone()),
+                        call_id,
+                        name,
+                        namespace,
+                        arguments: String::new(),
+                        status: Some("in_progress".to_owned()),
+                    };
+                    let index = match call.output_index {
+                        Some(index) => index,
+                        None => {
+                            // Announced only now: a name with neither id nor arguments, or a
+                            // built-in call whose arguments did not fit and fell back.
+                            let index = self.open_slot();
+                            self.push(out, EventKind::OutputItemAdded {
+                                output_index: index,
+                                item: OutputItem::FunctionCall(item.clone()),
+                            });
+                            if !arguments.is_empty() {
+                                self.push(out, EventKind::FunctionCallArgumentsDelta {
+                                    item_id: call.item_id.clone(),
+                                    output_index: index,
+                                    delta: arguments.clone(),
+                                });
+                            }
+                            index
+                        }
+                    };
+                    self.push(out, EventKind::FunctionCallArgumentsDone {
+                        item_id: call.item_id.clone(),
+                        output_index: index,
+                        name: item.name.clone(),
+                        arguments: arguments.clone(),
+                    });
+                    let item = FunctionCallItem {
+                        arguments,
+                        status: Some("completed".to_owned()),
+                        ..item
+                    };
+                    self.done(index, OutputItem::FunctionCall(item), out);
                 }
-            };
-            self.push(
-                out,
-                EventKind::FunctionCallArgumentsDone {
-                    item_id: call.item_id.clone(),
-                    output_index: index,
-                    name: name.clone(),
-                    arguments: call.arguments.clone(),
-                },
-            );
-            let item = OutputItem::FunctionCall(FunctionCallItem {
-                id: Some(call.item_id),
-                call_id: call.call_id.unwrap_or_default(),
-                name,
-                namespace: None,
-                arguments: call.arguments,
-                status: Some("completed".to_owned()),
-            });
-            self.done(index, item, out);
+                RestoredCall::Custom {
+                    namespace,
+                    name,
+                    input,
+                } => {
+                    let index = self.open_slot();
+                    let item = CustomToolCallItem {
+                        id: Some(call.item_id.clone()),
+                        call_id,
+                        name,
+                        namespace,
+                        input: String::new(),
+                        status: Some("in_progress".to_owned()),
+                    };
+                    self.push(out, EventKind::OutputItemAdded {
+                        output_index: index,
+                        item: OutputItem::CustomToolCall(item.clone()),
+                    });
+                    self.push(out, EventKind::CustomToolCallInputDelta {
+                        item_id: call.item_id.clone(),
+                        output_index: index,
+                        delta: input.clone(),
+                    });
+                    self.push(out, EventKind::CustomToolCallInputDone {
+                        item_id: call.item_id.clone(),
+                        output_index: index,
+                        input: input.clone(),
+                    });
+                    let item = CustomToolCallItem {
+                        input,
+                        status: Some("completed".to_owned()),
+                        ..item
+                    };
+                    self.done(index, OutputItem::CustomToolCall(item), out);
+                }
+                RestoredCall::LocalShell { action } | RestoredCall::Shell { action } => {
+                    let local = matches!(
+                        self.names.identity(provider_name),
+                        Some(crate::plan::Identity::LocalShell)
+                    );
+                    let make = |status: &str| {
+                        let item = ActionCallItem {
+                            id: Some(call.item_id.clone()),
+                            call_id: call_id.clone(),
+                            action: action.clone(),
+                            status: Some(status.to_owned()),
+                        };
+                        if local {
+                            OutputItem::LocalShellCall(item)
+                        } else {
+                            OutputItem::ShellCall(item)
+                        }
+                    };
+                    self.announce_and_finish(make("in_progress"), make("completed"), out);
+                }
+                RestoredCall::ApplyPatch { operation } => {
+                    let make = |status: &str| {
+                        OutputItem::ApplyPatchCall(ApplyPatchCallItem {
+                            id: Some(call.item_id.clone()),
+                            call_id: call_id.clone(),
+                            operation: operation.clone(),
+                            status: Some(status.to_owned()),
+                        })
+                    };
+                    self.announce_and_finish(make("in_progress"), make("completed"), out);
+                }
+            }
         }
+    }
+
+    fn announce_and_finish(
+        &mut self,
+        added: OutputItem,
+        done: OutputItem,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        let index = self.open_slot();
+        self.push(out, EventKind::OutputItemAdded {
+            output_index: index,
+            item: added,
+        });
+        self.done(index, done, out);
     }
 
     fn done(&mut self, index: usize, item: OutputItem, out: &mut Vec<StreamEvent>) {

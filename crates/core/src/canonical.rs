@@ -2,9 +2,10 @@
 //! shapes (items, parts, roles) reduced to turns every dialect can be built from.
 
 use serde_json::{Map, Value};
-use toolbridge_wire::responses::{Diagnostic, FunctionTool};
+use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use crate::contract::OutputContract;
+use crate::plan::Identity;
 
 /// A validated request, ready for a dialect's translator.
 #[derive(Debug, Clone)]
@@ -13,8 +14,8 @@ pub struct CanonicalRequest {
     pub model: String,
     /// The conversation in order; `instructions` come first as a system turn.
     pub turns: Vec<Turn>,
-    /// Function tools, in declaration order.
-    pub tools: Vec<FunctionTool>,
+    /// The declared tools, as sent; planning decides what becomes of them.
+    pub tools: Vec<Tool>,
     /// `tool_choice` as the client sent it.
     pub tool_choice: Option<Value>,
     pub params: Params,
@@ -82,8 +83,44 @@ pub struct AssistantTurn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub call_id: String,
-    pub name: String,
-    pub arguments: String,
+    pub kind: CallKind,
+}
+
+/// What an earlier call was, as the client echoed it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallKind {
+    Function {
+        namespace: Option<String>,
+        name: String,
+        arguments: String,
+    },
+    Custom {
+        namespace: Option<String>,
+        name: String,
+        input: String,
+    },
+    LocalShell { action: Value },
+    Shell { action: Value },
+    ApplyPatch { operation: Value },
+}
+
+impl CallKind {
+    /// The identity of the tool this call was made to.
+    pub fn identity(&self) -> Identity {
+        match self {
+            Self::Function { namespace, name, .. } => Identity::Function {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            },
+            Self::Custom { namespace, name, .. } => Identity::Custom {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            },
+            Self::LocalShell { .. } => Identity::LocalShell,
+            Self::Shell { .. } => Identity::Shell,
+            Self::ApplyPatch { .. } => Identity::ApplyPatch,
+        }
+    }
 }
 
 /// Extra keys of an object, for passing unknown data along.

@@ -19,6 +19,20 @@ pub const DEVELOPER_AS_SYSTEM: &str = "developer_as_system";
 pub const SYSTEM_MERGED: &str = "system_messages_merged";
 /// `text.format` could not go upstream natively and was degraded.
 pub const OUTPUT_CONTRACT_DEGRADED: &str = "output_contract_degraded";
+/// A tool went upstream in another shape (a freeform tool as a function, …).
+pub const TOOL_DEGRADED: &str = "tool_degraded";
+/// `tool_choice` could not be said to the provider as asked and was weakened.
+pub const TOOL_CHOICE_DOWNGRADED: &str = "tool_choice_downgraded";
+/// `allowed_tools` was applied by declaring only the allowed tools upstream.
+pub const ALLOWED_TOOLS_FILTERED: &str = "allowed_tools_filtered";
+/// The model called a tool name nobody declared; it is returned as a `function_call`.
+pub const UNDECLARED_TOOL_CALLED: &str = "undeclared_tool_called";
+/// A call's arguments did not fit its tool's shape; it is returned as a `function_call`.
+pub const CALL_NOT_RESTORED: &str = "call_not_restored";
+/// A call in the history had no output; an empty one was supplied for the provider.
+pub const TOOL_OUTPUT_MISSING: &str = "tool_output_missing";
+/// A repeated item (same id) in the input was sent once.
+pub const DUPLICATE_ITEM: &str = "duplicate_item_dropped";
 /// A tool could not go upstream and was left out of the request.
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.

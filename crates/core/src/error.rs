@@ -29,6 +29,27 @@ pub enum Error {
     /// without changing what the client asked for.
     #[error("unsupported value for `{param}`: {message}")]
     Unsupported { param: String, message: String },
+    /// A tool type this gateway does not know.
+    #[error("unsupported tool type `{kind}` at `{param}`")]
+    UnsupportedToolType { param: String, kind: String },
+    /// A known tool the provider cannot take, under a policy that rejects instead of ignoring.
+    #[error("the provider cannot take the `{kind}` tool at `{param}`, and its policy rejects unsupported tools")]
+    UnsupportedTool { param: String, kind: String },
+    /// The same tool is declared twice.
+    #[error("duplicate tool at `{param}`: {message}")]
+    DuplicateTool { param: String, message: String },
+    /// Two different tools claim one provider name.
+    #[error("tool name conflict at `{param}`: {message}")]
+    ToolNameConflict { param: String, message: String },
+    /// More tools than the provider accepts.
+    #[error("{count} tools would go upstream, more than the provider's limit of {limit}")]
+    TooManyTools { count: usize, limit: usize },
+    /// `tool_choice` forces a tool that will not be there.
+    #[error("{message}")]
+    ToolChoiceUnavailable { message: String },
+    /// A tool call and its output do not pair up.
+    #[error("at `{param}`: {message}")]
+    UnpairedToolOutput { param: String, message: String },
     /// `text.format.schema` is not a valid JSON Schema.
     #[error("invalid JSON schema at `{param}`: {message}")]
     InvalidSchema { param: String, message: String },
@@ -43,6 +64,13 @@ impl Error {
             Self::InvalidValue { .. } => "invalid_value",
             Self::Unsupported { .. } => "unsupported_value",
             Self::InvalidSchema { .. } => "invalid_json_schema",
+            Self::UnsupportedToolType { .. } => "unsupported_tool_type",
+            Self::UnsupportedTool { .. } => "unsupported_tool",
+            Self::DuplicateTool { .. } => "duplicate_tool",
+            Self::ToolNameConflict { .. } => "tool_name_conflict",
+            Self::TooManyTools { .. } => "too_many_tools",
+            Self::ToolChoiceUnavailable { .. } => "tool_choice_unavailable",
+            Self::UnpairedToolOutput { .. } => "unpaired_tool_output",
         }
     }
 
@@ -63,7 +91,14 @@ impl Error {
             Self::MissingParameter { param }
             | Self::InvalidValue { param, .. }
             | Self::Unsupported { param, .. }
-            | Self::InvalidSchema { param, .. } => Some(param),
+            | Self::InvalidSchema { param, .. }
+            | Self::UnsupportedToolType { param, .. }
+            | Self::UnsupportedTool { param, .. }
+            | Self::DuplicateTool { param, .. }
+            | Self::ToolNameConflict { param, .. }
+            | Self::UnpairedToolOutput { param, .. } => Some(param),
+            Self::TooManyTools { .. } => Some("tools"),
+            Self::ToolChoiceUnavailable { .. } => Some("tool_choice"),
         }
     }
 

@@ -17,6 +17,8 @@ pub mod contract;
 pub mod diagnostics;
 pub mod error;
 pub mod events;
+pub mod plan;
 pub mod request;
+pub mod restore;
 
 pub use error::Error;

@@ -4,16 +4,20 @@
 //! What is refused here is refused for every provider (a missing model, an unknown role, a
 //! malformed item). What one provider cannot take is the dialect translator's business.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 use toolbridge_wire::responses::{
-    ContentPart, CreateResponse, FunctionCallItem, Input, InputItem, MessageContent, MessageItem,
-    ReasoningItem, Stop, TextFormat, Tool,
+    ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem,
+    ReasoningItem, Stop, TextFormat,
 };
 
 use crate::Error;
-use crate::canonical::{AssistantTurn, CanonicalRequest, Params, ToolCall, Turn, UserPart};
+use crate::canonical::{
+    AssistantTurn, CallKind, CanonicalRequest, Params, ToolCall, Turn, UserPart,
+};
 use crate::contract::{OutputContract, SchemaContract};
-use crate::diagnostics::{ITEM_DROPPED, TOOL_IGNORED, diag};
+use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag};
 
 /// Limits on what one request may contain.
 #[derive(Debug, Clone, Copy)]
@@ -76,9 +80,11 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
             }
             let mut reducer = Reducer::default();
             for (i, item) in items.iter().enumerate() {
-                reducer.item(i, item, &mut diagnostics)?;
+                reducer.item(i, item)?;
             }
-            turns.extend(reducer.finish());
+            let (reduced, found) = reducer.finish();
+            turns.extend(reduced);
+            diagnostics.extend(found);
         }
     }
     if !turns.iter().any(|t| !matches!(t, Turn::System { .. })) {
@@ -88,11 +94,13 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
         ));
     }
 
-    let tools = function_tools(
-        req.tools.as_deref().unwrap_or_default(),
-        limits,
-        &mut diagnostics,
-    )?;
+    let tools = req.tools.clone().unwrap_or_default();
+    if tools.len() > limits.max_tools {
+        return Err(Error::invalid(
+            "tools",
+            format!("{} tools is more than the limit of {}", tools.len(), limits.max_tools),
+        ));
+    }
     let params = params(req, limits)?;
     let output = output_contract(req)?;
     Ok(CanonicalRequest {
@@ -179,127 +187,145 @@ fn output_contract(req: &CreateResponse) -> Result<OutputContract, Error> {
     })
 }
 
-fn function_tools(
-    tools: &[Tool],
-    limits: &Limits,
-    diagnostics: &mut Vec<toolbridge_wire::responses::Diagnostic>,
-) -> Result<Vec<toolbridge_wire::responses::FunctionTool>, Error> {
-    if tools.len() > limits.max_tools {
-        return Err(Error::invalid(
-            "tools",
-            format!(
-                "{} tools is more than the limit of {}",
-                tools.len(),
-                limits.max_tools
-            ),
-        ));
-    }
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        match tool {
-            Tool::Function(f) => {
-                if f.name.is_empty() {
-                    return Err(Error::invalid(
-                        format!("tools[{i}].name"),
-                        "must not be empty",
-                    ));
-                }
-                out.push(f.clone());
-            }
-            Tool::Other(map) => {
-                let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
-                diagnostics.push(diag(
-                    TOOL_IGNORED,
-                    Some(&format!("tools[{i}]")),
-                    format!("tool type `{kind}` cannot be sent to this provider and was left out"),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Folds input items into turns: consecutive assistant output (reasoning, messages, calls)
-/// becomes one assistant turn, as Chat-style dialects need.
+/// becomes one assistant turn, as Chat-style dialects need. It also pairs calls with outputs:
+/// a repeated item (a retrying client re-sends items) is kept once, a call without an output gets
+/// an empty one (Chat providers reject unanswered calls), and an output without a call is refused.
 #[derive(Default)]
 struct Reducer {
     turns: Vec<Turn>,
     assistant: Option<AssistantTurn>,
+    /// Calls of the last flushed assistant turn still waiting for their output.
+    pending: Vec<String>,
+    calls_seen: HashSet<String>,
+    outputs_seen: HashSet<String>,
+    ids_seen: HashSet<String>,
+    diagnostics: Vec<Diagnostic>,
 }
 
 impl Reducer {
-    fn item(
-        &mut self,
-        i: usize,
-        item: &InputItem,
-        diagnostics: &mut Vec<toolbridge_wire::responses::Diagnostic>,
-    ) -> Result<(), Error> {
+    fn item(&mut self, i: usize, item: &InputItem) -> Result<(), Error> {
         match item {
-            InputItem::Message(m) => self.message(i, m),
-            InputItem::FunctionCall(c) => {
-                self.function_call(i, c)?;
-                Ok(())
-            }
-            InputItem::FunctionCallOutput(o) => {
-                self.flush();
-                if o.call_id.is_empty() {
-                    return Err(Error::invalid(
-                        format!("input[{i}].call_id"),
-                        "must not be empty",
-                    ));
+            InputItem::Message(m) => {
+                if self.repeated(i, m.id.as_deref()) {
+                    return Ok(());
                 }
-                let output = match &o.output {
-                    Value::String(s) => s.clone(),
-                    Value::Array(parts) => text_of_output_parts(parts),
-                    other => {
-                        return Err(Error::invalid(
-                            format!("input[{i}].output"),
-                            format!("must be a string or a list of content parts, got {other}"),
-                        ));
-                    }
-                };
-                self.turns.push(Turn::ToolResult {
-                    call_id: o.call_id.clone(),
-                    output,
-                });
-                Ok(())
+                self.message(i, m)
             }
             InputItem::Reasoning(r) => {
-                self.reasoning(r);
+                if !self.repeated(i, r.id.as_deref()) {
+                    self.reasoning(r);
+                }
                 Ok(())
+            }
+            InputItem::FunctionCall(c) => self.call(
+                i,
+                &c.call_id,
+                CallKind::Function {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                },
+            ),
+            InputItem::CustomToolCall(c) => self.call(
+                i,
+                &c.call_id,
+                CallKind::Custom {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    input: c.input.clone(),
+                },
+            ),
+            InputItem::LocalShellCall(c) => self.call(
+                i,
+                &c.call_id,
+                CallKind::LocalShell {
+                    action: c.action.clone(),
+                },
+            ),
+            InputItem::ShellCall(c) => self.call(
+                i,
+                &c.call_id,
+                CallKind::Shell {
+                    action: c.action.clone(),
+                },
+            ),
+            InputItem::ApplyPatchCall(c) => self.call(
+                i,
+                &c.call_id,
+                CallKind::ApplyPatch {
+                    operation: c.operation.clone(),
+                },
+            ),
+            InputItem::FunctionCallOutput(o) | InputItem::CustomToolCallOutput(o) => {
+                let output = output_text(i, &o.output)?;
+                self.output(i, &o.call_id, output)
+            }
+            InputItem::ShellCallOutput(o) => {
+                let output = shell_output_text(&o.output);
+                self.output(i, &o.call_id, output)
+            }
+            InputItem::LocalShellCallOutput(o) => {
+                let Some(call_id) = o.call_id.as_deref().or(o.id.as_deref()) else {
+                    return Err(Error::MissingParameter {
+                        param: format!("input[{i}].call_id"),
+                    });
+                };
+                let output = output_text(i, &o.output)?;
+                self.output(i, call_id, output)
+            }
+            InputItem::ApplyPatchCallOutput(o) => {
+                let status = o.status.as_deref().unwrap_or("completed");
+                let output = match &o.output {
+                    Some(v) => format!("{status}: {}", output_text(i, v)?),
+                    None => status.to_owned(),
+                };
+                self.output(i, &o.call_id, output)
             }
             InputItem::Other(map) => {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
-                diagnostics.push(diag(
+                self.diagnostics.push(diag(
                     ITEM_DROPPED,
                     Some(&format!("input[{i}]")),
-                    format!(
-                        "input item type `{kind}` has no representation upstream and was left out"
-                    ),
+                    format!("input item type `{kind}` has no representation upstream and was left out"),
                 ));
                 Ok(())
             }
         }
+    }
+
+    /// True (with a diagnostic) when an item with this id was already taken.
+    fn repeated(&mut self, i: usize, id: Option<&str>) -> bool {
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            return false;
+        };
+        if self.ids_seen.insert(id.to_owned()) {
+            return false;
+        }
+        self.diagnostics.push(diag(
+            DUPLICATE_ITEM,
+            Some(&format!("input[{i}]")),
+            format!("item `{id}` appears more than once; it was sent once"),
+        ));
+        true
     }
 
     fn message(&mut self, i: usize, m: &MessageItem) -> Result<(), Error> {
         match m.role.as_str() {
             "system" | "developer" => {
-                self.flush();
                 let text = plain_text(i, &m.content)?;
-                self.turns.push(Turn::System {
+                self.other_turn(Turn::System {
                     text,
                     developer: m.role == "developer",
                 });
             }
             "user" => {
-                self.flush();
                 let parts = user_parts(i, &m.content)?;
-                self.turns.push(Turn::User { parts });
+                self.other_turn(Turn::User { parts });
             }
             "assistant" => {
                 let text = plain_text(i, &m.content)?;
-                let turn = self.assistant.get_or_insert_with(AssistantTurn::default);
+                let turn = self.assistant_turn();
                 match &mut turn.text {
                     Some(existing) => existing.push_str(&text),
                     None => turn.text = Some(text),
@@ -315,22 +341,49 @@ impl Reducer {
         Ok(())
     }
 
-    fn function_call(&mut self, i: usize, c: &FunctionCallItem) -> Result<(), Error> {
-        if c.call_id.is_empty() {
-            return Err(Error::invalid(
-                format!("input[{i}].call_id"),
-                "must not be empty",
-            ));
+    fn call(&mut self, i: usize, call_id: &str, kind: CallKind) -> Result<(), Error> {
+        if call_id.is_empty() {
+            return Err(Error::invalid(format!("input[{i}].call_id"), "must not be empty"));
         }
-        let turn = self.assistant.get_or_insert_with(AssistantTurn::default);
         // A retrying client may send the same call twice; the provider must see it once.
-        if turn.tool_calls.iter().any(|t| t.call_id == c.call_id) {
+        if !self.calls_seen.insert(call_id.to_owned()) {
+            self.diagnostics.push(diag(
+                DUPLICATE_ITEM,
+                Some(&format!("input[{i}]")),
+                format!("call `{call_id}` appears more than once; it was sent once"),
+            ));
             return Ok(());
         }
-        turn.tool_calls.push(ToolCall {
-            call_id: c.call_id.clone(),
-            name: c.name.clone(),
-            arguments: c.arguments.clone(),
+        self.assistant_turn().tool_calls.push(ToolCall {
+            call_id: call_id.to_owned(),
+            kind,
+        });
+        Ok(())
+    }
+
+    fn output(&mut self, i: usize, call_id: &str, output: String) -> Result<(), Error> {
+        if call_id.is_empty() {
+            return Err(Error::invalid(format!("input[{i}].call_id"), "must not be empty"));
+        }
+        if !self.calls_seen.contains(call_id) {
+            return Err(Error::UnpairedToolOutput {
+                param: format!("input[{i}].call_id"),
+                message: format!("no earlier item is a call with call_id `{call_id}`"),
+            });
+        }
+        if !self.outputs_seen.insert(call_id.to_owned()) {
+            self.diagnostics.push(diag(
+                DUPLICATE_ITEM,
+                Some(&format!("input[{i}]")),
+                format!("the output of `{call_id}` appears more than once; it was sent once"),
+            ));
+            return Ok(());
+        }
+        self.flush();
+        self.pending.retain(|p| p != call_id);
+        self.turns.push(Turn::ToolResult {
+            call_id: call_id.to_owned(),
+            output,
         });
         Ok(())
     }
@@ -346,23 +399,101 @@ impl Reducer {
         if text.is_empty() {
             return;
         }
-        let turn = self.assistant.get_or_insert_with(AssistantTurn::default);
+        let turn = self.assistant_turn();
         match &mut turn.reasoning {
             Some(existing) => existing.push_str(&text),
             None => turn.reasoning = Some(text),
         }
     }
 
+    /// The open assistant turn; starting one closes the previous turn's unanswered calls.
+    fn assistant_turn(&mut self) -> &mut AssistantTurn {
+        if self.assistant.is_none() {
+            self.answer_pending();
+        }
+        self.assistant.get_or_insert_with(AssistantTurn::default)
+    }
+
+    fn other_turn(&mut self, turn: Turn) {
+        self.flush();
+        self.answer_pending();
+        self.turns.push(turn);
+    }
+
     fn flush(&mut self) {
         if let Some(turn) = self.assistant.take() {
+            self.pending = turn.tool_calls.iter().map(|c| c.call_id.clone()).collect();
             self.turns.push(Turn::Assistant(turn));
         }
     }
 
-    fn finish(mut self) -> Vec<Turn> {
-        self.flush();
-        self.turns
+    fn answer_pending(&mut self) {
+        for call_id in std::mem::take(&mut self.pending) {
+            self.diagnostics.push(diag(
+                TOOL_OUTPUT_MISSING,
+                Some("input"),
+                format!("call `{call_id}` has no output in the input; an empty output was sent for it"),
+            ));
+            self.outputs_seen.insert(call_id.clone());
+            self.turns.push(Turn::ToolResult {
+                call_id,
+                output: String::new(),
+            });
+        }
     }
+
+    fn finish(mut self) -> (Vec<Turn>, Vec<Diagnostic>) {
+        self.flush();
+        self.answer_pending();
+        (self.turns, self.diagnostics)
+    }
+}
+
+/// A tool output: a string, or content parts whose text is joined.
+fn output_text(i: usize, output: &Value) -> Result<String, Error> {
+    match output {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => Ok(text_of_output_parts(parts)),
+        Value::Null => Ok(String::new()),
+        Value::Object(_) => Ok(output.to_string()),
+        other => Err(Error::invalid(
+            format!("input[{i}].output"),
+            format!("must be a string or a list of content parts, got {other}"),
+        )),
+    }
+}
+
+/// `shell_call_output.output`: a list of `{stdout, stderr, outcome}`, rendered as text.
+fn shell_output_text(output: &Value) -> String {
+    let Value::Array(runs) = output else {
+        return match output {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    };
+    let mut text = String::new();
+    for run in runs {
+        for stream in ["stdout", "stderr"] {
+            if let Some(s) = run.get(stream).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                text.push_str(s);
+                if !s.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+        }
+        match run.get("outcome") {
+            Some(o) if o.get("type").and_then(Value::as_str) == Some("timeout") => {
+                text.push_str("(timed out)\n");
+            }
+            Some(o) => {
+                if let Some(code) = o.get("exit_code") {
+                    text.push_str(&format!("(exit code {code})\n"));
+                }
+            }
+            None => {}
+        }
+    }
+    text
 }
 
 /// Text of a system, developer or assistant message; such messages carry text only.

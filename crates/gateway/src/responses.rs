@@ -6,6 +6,7 @@
 //! failure ends the stream with `response.failed` and a specific code.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
@@ -17,8 +18,8 @@ use futures::{Stream, StreamExt, stream};
 use sse_stream::SseByteStream;
 use tokio::sync::watch;
 use toolbridge_core::assemble::{Assembler, ResponseMeta, skeleton};
-use toolbridge_core::canonical::CanonicalRequest;
 use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::plan::plan as plan_tools;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
 use toolbridge_providers::chat::{errors, request as chat_request, response as chat_response};
@@ -110,8 +111,15 @@ async fn handle(
         .clone()
         .unwrap_or_else(|| canonical.model.clone());
     let profile = provider.profile_for(&upstream_model);
+    // The one plan of this request: the translator and the reconstruction both read it.
+    let plan = plan_tools(
+        &canonical.tools,
+        canonical.tool_choice.as_ref(),
+        &profile.tools,
+    )?;
     let mut diagnostics = canonical.diagnostics.clone();
-    let chat = chat_request::build(&canonical, &profile, &upstream_model, &mut diagnostics);
+    diagnostics.extend(plan.diagnostics.iter().cloned());
+    let chat = chat_request::build(&canonical, &plan, &profile, &upstream_model, &mut diagnostics);
     for d in &diagnostics {
         tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
     }
@@ -130,7 +138,12 @@ async fn handle(
         stored: false,
     };
     let header = diagnostics_header(&diagnostics);
-    let assembler = Assembler::new(skeleton(&req, &meta), canonical.output.clone(), diagnostics);
+    let assembler = Assembler::new(
+        skeleton(&req, &meta),
+        canonical.output.clone(),
+        diagnostics,
+        Arc::new(plan.names),
+    );
     let upstream = state.upstreams.send_chat(provider, &chat).await?;
 
     let mut response = if canonical.stream {
@@ -142,7 +155,7 @@ async fn handle(
             request_id,
         )
     } else {
-        sync_response(upstream, assembler, &profile, &canonical).await?
+        sync_response(upstream, assembler, &profile).await?
     };
     if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
         response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -183,7 +196,6 @@ async fn sync_response(
     upstream: reqwest::Response,
     mut assembler: Assembler,
     profile: &Profile,
-    _canonical: &CanonicalRequest,
 ) -> Result<Response, GatewayError> {
     let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
     let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {

@@ -5,6 +5,9 @@
 //! decoders read only the profile: there is no `if provider == …` anywhere else.
 
 use serde::{Deserialize, Serialize};
+use toolbridge_core::plan::{
+    NativeFileSearch, NativeMcp, NativeWebSearch, ToolCapabilities, UnsupportedPolicy,
+};
 
 /// Where the output-token limit goes in a Chat request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +77,8 @@ pub struct Profile {
     pub finish_reasons: Vec<(String, FinishKind)>,
     /// Context windows of models this provider is known to serve, for `GET /v1/models`.
     pub context_windows: Vec<(String, u64)>,
+    /// What the provider accepts of tools.
+    pub tools: ToolCapabilities,
 }
 
 impl Profile {
@@ -98,6 +103,7 @@ impl Profile {
             reasoning_effort: false,
             finish_reasons: Vec::new(),
             context_windows: Vec::new(),
+            tools: ToolCapabilities::default(),
         }
     }
 
@@ -123,6 +129,10 @@ impl Profile {
                 end_user_field: EndUserField::SafetyIdentifier,
                 prompt_cache_key: true,
                 reasoning_effort: true,
+                tools: ToolCapabilities {
+                    choice_allowed_tools: true,
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             "deepseek" => Self {
@@ -140,6 +150,10 @@ impl Profile {
                     ("deepseek-chat", 128_000),
                     ("deepseek-reasoner", 128_000),
                 ]),
+                tools: ToolCapabilities {
+                    strict: false,
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             "glm" => Self {
@@ -163,6 +177,16 @@ impl Profile {
                     ("glm-4.6", 200_000),
                     ("glm-4.5", 128_000),
                 ]),
+                tools: ToolCapabilities {
+                    strict: false,
+                    choice_none: false,
+                    choice_required: false,
+                    choice_named: false,
+                    web_search: Some(NativeWebSearch::GlmTool),
+                    file_search: Some(NativeFileSearch::GlmRetrieval),
+                    mcp: Some(NativeMcp::GlmMcp),
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             "kimi" => Self {
@@ -173,6 +197,12 @@ impl Profile {
                 json_schema: false,
                 end_user_field: EndUserField::None,
                 context_windows: windows(&[("kimi-k2", 256_000), ("kimi-k2-thinking", 256_000)]),
+                tools: ToolCapabilities {
+                    strict: false,
+                    choice_required: false,
+                    choice_named: false,
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             "qwen" => Self {
@@ -181,6 +211,12 @@ impl Profile {
                 temperature_range: [0.0, 1.99],
                 logprobs: false,
                 end_user_field: EndUserField::None,
+                tools: ToolCapabilities {
+                    strict: false,
+                    choice_required: false,
+                    web_search: Some(NativeWebSearch::QwenFlag),
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             "minimax" => Self {
@@ -193,6 +229,7 @@ impl Profile {
                 json_schema: false,
                 json_object: false,
                 end_user_field: EndUserField::None,
+                tools: only_auto(),
                 ..generic
             },
             "mimo" => Self {
@@ -204,6 +241,7 @@ impl Profile {
                 json_schema: false,
                 end_user_field: EndUserField::None,
                 finish_reasons: reasons(&[("repetition_truncation", FinishKind::Length)]),
+                tools: only_auto(),
                 ..generic
             },
             "ollama" => Self {
@@ -211,12 +249,17 @@ impl Profile {
                 developer_role: false,
                 logprobs: false,
                 end_user_field: EndUserField::None,
+                tools: only_auto(),
                 ..generic
             },
             "vllm" => Self {
                 name: named("vllm"),
                 developer_role: false,
                 end_user_field: EndUserField::User,
+                tools: ToolCapabilities {
+                    strict: false,
+                    ..ToolCapabilities::default()
+                },
                 ..generic
             },
             _ => return None,
@@ -255,6 +298,7 @@ impl Profile {
             parallel_tool_calls,
             reasoning_effort
         );
+        patch.tools.apply(&mut self.tools);
         if let Some(extra) = &patch.finish_reasons {
             self.finish_reasons
                 .extend(extra.iter().map(|(k, v)| (k.clone(), *v)));
@@ -305,4 +349,93 @@ pub struct ProfilePatch {
     pub parallel_tool_calls: Option<bool>,
     pub reasoning_effort: Option<bool>,
     pub finish_reasons: Option<std::collections::BTreeMap<String, FinishKind>>,
+    #[serde(default)]
+    pub tools: ToolsPatch,
+}
+
+/// Configuration's changes to a preset's tool capabilities.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsPatch {
+    pub max_tools: Option<usize>,
+    pub name_max_len: Option<usize>,
+    pub name_punctuation: Option<String>,
+    pub strict: Option<bool>,
+    pub choice_none: Option<bool>,
+    pub choice_required: Option<bool>,
+    pub choice_named: Option<bool>,
+    pub choice_allowed_tools: Option<bool>,
+    /// `glm_tool`, `qwen_flag`, or `none`.
+    pub web_search: Option<NativeChoice<NativeWebSearch>>,
+    pub file_search: Option<NativeChoice<NativeFileSearch>>,
+    pub mcp: Option<NativeChoice<NativeMcp>>,
+    /// `ignore` or `reject`.
+    pub unsupported: Option<UnsupportedPolicy>,
+}
+
+/// A native tool form, or `none` to turn it off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NativeChoice<T> {
+    Native(T),
+    Off(Off),
+}
+
+/// The word `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Off {
+    None,
+}
+
+impl<T: Copy> NativeChoice<T> {
+    fn get(self) -> Option<T> {
+        match self {
+            Self::Native(t) => Some(t),
+            Self::Off(_) => None,
+        }
+    }
+}
+
+impl ToolsPatch {
+    fn apply(&self, caps: &mut ToolCapabilities) {
+        if let Some(v) = self.max_tools {
+            caps.max_tools = Some(v);
+        }
+        macro_rules! apply {
+            ($($field:ident),*) => {$(
+                if let Some(v) = &self.$field { caps.$field = v.clone(); }
+            )*};
+        }
+        apply!(
+            name_max_len,
+            name_punctuation,
+            strict,
+            choice_none,
+            choice_required,
+            choice_named,
+            choice_allowed_tools,
+            unsupported
+        );
+        if let Some(v) = self.web_search {
+            caps.web_search = v.get();
+        }
+        if let Some(v) = self.file_search {
+            caps.file_search = v.get();
+        }
+        if let Some(v) = self.mcp {
+            caps.mcp = v.get();
+        }
+    }
+}
+
+/// Tool capabilities of a provider whose `tool_choice` is `auto` only.
+fn only_auto() -> ToolCapabilities {
+    ToolCapabilities {
+        strict: false,
+        choice_none: false,
+        choice_required: false,
+        choice_named: false,
+        ..ToolCapabilities::default()
+    }
 }

@@ -129,6 +129,14 @@ pub enum InputItem {
     Message(MessageItem),
     FunctionCall(FunctionCallItem),
     FunctionCallOutput(FunctionCallOutputItem),
+    CustomToolCall(CustomToolCallItem),
+    CustomToolCallOutput(FunctionCallOutputItem),
+    LocalShellCall(ActionCallItem),
+    LocalShellCallOutput(LocalShellCallOutputItem),
+    ShellCall(ActionCallItem),
+    ShellCallOutput(FunctionCallOutputItem),
+    ApplyPatchCall(ApplyPatchCallItem),
+    ApplyPatchCallOutput(ApplyPatchCallOutputItem),
     Reasoning(ReasoningItem),
     /// Any other item type, kept as its JSON object (including `type`).
     #[serde(untagged)]
@@ -143,6 +151,14 @@ impl<'de> Deserialize<'de> for InputItem {
             "message" => Self::Message(typed(map)?),
             "function_call" => Self::FunctionCall(typed(map)?),
             "function_call_output" => Self::FunctionCallOutput(typed(map)?),
+            "custom_tool_call" => Self::CustomToolCall(typed(map)?),
+            "custom_tool_call_output" => Self::CustomToolCallOutput(typed(map)?),
+            "local_shell_call" => Self::LocalShellCall(typed(map)?),
+            "local_shell_call_output" => Self::LocalShellCallOutput(typed(map)?),
+            "shell_call" => Self::ShellCall(typed(map)?),
+            "shell_call_output" => Self::ShellCallOutput(typed(map)?),
+            "apply_patch_call" => Self::ApplyPatchCall(typed(map)?),
+            "apply_patch_call_output" => Self::ApplyPatchCallOutput(typed(map)?),
             "reasoning" => Self::Reasoning(typed(map)?),
             _ => {
                 map.insert("type".to_owned(), Value::String(kind));
@@ -150,6 +166,67 @@ impl<'de> Deserialize<'de> for InputItem {
             }
         })
     }
+}
+
+/// A `custom_tool_call` item: a freeform tool's raw input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomToolCallItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A `local_shell_call` or `shell_call` item: the call and its `action` object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionCallItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub action: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A `local_shell_call_output` item. Older clients put the call's id in `id` and no `call_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalShellCallOutputItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// An `apply_patch_call` item: the call and its `operation` (`create_file`, `update_file`,
+/// `delete_file` with `path` and `diff`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyPatchCallItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub operation: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// An `apply_patch_call_output` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyPatchCallOutputItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// A message item, input or output side.
@@ -314,8 +391,59 @@ impl ReasoningContent {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Tool {
     Function(FunctionTool),
+    Custom(CustomTool),
+    Namespace(NamespaceTool),
+    /// Every other tool type (`web_search`, `file_search`, `mcp`, `local_shell`, …), whole.
     #[serde(untagged)]
     Other(Map<String, Value>),
+}
+
+impl Tool {
+    /// The tool's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Function(_) => "function",
+            Self::Custom(_) => "custom",
+            Self::Namespace(_) => "namespace",
+            Self::Other(map) => map.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+}
+
+/// A `custom` (freeform) tool: its input is raw text, optionally following a grammar.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomTool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<CustomFormat>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The input format of a custom tool: `{"type":"text"}` or
+/// `{"type":"grammar","syntax":"lark"|"regex","definition":…}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomFormat {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syntax: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<String>,
+}
+
+/// A `namespace` tool: a named group of tools, called with `namespace` and `name`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceTool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl<'de> Deserialize<'de> for Tool {
@@ -326,6 +454,8 @@ impl<'de> Deserialize<'de> for Tool {
         };
         Ok(match kind.as_str() {
             "function" => Self::Function(typed(map)?),
+            "custom" => Self::Custom(typed(map)?),
+            "namespace" => Self::Namespace(typed(map)?),
             _ => {
                 map.insert("type".to_owned(), Value::String(kind));
                 Self::Other(map)
@@ -493,6 +623,10 @@ pub struct OutputTokensDetails {
 pub enum OutputItem {
     Message(OutputMessage),
     FunctionCall(FunctionCallItem),
+    CustomToolCall(CustomToolCallItem),
+    LocalShellCall(ActionCallItem),
+    ShellCall(ActionCallItem),
+    ApplyPatchCall(ApplyPatchCallItem),
     Reasoning(ReasoningItem),
 }
 
@@ -501,8 +635,16 @@ impl OutputItem {
         match self {
             Self::Message(m) => Some(&m.id),
             Self::FunctionCall(c) => c.id.as_deref(),
+            Self::CustomToolCall(c) => c.id.as_deref(),
+            Self::LocalShellCall(c) | Self::ShellCall(c) => c.id.as_deref(),
+            Self::ApplyPatchCall(c) => c.id.as_deref(),
             Self::Reasoning(r) => r.id.as_deref(),
         }
+    }
+
+    /// True for the items a client acts on by running a tool.
+    pub fn is_tool_call(&self) -> bool {
+        !matches!(self, Self::Message(_) | Self::Reasoning(_))
     }
 }
 
@@ -635,6 +777,18 @@ pub enum EventKind {
         name: String,
         arguments: String,
     },
+    #[serde(rename = "response.custom_tool_call_input.delta")]
+    CustomToolCallInputDelta {
+        item_id: String,
+        output_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.custom_tool_call_input.done")]
+    CustomToolCallInputDone {
+        item_id: String,
+        output_index: usize,
+        input: String,
+    },
     #[serde(rename = "response.reasoning_summary_part.added")]
     ReasoningSummaryPartAdded {
         item_id: String,
@@ -698,6 +852,8 @@ impl EventKind {
             Self::RefusalDone { .. } => "response.refusal.done",
             Self::FunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
             Self::FunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            Self::CustomToolCallInputDelta { .. } => "response.custom_tool_call_input.delta",
+            Self::CustomToolCallInputDone { .. } => "response.custom_tool_call_input.done",
             Self::ReasoningSummaryPartAdded { .. } => "response.reasoning_summary_part.added",
             Self::ReasoningSummaryPartDone { .. } => "response.reasoning_summary_part.done",
             Self::ReasoningSummaryTextDelta { .. } => "response.reasoning_summary_text.delta",

@@ -16,7 +16,12 @@ fn assembler() -> Assembler {
         created_at: 1,
         stored: false,
     };
-    Assembler::new(skeleton(&req, &meta), OutputContract::Text, Vec::new())
+    Assembler::new(
+        skeleton(&req, &meta),
+        OutputContract::Text,
+        Vec::new(),
+        std::sync::Arc::new(crate::plan::NameMap::default()),
+    )
 }
 
 fn call(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) -> UpstreamEvent {

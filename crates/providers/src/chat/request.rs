@@ -1,8 +1,9 @@
 //! Canonical request → Chat Completions request, following the provider's [`Profile`].
 
-use serde_json::{Value, json};
-use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
+use serde_json::{Map, Value, json};
+use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
+use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
     diag,
@@ -14,15 +15,16 @@ use toolbridge_wire::responses::Diagnostic;
 
 use crate::profile::{EndUserField, MaxTokensField, Profile};
 
-/// Translates `req` for a provider with `profile`, sending `upstream_model`. Every lossy decision
-/// is appended to `diagnostics`.
+/// Translates `req` for a provider with `profile`, sending `upstream_model`, with the tools and
+/// names of `plan`. Every lossy decision is appended to `diagnostics`.
 pub fn build(
     req: &CanonicalRequest,
+    plan: &ToolPlan,
     profile: &Profile,
     upstream_model: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> ChatRequest {
-    let mut messages = messages(&req.turns, profile, diagnostics);
+    let mut messages = messages(&req.turns, plan, profile, diagnostics);
     let response_format = output_contract(&req.output, profile, &mut messages, diagnostics);
     let mut out = ChatRequest {
         model: upstream_model.to_owned(),
@@ -34,13 +36,14 @@ pub fn build(
         }),
         ..ChatRequest::default()
     };
-    params(req, profile, &mut out, diagnostics);
-    tools(req, profile, &mut out);
+    params(req, plan, profile, &mut out, diagnostics);
+    tools(plan, &mut out);
     out
 }
 
 fn messages(
     turns: &[Turn],
+    plan: &ToolPlan,
     profile: &Profile,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<ChatMessage> {
@@ -77,7 +80,7 @@ fn messages(
                 content: Some(user_content(parts)),
                 ..ChatMessage::default()
             }),
-            Turn::Assistant(turn) => out.push(assistant(turn)),
+            Turn::Assistant(turn) => out.push(assistant(turn, plan, profile)),
             Turn::ToolResult { call_id, output } => out.push(ChatMessage {
                 role: "tool".to_owned(),
                 content: Some(Value::String(output.clone())),
@@ -140,17 +143,27 @@ fn user_content(parts: &[UserPart]) -> Value {
     )
 }
 
-fn assistant(turn: &AssistantTurn) -> ChatMessage {
+fn assistant(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> ChatMessage {
     let tool_calls = (!turn.tool_calls.is_empty()).then(|| {
         turn.tool_calls
             .iter()
-            .map(|c| ChatToolCall {
-                id: c.call_id.clone(),
-                kind: "function".to_owned(),
-                function: ChatFunctionCall {
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                },
+            .map(|c| {
+                let identity = c.kind.identity();
+                // A call to a tool this request no longer declares keeps a provider-safe form
+                // of its own name.
+                let name = plan
+                    .names
+                    .provider_name(&identity)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools));
+                ChatToolCall {
+                    id: c.call_id.clone(),
+                    kind: "function".to_owned(),
+                    function: ChatFunctionCall {
+                        name,
+                        arguments: call_arguments(&c.kind),
+                    },
+                }
             })
             .collect()
     });
@@ -163,8 +176,31 @@ fn assistant(turn: &AssistantTurn) -> ChatMessage {
     }
 }
 
+/// The arguments of an earlier call in its degraded function form (the inverse of restoration).
+fn call_arguments(kind: &CallKind) -> String {
+    let pick = |value: &Value, keys: &[&str]| {
+        let mut out = Map::new();
+        for key in keys {
+            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
+                out.insert((*key).to_owned(), v.clone());
+            }
+        }
+        Value::Object(out).to_string()
+    };
+    match kind {
+        CallKind::Function { arguments, .. } => arguments.clone(),
+        CallKind::Custom { input, .. } => json!({"input": input}).to_string(),
+        CallKind::LocalShell { action } => {
+            pick(action, &["command", "working_directory", "timeout_ms", "env"])
+        }
+        CallKind::Shell { action } => pick(action, &["commands", "timeout_ms", "max_output_length"]),
+        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
+    }
+}
+
 fn params(
     req: &CanonicalRequest,
+    plan: &ToolPlan,
     profile: &Profile,
     out: &mut ChatRequest,
     diagnostics: &mut Vec<Diagnostic>,
@@ -243,7 +279,8 @@ fn params(
         }
     }
     if let Some(parallel) = p.parallel_tool_calls
-        && !req.tools.is_empty()
+        && plan.send_tools
+        && !plan.upstream.is_empty()
     {
         if profile.parallel_tool_calls {
             out.parallel_tool_calls = Some(parallel);
@@ -264,34 +301,48 @@ fn params(
     }
 }
 
-fn tools(req: &CanonicalRequest, _profile: &Profile, out: &mut ChatRequest) {
-    if req.tools.is_empty() {
+fn tools(plan: &ToolPlan, out: &mut ChatRequest) {
+    if !plan.send_tools || plan.upstream.is_empty() {
         return;
     }
     out.tools = Some(
-        req.tools
+        plan.upstream
             .iter()
-            .map(|t| ChatTool {
-                kind: "function".to_owned(),
-                function: Some(ChatFunction {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: t.parameters.clone(),
-                    strict: t.strict,
-                }),
-                extra: serde_json::Map::new(),
+            .map(|t| match t {
+                UpstreamTool::Function {
+                    name,
+                    description,
+                    parameters,
+                    strict,
+                } => ChatTool {
+                    kind: "function".to_owned(),
+                    function: Some(ChatFunction {
+                        name: name.clone(),
+                        description: description.clone(),
+                        parameters: Some(parameters.clone()),
+                        strict: *strict,
+                    }),
+                    extra: Map::new(),
+                },
+                UpstreamTool::Native(value) => {
+                    let mut extra = value.as_object().cloned().unwrap_or_default();
+                    let kind = match extra.remove("type") {
+                        Some(Value::String(kind)) => kind,
+                        _ => String::new(),
+                    };
+                    ChatTool {
+                        kind,
+                        function: None,
+                        extra,
+                    }
+                }
             })
             .collect(),
     );
-    out.tool_choice = req.tool_choice.as_ref().map(|choice| match choice {
-        Value::Object(obj) if obj.get("type").and_then(Value::as_str) == Some("function") => {
-            match obj.get("name") {
-                Some(name) => json!({"type": "function", "function": {"name": name}}),
-                None => choice.clone(),
-            }
-        }
-        other => other.clone(),
-    });
+    out.tool_choice = plan.tool_choice.clone();
+    for (key, value) in &plan.request_flags {
+        out.extra.insert(key.clone(), value.clone());
+    }
 }
 
 /// Applies `text.format`: natively where the profile allows, else as JSON mode plus an

@@ -1,0 +1,672 @@
+//! Tool planning: one [`ToolPlan`] per request, computed once, pure.
+//!
+//! Every declared tool gets a [`Decision`] with a stable reason code: passed natively, degraded to
+//! a function the provider can take, reserved for the gateway, ignored, or rejected. Names are
+//! allocated for the provider's charset and length and recorded in a [`NameMap`] in both
+//! directions; the translator encodes history with it and the reconstruction restores every call
+//! through it. Nothing else maps names or types back.
+
+mod choice;
+mod names;
+mod schemas;
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
+
+pub use names::{NameMap, sanitize};
+
+use crate::Error;
+use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
+
+/// What a provider accepts of tools, as data. Part of a provider profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCapabilities {
+    /// The most tools one request may declare upstream.
+    pub max_tools: Option<usize>,
+    /// The longest tool name.
+    pub name_max_len: usize,
+    /// Characters allowed in tool names besides ASCII letters and digits.
+    pub name_punctuation: String,
+    /// Accepts `strict` on functions.
+    pub strict: bool,
+    /// Accepts `tool_choice: "none"`.
+    pub choice_none: bool,
+    /// Accepts `tool_choice: "required"`.
+    pub choice_required: bool,
+    /// Accepts a named function in `tool_choice`.
+    pub choice_named: bool,
+    /// Accepts `tool_choice: {"type":"allowed_tools",…}`.
+    pub choice_allowed_tools: bool,
+    /// How `web_search` goes upstream natively, if it can.
+    pub web_search: Option<NativeWebSearch>,
+    /// How `file_search` goes upstream natively, if it can.
+    pub file_search: Option<NativeFileSearch>,
+    /// How `mcp` goes upstream natively, if it can.
+    pub mcp: Option<NativeMcp>,
+    /// What happens to a tool the provider cannot take in any form.
+    pub unsupported: UnsupportedPolicy,
+}
+
+impl Default for ToolCapabilities {
+    fn default() -> Self {
+        Self {
+            max_tools: Some(128),
+            name_max_len: 64,
+            name_punctuation: "_-".to_owned(),
+            strict: true,
+            choice_none: true,
+            choice_required: true,
+            choice_named: true,
+            choice_allowed_tools: false,
+            web_search: None,
+            file_search: None,
+            mcp: None,
+            unsupported: UnsupportedPolicy::Ignore,
+        }
+    }
+}
+
+/// Native forms of `web_search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NativeWebSearch {
+    /// Zhipu GLM: `{"type":"web_search","web_search":{…}}`.
+    GlmTool,
+    /// Qwen (DashScope): the request flag `enable_search: true`.
+    QwenFlag,
+}
+
+/// Native forms of `file_search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NativeFileSearch {
+    /// Zhipu GLM: `{"type":"retrieval","retrieval":{"knowledge_id":…}}` per vector store.
+    GlmRetrieval,
+}
+
+/// Native forms of `mcp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NativeMcp {
+    /// Zhipu GLM: `{"type":"mcp","mcp":{server_label, server_url, transport_type, …}}`.
+    GlmMcp,
+}
+
+/// What happens to a tool a provider cannot take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnsupportedPolicy {
+    /// Leave it out, with a diagnostic.
+    Ignore,
+    /// Refuse the request with `unsupported_tool`.
+    Reject,
+}
+
+/// The decision for one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Native,
+    Degraded,
+    /// Run by the gateway (reserved for gateway-executed tools).
+    Gateway,
+    Ignored,
+    Rejected,
+}
+
+/// Who a provider-side tool name stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Identity {
+    Function {
+        namespace: Option<String>,
+        name: String,
+    },
+    Custom {
+        namespace: Option<String>,
+        name: String,
+    },
+    LocalShell,
+    Shell,
+    ApplyPatch,
+}
+
+impl Identity {
+    /// The name the tool was declared with (the Responses tool type for built-in types).
+    pub fn declared_name(&self) -> &str {
+        match self {
+            Self::Function { name, .. } | Self::Custom { name, .. } => name,
+            Self::LocalShell => "local_shell",
+            Self::Shell => "shell",
+            Self::ApplyPatch => "apply_patch",
+        }
+    }
+
+    /// The provider name this identity would like: its own name when it is already valid,
+    /// `namespace__name` for namespaced tools.
+    fn desired_name(&self) -> String {
+        match self {
+            Self::Function {
+                namespace: Some(ns),
+                name,
+            }
+            | Self::Custom {
+                namespace: Some(ns),
+                name,
+            } => format!("{ns}__{name}"),
+            other => other.declared_name().to_owned(),
+        }
+    }
+}
+
+/// One declared tool and what was decided for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEntry {
+    /// Its request path (`tools[3]`, `tools[5].tools[1]`).
+    pub param: String,
+    /// Its Responses tool type.
+    pub kind: String,
+    /// Its declared name, if it has one.
+    pub name: Option<String>,
+    pub decision: Decision,
+    /// A stable snake_case reason code.
+    pub reason: &'static str,
+    /// The name the provider sees, for tools sent as functions.
+    pub provider_name: Option<String>,
+}
+
+/// A tool as it goes upstream, dialect-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpstreamTool {
+    Function {
+        name: String,
+        description: Option<String>,
+        parameters: Value,
+        strict: Option<bool>,
+    },
+    /// A provider-native tool object, sent as is.
+    Native(Value),
+}
+
+/// The plan of one request's tools.
+#[derive(Debug, Clone, Default)]
+pub struct ToolPlan {
+    pub entries: Vec<PlanEntry>,
+    /// What goes upstream, in declaration order.
+    pub upstream: Vec<UpstreamTool>,
+    /// Extra top-level request fields a native tool needs (`enable_search`).
+    pub request_flags: Map<String, Value>,
+    /// `tool_choice` in the Chat shape; `None` to omit it.
+    pub tool_choice: Option<Value>,
+    /// False when tools must not be sent at all (`tool_choice: "none"` where the provider cannot
+    /// say it).
+    pub send_tools: bool,
+    pub names: NameMap,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reason codes of decisions.
+pub mod reasons {
+    pub const FUNCTION: &str = "function";
+    pub const CUSTOM_AS_FUNCTION: &str = "custom_as_function";
+    pub const NAMESPACE_FLATTENED: &str = "namespace_flattened";
+    pub const LOCAL_SHELL_AS_FUNCTION: &str = "local_shell_as_function";
+    pub const SHELL_AS_FUNCTION: &str = "shell_as_function";
+    pub const APPLY_PATCH_AS_FUNCTION: &str = "apply_patch_as_function";
+    pub const NATIVE_WEB_SEARCH: &str = "native_web_search";
+    pub const NATIVE_FILE_SEARCH: &str = "native_file_search";
+    pub const NATIVE_MCP: &str = "native_mcp";
+    pub const NO_PROVIDER_SUPPORT: &str = "no_provider_support";
+    pub const WEB_ACCESS_DISABLED: &str = "web_access_disabled_by_client";
+    pub const NO_VECTOR_STORE: &str = "no_vector_store_ids";
+    pub const NOT_IN_ALLOWED_TOOLS: &str = "not_in_allowed_tools";
+}
+
+/// Tool types the Responses API defines that toolbridge knows how to plan.
+const HOSTED_TYPES: &[&str] = &[
+    "web_search",
+    "web_search_preview",
+    "web_search_2025_08_26",
+    "web_search_preview_2025_03_11",
+    "file_search",
+    "mcp",
+    "tool_search",
+    "computer",
+    "computer_use",
+    "computer_use_preview",
+    "image_generation",
+    "code_interpreter",
+];
+
+struct Candidate {
+    entry: PlanEntry,
+    identity: Option<Identity>,
+    upstream: Option<UpstreamTool>,
+}
+
+/// Plans `tools` and `tool_choice` for a provider with `caps`.
+pub fn plan(
+    tools: &[Tool],
+    tool_choice: Option<&Value>,
+    caps: &ToolCapabilities,
+) -> Result<ToolPlan, Error> {
+    let mut diagnostics = Vec::new();
+    let mut flags = Map::new();
+    let mut candidates = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let param = format!("tools[{i}]");
+        match tool {
+            Tool::Namespace(ns) => {
+                if ns.name.is_empty() {
+                    return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
+                }
+                for (j, child) in ns.tools.iter().enumerate() {
+                    let child_param = format!("{param}.tools[{j}]");
+                    candidates.push(namespaced(&child_param, &ns.name, child, caps, &mut diagnostics)?);
+                }
+            }
+            other => {
+                candidates.extend(candidate(&param, other, caps, &mut flags, &mut diagnostics)?);
+            }
+        }
+    }
+
+    let mut names = NameMap::allocate(
+        candidates
+            .iter()
+            .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
+        caps,
+    )?;
+    let mut entries = Vec::with_capacity(candidates.len());
+    let mut upstream = Vec::with_capacity(candidates.len());
+    for mut c in candidates {
+        if let Some(identity) = &c.identity {
+            let provider = names.provider_name(identity).map(str::to_owned);
+            if let (Some(p), Some(UpstreamTool::Function { name, .. })) = (&provider, &mut c.upstream)
+            {
+                name.clone_from(p);
+            }
+            c.entry.provider_name = provider;
+        }
+        if let Some(u) = c.upstream {
+            upstream.push((c.entry.param.clone(), u));
+        }
+        entries.push(c.entry);
+    }
+
+    let mut plan = ToolPlan {
+        entries,
+        upstream: Vec::new(),
+        request_flags: flags,
+        tool_choice: None,
+        send_tools: true,
+        names: NameMap::default(),
+        diagnostics,
+    };
+    let upstream = choice::apply(&mut plan, upstream, tool_choice, caps, &names)?;
+    plan.upstream = upstream;
+    if let Some(max) = caps.max_tools
+        && plan.send_tools
+        && plan.upstream.len() > max
+    {
+        return Err(Error::TooManyTools {
+            count: plan.upstream.len(),
+            limit: max,
+        });
+    }
+    if !plan.send_tools {
+        plan.upstream.clear();
+        plan.request_flags.clear();
+    }
+    std::mem::swap(&mut plan.names, &mut names);
+    Ok(plan)
+}
+
+fn candidate(
+    param: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    let entry = |kind: &str, name: Option<&str>, decision, reason| PlanEntry {
+        param: param.to_owned(),
+        kind: kind.to_owned(),
+        name: name.map(str::to_owned),
+        decision,
+        reason,
+        provider_name: None,
+    };
+    let one = |c: Candidate| Ok(vec![c]);
+    match tool {
+        Tool::Function(f) => {
+            check_name(param, &f.name)?;
+            one(Candidate {
+                entry: entry("function", Some(&f.name), Decision::Native, reasons::FUNCTION),
+                identity: Some(Identity::Function {
+                    namespace: None,
+                    name: f.name.clone(),
+                }),
+                upstream: Some(function_upstream(param, f, caps, diagnostics)),
+            })
+        }
+        Tool::Custom(c) => {
+            check_name(param, &c.name)?;
+            diagnostics.push(diag(
+                TOOL_DEGRADED,
+                Some(param),
+                format!("custom tool `{}` is sent as a function with one string parameter `input`", c.name),
+            ));
+            one(Candidate {
+                entry: entry("custom", Some(&c.name), Decision::Degraded, reasons::CUSTOM_AS_FUNCTION),
+                identity: Some(Identity::Custom {
+                    namespace: None,
+                    name: c.name.clone(),
+                }),
+                upstream: Some(custom_upstream(c)),
+            })
+        }
+        Tool::Namespace(_) => Ok(Vec::new()),
+        Tool::Other(map) => {
+            let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+            match kind {
+                "local_shell" | "shell" | "apply_patch" => {
+                    let (identity, reason, parameters, description) = schemas::builtin(kind);
+                    diagnostics.push(diag(
+                        TOOL_DEGRADED,
+                        Some(param),
+                        format!("`{kind}` is sent as a function and its calls are restored as `{kind}_call` items"),
+                    ));
+                    one(Candidate {
+                        entry: entry(kind, None, Decision::Degraded, reason),
+                        identity: Some(identity),
+                        upstream: Some(UpstreamTool::Function {
+                            name: kind.to_owned(),
+                            description: Some(description.to_owned()),
+                            parameters,
+                            strict: None,
+                        }),
+                    })
+                }
+                k if k.starts_with("web_search") => {
+                    web_search(param, map, caps, flags, diagnostics).map(|c| vec![c])
+                }
+                "file_search" => file_search(param, map, caps, diagnostics),
+                "mcp" => mcp(param, map, caps, diagnostics).map(|c| vec![c]),
+                k if HOSTED_TYPES.contains(&k) => {
+                    unsupported(param, k, caps, diagnostics).map(|c| vec![c])
+                }
+                "" => Err(Error::invalid(format!("{param}.type"), "is missing")),
+                other => Err(Error::UnsupportedToolType {
+                    param: param.to_owned(),
+                    kind: other.to_owned(),
+                }),
+            }
+        }
+    }
+}
+
+fn namespaced(
+    param: &str,
+    namespace: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    let entry = |kind: &str, name: &str| PlanEntry {
+        param: param.to_owned(),
+        kind: kind.to_owned(),
+        name: Some(format!("{namespace}.{name}")),
+        decision: Decision::Degraded,
+        reason: reasons::NAMESPACE_FLATTENED,
+        provider_name: None,
+    };
+    match tool {
+        Tool::Function(f) => {
+            check_name(param, &f.name)?;
+            Ok(Candidate {
+                entry: entry("function", &f.name),
+                identity: Some(Identity::Function {
+                    namespace: Some(namespace.to_owned()),
+                    name: f.name.clone(),
+                }),
+                upstream: Some(function_upstream(param, f, caps, diagnostics)),
+            })
+        }
+        Tool::Custom(c) => {
+            check_name(param, &c.name)?;
+            Ok(Candidate {
+                entry: entry("custom", &c.name),
+                identity: Some(Identity::Custom {
+                    namespace: Some(namespace.to_owned()),
+                    name: c.name.clone(),
+                }),
+                upstream: Some(custom_upstream(c)),
+            })
+        }
+        other => unsupported(param, other.kind(), caps, diagnostics),
+    }
+}
+
+fn check_name(param: &str, name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
+    }
+    Ok(())
+}
+
+fn function_upstream(
+    param: &str,
+    f: &FunctionTool,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> UpstreamTool {
+    let strict = match f.strict {
+        Some(true) if !caps.strict => {
+            diagnostics.push(diag(
+                crate::diagnostics::PARAM_DROPPED,
+                Some(&format!("{param}.strict")),
+                format!("the provider does not enforce `strict` schemas; `{}` was sent without it", f.name),
+            ));
+            None
+        }
+        Some(s) if caps.strict => Some(s),
+        _ => None,
+    };
+    UpstreamTool::Function {
+        name: f.name.clone(),
+        description: f.description.clone(),
+        parameters: f
+            .parameters
+            .clone()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        strict,
+    }
+}
+
+fn custom_upstream(c: &CustomTool) -> UpstreamTool {
+    UpstreamTool::Function {
+        name: c.name.clone(),
+        description: Some(schemas::custom_description(c)),
+        parameters: schemas::custom_parameters(),
+        strict: None,
+    }
+}
+
+fn unsupported(
+    param: &str,
+    kind: &str,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    if caps.unsupported == UnsupportedPolicy::Reject {
+        return Err(Error::UnsupportedTool {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+        });
+    }
+    diagnostics.push(diag(
+        TOOL_IGNORED,
+        Some(param),
+        format!("the provider has no `{kind}` tool; it was left out"),
+    ));
+    Ok(ignored(param, kind, reasons::NO_PROVIDER_SUPPORT))
+}
+
+fn ignored(param: &str, kind: &str, reason: &'static str) -> Candidate {
+    Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: None,
+            decision: Decision::Ignored,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream: None,
+    }
+}
+
+fn native(param: &str, kind: &str, reason: &'static str, upstream: Option<UpstreamTool>) -> Candidate {
+    Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: None,
+            decision: Decision::Native,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream,
+    }
+}
+
+fn web_search(
+    param: &str,
+    map: &Map<String, Value>,
+    caps: &ToolCapabilities,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or("web_search");
+    // Codex declares web search with `external_web_access: false` when its sandbox forbids the
+    // network: the client has said no, whatever the provider could do.
+    if map.get("external_web_access") == Some(&Value::Bool(false)) {
+        diagnostics.push(diag(
+            TOOL_IGNORED,
+            Some(param),
+            "web_search was declared with external_web_access: false; it was left out",
+        ));
+        return Ok(ignored(param, kind, reasons::WEB_ACCESS_DISABLED));
+    }
+    match caps.web_search {
+        Some(NativeWebSearch::GlmTool) => {
+            let mut options = json!({"enable": true, "search_result": true});
+            if let (Some(domains), Some(obj)) = (
+                map.get("filters")
+                    .and_then(|f| f.get("allowed_domains"))
+                    .and_then(Value::as_array)
+                    .and_then(|d| d.first()),
+                options.as_object_mut(),
+            ) {
+                obj.insert("search_domain_filter".to_owned(), domains.clone());
+            }
+            Ok(native(
+                param,
+                kind,
+                reasons::NATIVE_WEB_SEARCH,
+                Some(UpstreamTool::Native(json!({"type": "web_search", "web_search": options}))),
+            ))
+        }
+        Some(NativeWebSearch::QwenFlag) => {
+            flags.insert("enable_search".to_owned(), Value::Bool(true));
+            Ok(native(param, kind, reasons::NATIVE_WEB_SEARCH, None))
+        }
+        None => unsupported(param, kind, caps, diagnostics),
+    }
+}
+
+fn file_search(
+    param: &str,
+    map: &Map<String, Value>,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    let Some(NativeFileSearch::GlmRetrieval) = caps.file_search else {
+        return unsupported(param, "file_search", caps, diagnostics).map(|c| vec![c]);
+    };
+    let ids: Vec<&str> = map
+        .get("vector_store_ids")
+        .and_then(Value::as_array)
+        .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if ids.is_empty() {
+        diagnostics.push(diag(
+            TOOL_IGNORED,
+            Some(param),
+            "file_search has no vector_store_ids to map to knowledge bases; it was left out",
+        ));
+        return Ok(vec![ignored(param, "file_search", reasons::NO_VECTOR_STORE)]);
+    }
+    Ok(ids
+        .into_iter()
+        .map(|id| {
+            native(
+                param,
+                "file_search",
+                reasons::NATIVE_FILE_SEARCH,
+                Some(UpstreamTool::Native(
+                    json!({"type": "retrieval", "retrieval": {"knowledge_id": id}}),
+                )),
+            )
+        })
+        .collect())
+}
+
+fn mcp(
+    param: &str,
+    map: &Map<String, Value>,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    let Some(NativeMcp::GlmMcp) = caps.mcp else {
+        return unsupported(param, "mcp", caps, diagnostics);
+    };
+    let Some(url) = map.get("server_url").and_then(Value::as_str) else {
+        // A connector (`connector_id`) has no equivalent upstream.
+        return unsupported(param, "mcp", caps, diagnostics);
+    };
+    let mut mcp = Map::new();
+    if let Some(label) = map.get("server_label") {
+        mcp.insert("server_label".to_owned(), label.clone());
+    }
+    mcp.insert("server_url".to_owned(), Value::String(url.to_owned()));
+    mcp.insert(
+        "transport_type".to_owned(),
+        Value::String(if url.ends_with("/sse") { "sse" } else { "streamable-http" }.to_owned()),
+    );
+    if let Some(allowed) = map.get("allowed_tools") {
+        let names = allowed.get("tool_names").unwrap_or(allowed);
+        mcp.insert("allowed_tools".to_owned(), names.clone());
+    }
+    if let Some(headers) = map.get("headers") {
+        mcp.insert("headers".to_owned(), headers.clone());
+    }
+    Ok(native(
+        param,
+        "mcp",
+        reasons::NATIVE_MCP,
+        Some(UpstreamTool::Native(json!({"type": "mcp", "mcp": mcp}))),
+    ))
+}
+
+/// Identities by request path, for the translator.
+pub type IdentityIndex = HashMap<String, Identity>;
+
+#[cfg(test)]
+mod tests;
