@@ -20,7 +20,14 @@ pub(super) fn apply(
         return Ok(tools(upstream));
     };
     if upstream.is_empty() {
-        // Nothing goes upstream: a choice would only make the provider reject the request.
+        // Nothing goes upstream: a choice would only make the provider reject the request. A
+        // choice that forces a tool is still checked: that tool will not be there.
+        if let Value::Object(obj) = choice
+            && obj.get("type").and_then(Value::as_str) != Some("allowed_tools")
+        {
+            named(plan, &target(obj)?, caps, names)?;
+            plan.tool_choice = None;
+        }
         return Ok(Vec::new());
     }
     match choice {
