@@ -33,6 +33,21 @@ pub enum Command {
         #[arg(long, env = "TOOLBRIDGE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Explain offline what toolbridge would do with a request: each tool's decision, provider
+    /// name and reason, then the translated upstream request.
+    Plan {
+        /// A preset name, or with --config a configured provider.
+        #[arg(long)]
+        provider: String,
+        /// The upstream model (default: the request's model, or the route's upstream model).
+        #[arg(long)]
+        model: Option<String>,
+        /// A config file whose providers `--provider` names.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The Responses request body (JSON).
+        request: PathBuf,
+    },
 }
 
 /// Loads a config with the process environment, `--listen` winning over both.
@@ -87,4 +102,85 @@ pub fn describe(config: &Config) -> String {
         ));
     }
     out
+}
+
+/// What `toolbridge plan` prints for a request body, planned for `profile`.
+pub fn plan_report(
+    body: &[u8],
+    profile: &toolbridge_providers::profile::Profile,
+    upstream_model: Option<&str>,
+) -> Result<String, String> {
+    use toolbridge_core::request::{Limits, normalize};
+    let fail = |code: &str, message: String| format!("error {code}: {message}");
+    let req = crate::responses::parse_request(body).map_err(|e| fail(e.code(), e.to_string()))?;
+    let canonical =
+        normalize(&req, &Limits::default()).map_err(|e| fail(e.code(), e.to_string()))?;
+    let plan = toolbridge_core::plan::plan(
+        &canonical.tools,
+        canonical.tool_choice.as_ref(),
+        &profile.tools,
+    )
+    .map_err(|e| fail(e.code(), e.to_string()))?;
+    let model = upstream_model.unwrap_or(&canonical.model);
+    let mut diagnostics = canonical.diagnostics.clone();
+    diagnostics.extend(plan.diagnostics.iter().cloned());
+    let chat = toolbridge_providers::chat::request::build(
+        &canonical,
+        &plan,
+        profile,
+        model,
+        &mut diagnostics,
+    );
+
+    let mut out = format!(
+        "profile: {}\nupstream model: {model}\n\ntools:\n",
+        profile.name
+    );
+    if plan.entries.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    let width = plan
+        .entries
+        .iter()
+        .map(|e| e.param.len())
+        .max()
+        .unwrap_or(0);
+    for e in &plan.entries {
+        let decision = serde_json::to_value(e.decision)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let name = e.name.as_deref().unwrap_or("-");
+        let provider = e.provider_name.as_deref().unwrap_or("-");
+        out.push_str(&format!(
+            "  {:<width$}  {:<16} {:<28} {:<9} -> {:<28} ({})\n",
+            e.param, e.kind, name, decision, provider, e.reason
+        ));
+    }
+    out.push_str(&format!(
+        "\ntool_choice upstream: {}\n",
+        plan.tool_choice
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "(omitted)".to_owned())
+    ));
+    out.push_str("\ndiagnostics:\n");
+    if diagnostics.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for d in &diagnostics {
+        out.push_str(&format!(
+            "  {}{}: {}\n",
+            d.code,
+            d.param
+                .as_deref()
+                .map(|p| format!(" [{p}]"))
+                .unwrap_or_default(),
+            d.message
+        ));
+    }
+    out.push_str("\nupstream request:\n");
+    out.push_str(&serde_json::to_string_pretty(&chat).unwrap_or_default());
+    out.push('\n');
+    Ok(out)
 }

@@ -22,6 +22,12 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Plan {
+            provider,
+            model,
+            config,
+            request,
+        } => plan(&provider, model.as_deref(), config.as_deref(), &request),
         Command::Serve { listen, config } => {
             let config = match load(config.as_deref(), listen.as_deref()) {
                 Ok(c) => c,
@@ -62,5 +68,55 @@ fn init_logging() {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+fn plan(
+    provider: &str,
+    model: Option<&str>,
+    config: Option<&std::path::Path>,
+    request: &std::path::Path,
+) -> ExitCode {
+    let profile = match config {
+        Some(path) => match load(Some(path), None) {
+            Ok(config) => match config.providers.get(provider) {
+                Some(p) => p.profile_for(model.unwrap_or_default()),
+                None => {
+                    eprintln!("error: no provider `{provider}` in {}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            },
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match toolbridge_providers::profile::Profile::preset(provider) {
+            Some(p) => p,
+            None => {
+                eprintln!(
+                    "error: `{provider}` is not a preset (presets: {}); pass --config to name a configured provider",
+                    toolbridge_providers::profile::Profile::preset_names().join(", ")
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let body = match std::fs::read(request) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", request.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match toolbridge_gateway::cli::plan_report(&body, &profile, model) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -32,14 +32,23 @@ fn whole_call(index: u32, id: &str, name: &str, arguments: &str) -> Value {
 #[tokio::test]
 async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
     let h = Harness::with_preset("glm").await;
-    h.upstream.push(Reply::json(toolbridge_testkit::chat::completion("ok", "stop")));
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "ok", "stop",
+        )));
     let response = h
         .post(&json!({"model": "glm-5.1", "input": "hi", "tools": codex_like_tools(), "tool_choice": "auto"}))
         .await;
     assert_eq!(response.status(), 200);
-    let header = response.headers()["x-toolbridge-diagnostics"].to_str().unwrap().to_owned();
+    let header = response.headers()["x-toolbridge-diagnostics"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     // `strict: false` needs no diagnostic: nothing the client asked for is lost.
-    assert_eq!(header, "tool_degraded:tools[1],tool_ignored:tools[3],tool_ignored:tools[4]");
+    assert_eq!(
+        header,
+        "tool_degraded:tools[1],tool_ignored:tools[3],tool_ignored:tools[4]"
+    );
     let sent = h.upstream.last_body();
     let names: Vec<&str> = sent["tools"]
         .as_array()
@@ -50,7 +59,10 @@ async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
             t["function"]["name"].as_str().unwrap()
         })
         .collect();
-    assert_eq!(names, ["exec_command", "apply_patch", "multi_agent_v1__close_agent"]);
+    assert_eq!(
+        names,
+        ["exec_command", "apply_patch", "multi_agent_v1__close_agent"]
+    );
     assert_eq!(sent["tool_choice"], "auto");
     assert_eq!(
         sent["tools"][1]["function"]["parameters"]["properties"]["input"]["type"],
@@ -82,20 +94,33 @@ async fn a_streamed_custom_call_is_restored_as_custom_tool_call_from_start_to_en
     let h = Harness::with_preset("glm").await;
     h.upstream.push(Reply::sse(vec![
         chunk(json!({"role": "assistant", "content": "Patching."}), None),
-        whole_call(0, "call_p", "apply_patch", &json!({"input": PATCH}).to_string()),
+        whole_call(
+            0,
+            "call_p",
+            "apply_patch",
+            &json!({"input": PATCH}).to_string(),
+        ),
         chunk(json!({}), Some("tool_calls")),
     ]));
     let events = h
         .post_stream(&json!({"model": "m", "input": "add a file", "stream": true, "tools": codex_like_tools()}))
         .await;
     let kinds = types(&events);
-    let added = kinds.iter().position(|t| t == "response.output_item.added" ).unwrap();
+    let added = kinds
+        .iter()
+        .position(|t| t == "response.output_item.added")
+        .unwrap();
     // The message comes first; then the call, typed as custom from its very first event.
-    let call_added = kinds.iter().rposition(|t| t == "response.output_item.added").unwrap();
+    let call_added = kinds
+        .iter()
+        .rposition(|t| t == "response.output_item.added")
+        .unwrap();
     assert!(call_added > added);
     assert_eq!(events[call_added].data["item"]["type"], "custom_tool_call");
     assert!(
-        !kinds.iter().any(|t| t.starts_with("response.function_call_arguments")),
+        !kinds
+            .iter()
+            .any(|t| t.starts_with("response.function_call_arguments")),
         "never a function_call that turns into a custom_tool_call: {kinds:?}"
     );
     assert_eq!(
@@ -127,11 +152,17 @@ async fn namespaced_calls_come_back_with_namespace_and_name() {
     let events = h
         .post_stream(&json!({"model": "m", "input": "close it", "stream": true, "tools": codex_like_tools()}))
         .await;
-    let added = events.iter().find(|e| e.data["type"] == "response.output_item.added").unwrap();
+    let added = events
+        .iter()
+        .find(|e| e.data["type"] == "response.output_item.added")
+        .unwrap();
     assert_eq!(added.data["item"]["type"], "function_call");
     assert_eq!(added.data["item"]["namespace"], "multi_agent_v1");
     assert_eq!(added.data["item"]["name"], "close_agent");
-    let done = events.iter().find(|e| e.data["type"] == "response.output_item.done").unwrap();
+    let done = events
+        .iter()
+        .find(|e| e.data["type"] == "response.output_item.done")
+        .unwrap();
     assert_eq!(done.data["item"]["namespace"], "multi_agent_v1");
     assert_eq!(done.data["item"]["name"], "close_agent");
     assert_eq!(done.data["item"]["arguments"], "{\"id\":\"a1\"}");
@@ -150,22 +181,36 @@ async fn built_in_tool_types_are_restored_to_their_items() {
             {"id": "c4", "type": "function", "function": {"name": "shell", "arguments": "not json"}}
         ]}}]
     })));
-    let (status, body) = h.post_json(&json!({"model": "m", "input": "go", "tools": declared})).await;
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "go", "tools": declared}))
+        .await;
     assert_eq!(status, 200, "{body}");
     let out = body["output"].as_array().unwrap();
     assert_eq!(out[0]["type"], "local_shell_call");
     assert_eq!(out[0]["call_id"], "c1");
-    assert_eq!(out[0]["action"], json!({"type": "exec", "command": ["ls", "-a"], "env": {}, "working_directory": "/w"}));
+    assert_eq!(
+        out[0]["action"],
+        json!({"type": "exec", "command": ["ls", "-a"], "env": {}, "working_directory": "/w"})
+    );
     assert_eq!(out[1]["type"], "shell_call");
     assert_eq!(out[1]["action"], json!({"commands": ["pwd"]}));
     assert_eq!(out[2]["type"], "apply_patch_call");
-    assert_eq!(out[2]["operation"], json!({"type": "create_file", "path": "a.txt", "diff": "+hi"}));
+    assert_eq!(
+        out[2]["operation"],
+        json!({"type": "create_file", "path": "a.txt", "diff": "+hi"})
+    );
     assert_eq!(out[2]["status"], "completed");
     // Arguments that do not fit fall back to a function_call with the requested name.
     assert_eq!(out[3]["type"], "function_call");
     assert_eq!(out[3]["name"], "shell");
     assert_eq!(out[3]["arguments"], "not json");
-    assert!(body["toolbridge_diagnostics"].as_array().unwrap().iter().any(|d| d["code"] == "call_not_restored"));
+    assert!(
+        body["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "call_not_restored")
+    );
 }
 
 #[tokio::test]
@@ -176,18 +221,29 @@ async fn an_undeclared_name_comes_back_as_a_function_call_with_a_diagnostic() {
         chunk(json!({}), Some("tool_calls")),
     ]));
     let events = h
-        .post_stream(&json!({"model": "m", "input": "x", "stream": true, "tools": codex_like_tools()}))
+        .post_stream(
+            &json!({"model": "m", "input": "x", "stream": true, "tools": codex_like_tools()}),
+        )
         .await;
     let last = &events.last().unwrap().data["response"];
     assert_eq!(last["output"][0]["type"], "function_call");
     assert_eq!(last["output"][0]["name"], "bash");
-    assert!(last["toolbridge_diagnostics"].as_array().unwrap().iter().any(|d| d["code"] == "undeclared_tool_called"));
+    assert!(
+        last["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "undeclared_tool_called")
+    );
 }
 
 #[tokio::test]
 async fn history_of_every_call_type_is_re_encoded_under_the_plan_names() {
     let h = Harness::with_preset("deepseek").await;
-    h.upstream.push(Reply::json(toolbridge_testkit::chat::completion("done", "stop")));
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "done", "stop",
+        )));
     let (status, body) = h
         .post_json(&json!({
             "model": "m",
@@ -264,10 +320,20 @@ async fn an_output_without_its_call_is_a_400() {
 #[tokio::test]
 async fn tool_refusals_happen_before_any_upstream_call() {
     let h = Harness::with_preset("glm").await;
-    let many: Vec<Value> = (0..129).map(|i| json!({"type": "function", "name": format!("f{i}")})).collect();
+    let many: Vec<Value> = (0..129)
+        .map(|i| json!({"type": "function", "name": format!("f{i}")}))
+        .collect();
     let cases = [
-        (json!({"model": "m", "input": "x", "tools": many}), "too_many_tools", "tools"),
-        (json!({"model": "m", "input": "x", "tools": [{"type": "hologram"}]}), "unsupported_tool_type", "tools[0]"),
+        (
+            json!({"model": "m", "input": "x", "tools": many}),
+            "too_many_tools",
+            "tools",
+        ),
+        (
+            json!({"model": "m", "input": "x", "tools": [{"type": "hologram"}]}),
+            "unsupported_tool_type",
+            "tools[0]",
+        ),
         (
             json!({"model": "m", "input": "x", "tools": [{"type": "image_generation"}], "tool_choice": {"type": "image_generation"}}),
             "tool_choice_unavailable",
@@ -286,12 +352,21 @@ async fn tool_refusals_happen_before_any_upstream_call() {
 #[tokio::test]
 async fn a_forced_tool_is_downgraded_where_the_provider_cannot_force() {
     let h = Harness::with_preset("glm").await;
-    h.upstream.push(Reply::json(toolbridge_testkit::chat::completion("ok", "stop")));
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "ok", "stop",
+        )));
     let response = h
         .post(&json!({"model": "m", "input": "x", "tools": codex_like_tools(), "tool_choice": {"type": "function", "name": "exec_command"}}))
         .await;
     assert_eq!(response.status(), 200);
-    let header = response.headers()["x-toolbridge-diagnostics"].to_str().unwrap().to_owned();
-    assert!(header.contains("tool_choice_downgraded:tool_choice"), "{header}");
+    let header = response.headers()["x-toolbridge-diagnostics"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        header.contains("tool_choice_downgraded:tool_choice"),
+        "{header}"
+    );
     assert_eq!(h.upstream.last_body()["tool_choice"], "auto");
 }
