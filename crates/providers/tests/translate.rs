@@ -2,6 +2,7 @@
 //! files. A change in what goes upstream shows up as a snapshot diff to review.
 
 use serde_json::{Value, json};
+use toolbridge_core::plan::plan;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::chat::request::build;
 use toolbridge_providers::profile::Profile;
@@ -11,8 +12,10 @@ fn translate(preset: &str, request: Value) -> Value {
     let req: CreateResponse = serde_json::from_value(request).unwrap();
     let canonical = normalize(&req, &Limits::default()).unwrap();
     let profile = Profile::preset(preset).unwrap();
+    let plan = plan(&canonical.tools, canonical.tool_choice.as_ref(), &profile.tools).unwrap();
     let mut diagnostics = canonical.diagnostics.clone();
-    let chat = build(&canonical, &profile, "upstream-model", &mut diagnostics);
+    diagnostics.extend(plan.diagnostics.iter().cloned());
+    let chat = build(&canonical, &plan, &profile, "upstream-model", &mut diagnostics);
     json!({"request": chat, "diagnostics": diagnostics})
 }
 
@@ -70,6 +73,40 @@ fn json_schema_for_every_preset() {
     }
 }
 
+/// A tool turn with every tool type a Codex-like client declares, and history of each call type.
+fn tool_turn() -> Value {
+    json!({
+        "model": "m",
+        "tools": [
+            {"type": "function", "name": "exec_command", "strict": false, "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+            {"type": "custom", "name": "apply_patch", "description": "Edit files.", "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"}},
+            {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]},
+            {"type": "shell"},
+            {"type": "web_search"},
+            {"type": "file_search", "vector_store_ids": ["kb_7"]},
+            {"type": "tool_search", "execution": "client"}
+        ],
+        "tool_choice": "required",
+        "parallel_tool_calls": true,
+        "input": [
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{\"cmd\":\"ls\"}"},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"},
+            {"type": "function_call_output", "call_id": "c1", "output": "a"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": "ok"},
+            {"type": "function_call", "call_id": "c3", "namespace": "multi_agent_v1", "name": "spawn_agent", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c3", "output": "spawned"}
+        ]
+    })
+}
+
+#[test]
+fn tool_turn_for_every_preset() {
+    for preset in Profile::preset_names() {
+        insta::assert_json_snapshot!(format!("tool_turn_{preset}"), translate(preset, tool_turn()));
+    }
+}
+
 #[test]
 fn unknown_items_and_tools_are_reported_not_dropped_silently() {
     let out = translate(
@@ -80,7 +117,7 @@ fn unknown_items_and_tools_are_reported_not_dropped_silently() {
                 {"role": "user", "content": "hi"},
                 {"type": "item_reference", "id": "msg_1"}
             ],
-            "tools": [{"type": "web_search"}],
+            "tools": [{"type": "image_generation"}],
         }),
     );
     let codes: Vec<&str> = out["diagnostics"]

@@ -263,6 +263,14 @@ pub fn plan(
                 if ns.name.is_empty() {
                     return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
                 }
+                diagnostics.push(diag(
+                    TOOL_DEGRADED,
+                    Some(&param),
+                    format!(
+                        "namespace `{}` is flattened into `{}__<name>` functions; calls come back with namespace and name",
+                        ns.name, ns.name
+                    ),
+                ));
                 for (j, child) in ns.tools.iter().enumerate() {
                     let child_param = format!("{param}.tools[{j}]");
                     candidates.push(namespaced(&child_param, &ns.name, child, caps, &mut diagnostics)?);
