@@ -47,7 +47,7 @@ async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
     // `strict: false` needs no diagnostic: nothing the client asked for is lost.
     assert_eq!(
         header,
-        "tool_degraded:tools[1],tool_ignored:tools[3],tool_ignored:tools[4]"
+        "tool_degraded:tools[1],tool_degraded:tools[2],tool_ignored:tools[3],tool_ignored:tools[4]"
     );
     let sent = h.upstream.last_body();
     let names: Vec<&str> = sent["tools"]
