@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toolbridge_wire::responses::{
     ActionCallItem, ApplyPatchCallItem, CreateResponse, CustomToolCallItem, Diagnostic, EventKind,
     FunctionCallItem, IncompleteDetails, JsonSchemaFormat, OutputContent, OutputItem,
@@ -90,7 +90,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
             .clone()
             .filter(|t| t != "auto")
             .unwrap_or_else(|| "default".to_owned()),
-        metadata: req.metadata.clone().unwrap_or_else(Map::new),
+        metadata: req.metadata.clone().unwrap_or_default(),
         safety_identifier: req.safety_identifier.clone(),
         prompt_cache_key: req.prompt_cache_key.clone(),
         toolbridge_diagnostics: Vec::new(),
@@ -663,26 +663,35 @@ impl Assembler {
                             // Announced only now: a name with neither id nor arguments, or a
                             // built-in call whose arguments did not fit and fell back.
                             let index = self.open_slot();
-                            self.push(out, EventKind::OutputItemAdded {
-                                output_index: index,
-                                item: OutputItem::FunctionCall(item.clone()),
-                            });
-                            if !arguments.is_empty() {
-                                self.push(out, EventKind::FunctionCallArgumentsDelta {
-                                    item_id: call.item_id.clone(),
+                            self.push(
+                                out,
+                                EventKind::OutputItemAdded {
                                     output_index: index,
-                                    delta: arguments.clone(),
-                                });
+                                    item: OutputItem::FunctionCall(item.clone()),
+                                },
+                            );
+                            if !arguments.is_empty() {
+                                self.push(
+                                    out,
+                                    EventKind::FunctionCallArgumentsDelta {
+                                        item_id: call.item_id.clone(),
+                                        output_index: index,
+                                        delta: arguments.clone(),
+                                    },
+                                );
                             }
                             index
                         }
                     };
-                    self.push(out, EventKind::FunctionCallArgumentsDone {
-                        item_id: call.item_id.clone(),
-                        output_index: index,
-                        name: item.name.clone(),
-                        arguments: arguments.clone(),
-                    });
+                    self.push(
+                        out,
+                        EventKind::FunctionCallArgumentsDone {
+                            item_id: call.item_id.clone(),
+                            output_index: index,
+                            name: item.name.clone(),
+                            arguments: arguments.clone(),
+                        },
+                    );
                     let item = FunctionCallItem {
                         arguments,
                         status: Some("completed".to_owned()),
@@ -704,20 +713,29 @@ impl Assembler {
                         input: String::new(),
                         status: Some("in_progress".to_owned()),
                     };
-                    self.push(out, EventKind::OutputItemAdded {
-                        output_index: index,
-                        item: OutputItem::CustomToolCall(item.clone()),
-                    });
-                    self.push(out, EventKind::CustomToolCallInputDelta {
-                        item_id: call.item_id.clone(),
-                        output_index: index,
-                        delta: input.clone(),
-                    });
-                    self.push(out, EventKind::CustomToolCallInputDone {
-                        item_id: call.item_id.clone(),
-                        output_index: index,
-                        input: input.clone(),
-                    });
+                    self.push(
+                        out,
+                        EventKind::OutputItemAdded {
+                            output_index: index,
+                            item: OutputItem::CustomToolCall(item.clone()),
+                        },
+                    );
+                    self.push(
+                        out,
+                        EventKind::CustomToolCallInputDelta {
+                            item_id: call.item_id.clone(),
+                            output_index: index,
+                            delta: input.clone(),
+                        },
+                    );
+                    self.push(
+                        out,
+                        EventKind::CustomToolCallInputDone {
+                            item_id: call.item_id.clone(),
+                            output_index: index,
+                            input: input.clone(),
+                        },
+                    );
                     let item = CustomToolCallItem {
                         input,
                         status: Some("completed".to_owned()),
@@ -767,10 +785,13 @@ impl Assembler {
         out: &mut Vec<StreamEvent>,
     ) {
         let index = self.open_slot();
-        self.push(out, EventKind::OutputItemAdded {
-            output_index: index,
-            item: added,
-        });
+        self.push(
+            out,
+            EventKind::OutputItemAdded {
+                output_index: index,
+                item: added,
+            },
+        );
         self.done(index, done, out);
     }
 

@@ -99,20 +99,30 @@ pub enum CallKind {
         name: String,
         input: String,
     },
-    LocalShell { action: Value },
-    Shell { action: Value },
-    ApplyPatch { operation: Value },
+    LocalShell {
+        action: Value,
+    },
+    Shell {
+        action: Value,
+    },
+    ApplyPatch {
+        operation: Value,
+    },
 }
 
 impl CallKind {
     /// The identity of the tool this call was made to.
     pub fn identity(&self) -> Identity {
         match self {
-            Self::Function { namespace, name, .. } => Identity::Function {
+            Self::Function {
+                namespace, name, ..
+            } => Identity::Function {
                 namespace: namespace.clone(),
                 name: name.clone(),
             },
-            Self::Custom { namespace, name, .. } => Identity::Custom {
+            Self::Custom {
+                namespace, name, ..
+            } => Identity::Custom {
                 namespace: namespace.clone(),
                 name: name.clone(),
             },

@@ -33,7 +33,9 @@ pub enum Error {
     #[error("unsupported tool type `{kind}` at `{param}`")]
     UnsupportedToolType { param: String, kind: String },
     /// A known tool the provider cannot take, under a policy that rejects instead of ignoring.
-    #[error("the provider cannot take the `{kind}` tool at `{param}`, and its policy rejects unsupported tools")]
+    #[error(
+        "the provider cannot take the `{kind}` tool at `{param}`, and its policy rejects unsupported tools"
+    )]
     UnsupportedTool { param: String, kind: String },
     /// The same tool is declared twice.
     #[error("duplicate tool at `{param}`: {message}")]

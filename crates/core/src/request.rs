@@ -98,7 +98,11 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
     if tools.len() > limits.max_tools {
         return Err(Error::invalid(
             "tools",
-            format!("{} tools is more than the limit of {}", tools.len(), limits.max_tools),
+            format!(
+                "{} tools is more than the limit of {}",
+                tools.len(),
+                limits.max_tools
+            ),
         ));
     }
     let params = params(req, limits)?;
@@ -287,7 +291,9 @@ impl Reducer {
                 self.diagnostics.push(diag(
                     ITEM_DROPPED,
                     Some(&format!("input[{i}]")),
-                    format!("input item type `{kind}` has no representation upstream and was left out"),
+                    format!(
+                        "input item type `{kind}` has no representation upstream and was left out"
+                    ),
                 ));
                 Ok(())
             }
@@ -343,7 +349,10 @@ impl Reducer {
 
     fn call(&mut self, i: usize, call_id: &str, kind: CallKind) -> Result<(), Error> {
         if call_id.is_empty() {
-            return Err(Error::invalid(format!("input[{i}].call_id"), "must not be empty"));
+            return Err(Error::invalid(
+                format!("input[{i}].call_id"),
+                "must not be empty",
+            ));
         }
         // A retrying client may send the same call twice; the provider must see it once.
         if !self.calls_seen.insert(call_id.to_owned()) {
@@ -363,7 +372,10 @@ impl Reducer {
 
     fn output(&mut self, i: usize, call_id: &str, output: String) -> Result<(), Error> {
         if call_id.is_empty() {
-            return Err(Error::invalid(format!("input[{i}].call_id"), "must not be empty"));
+            return Err(Error::invalid(
+                format!("input[{i}].call_id"),
+                "must not be empty",
+            ));
         }
         if !self.calls_seen.contains(call_id) {
             return Err(Error::UnpairedToolOutput {
@@ -432,7 +444,9 @@ impl Reducer {
             self.diagnostics.push(diag(
                 TOOL_OUTPUT_MISSING,
                 Some("input"),
-                format!("call `{call_id}` has no output in the input; an empty output was sent for it"),
+                format!(
+                    "call `{call_id}` has no output in the input; an empty output was sent for it"
+                ),
             ));
             self.outputs_seen.insert(call_id.clone());
             self.turns.push(Turn::ToolResult {
@@ -474,7 +488,11 @@ fn shell_output_text(output: &Value) -> String {
     let mut text = String::new();
     for run in runs {
         for stream in ["stdout", "stderr"] {
-            if let Some(s) = run.get(stream).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            if let Some(s) = run
+                .get(stream)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
                 text.push_str(s);
                 if !s.ends_with('\n') {
                     text.push('\n');

@@ -26,9 +26,15 @@ pub enum RestoredCall {
         name: String,
         input: String,
     },
-    LocalShell { action: Value },
-    Shell { action: Value },
-    ApplyPatch { operation: Value },
+    LocalShell {
+        action: Value,
+    },
+    Shell {
+        action: Value,
+    },
+    ApplyPatch {
+        operation: Value,
+    },
 }
 
 /// Whether a call streams as a `function_call` (its arguments can be forwarded as they come) or
@@ -74,7 +80,9 @@ pub fn restore(
             Some(diag(
                 UNDECLARED_TOOL_CALLED,
                 None,
-                format!("the model called `{provider_name}`, which no declared tool is named; it is returned as a function_call"),
+                format!(
+                    "the model called `{provider_name}`, which no declared tool is named; it is returned as a function_call"
+                ),
             )),
         ),
         Some(Identity::Function { namespace, name }) => (
@@ -113,7 +121,9 @@ fn not_restored(kind: &str, arguments: &str) -> String {
     if shown.len() < arguments.len() {
         shown.push('…');
     }
-    format!("the arguments of a `{kind}` call do not fit its shape ({shown}); it is returned as a function_call")
+    format!(
+        "the arguments of a `{kind}` call do not fit its shape ({shown}); it is returned as a function_call"
+    )
 }
 
 /// The raw input of a freeform call, unwrapped.
@@ -184,7 +194,10 @@ fn local_shell_action(arguments: &str) -> Option<Value> {
     action.insert("command".to_owned(), Value::Array(command));
     action.insert(
         "env".to_owned(),
-        map.get("env").filter(|e| e.is_object()).cloned().unwrap_or_else(|| json!({})),
+        map.get("env")
+            .filter(|e| e.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({})),
     );
     if let Some(t) = map.get("timeout_ms").filter(|t| t.is_u64()) {
         action.insert("timeout_ms".to_owned(), t.clone());
@@ -226,7 +239,10 @@ fn patch_operation(arguments: &str) -> Option<Value> {
         .get("type")
         .or_else(|| map.get("operation"))
         .and_then(Value::as_str)?;
-    let path = map.get("path").and_then(Value::as_str).filter(|p| !p.is_empty())?;
+    let path = map
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())?;
     match kind {
         "delete_file" => Some(json!({"type": kind, "path": path})),
         "create_file" | "update_file" => {

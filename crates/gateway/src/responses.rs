@@ -119,7 +119,13 @@ async fn handle(
     )?;
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
-    let chat = chat_request::build(&canonical, &plan, &profile, &upstream_model, &mut diagnostics);
+    let chat = chat_request::build(
+        &canonical,
+        &plan,
+        &profile,
+        &upstream_model,
+        &mut diagnostics,
+    );
     for d in &diagnostics {
         tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
     }
@@ -205,7 +211,7 @@ async fn sync_response(
     })?;
     if let Some(error) = errors::in_body(&chat) {
         return Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Upstream(error),
+            toolbridge_providers::Error::Upstream(Box::new(error)),
         ));
     }
     let mut diagnostics = Vec::new();

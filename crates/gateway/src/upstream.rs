@@ -78,11 +78,11 @@ impl Upstreams {
             .await
             .unwrap_or_default();
         Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Upstream(errors::from_http(
+            toolbridge_providers::Error::Upstream(Box::new(errors::from_http(
                 status.as_u16(),
                 &body,
                 retry_after,
-            )),
+            ))),
         ))
     }
 }

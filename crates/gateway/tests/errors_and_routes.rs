@@ -1,5 +1,7 @@
 //! Ring 2: refusals and the small endpoints. Every error is OpenAI-shaped with a stable code.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
 mod common;
 
 use common::Harness;

@@ -1,6 +1,8 @@
 //! Ring 2: the whole app in process against a fake Chat Completions upstream on 127.0.0.1:0,
 //! asserting the exact upstream request and what the client sees.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
 mod common;
 
 use common::Harness;

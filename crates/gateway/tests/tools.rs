@@ -1,6 +1,8 @@
 //! Ring 2: tools through the whole app. What the provider sees for each declared tool type, and
 //! how each call it makes comes back, streamed and not.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
 mod common;
 
 use common::Harness;

@@ -7,7 +7,7 @@ use toolbridge_wire::error::{ErrorBody, ErrorObject};
 pub enum Error {
     /// The upstream answered with an error (an HTTP error status, or an error inside a 200).
     #[error("{0}")]
-    Upstream(UpstreamError),
+    Upstream(Box<UpstreamError>),
     /// The upstream's output could not be decoded.
     #[error("the upstream sent output toolbridge could not decode: {message}")]
     Decode { message: String },

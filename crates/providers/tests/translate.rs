@@ -1,6 +1,8 @@
 //! Ring 1: pure translation, Responses request → Chat request, for every preset, with snapshot
 //! files. A change in what goes upstream shows up as a snapshot diff to review.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
 use serde_json::{Value, json};
 use toolbridge_core::plan::plan;
 use toolbridge_core::request::{Limits, normalize};
@@ -12,10 +14,21 @@ fn translate(preset: &str, request: Value) -> Value {
     let req: CreateResponse = serde_json::from_value(request).unwrap();
     let canonical = normalize(&req, &Limits::default()).unwrap();
     let profile = Profile::preset(preset).unwrap();
-    let plan = plan(&canonical.tools, canonical.tool_choice.as_ref(), &profile.tools).unwrap();
+    let plan = plan(
+        &canonical.tools,
+        canonical.tool_choice.as_ref(),
+        &profile.tools,
+    )
+    .unwrap();
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
-    let chat = build(&canonical, &plan, &profile, "upstream-model", &mut diagnostics);
+    let chat = build(
+        &canonical,
+        &plan,
+        &profile,
+        "upstream-model",
+        &mut diagnostics,
+    );
     json!({"request": chat, "diagnostics": diagnostics})
 }
 
@@ -103,7 +116,10 @@ fn tool_turn() -> Value {
 #[test]
 fn tool_turn_for_every_preset() {
     for preset in Profile::preset_names() {
-        insta::assert_json_snapshot!(format!("tool_turn_{preset}"), translate(preset, tool_turn()));
+        insta::assert_json_snapshot!(
+            format!("tool_turn_{preset}"),
+            translate(preset, tool_turn())
+        );
     }
 }
 

@@ -141,7 +141,11 @@ fn enum_values(spec: &Value, schema: &Value, field: &str) -> Vec<String> {
             }
             None => branch,
         };
-        for v in resolved["properties"][field]["enum"].as_array().into_iter().flatten() {
+        for v in resolved["properties"][field]["enum"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if let Some(s) = v.as_str() {
                 out.push(s.to_owned());
             }

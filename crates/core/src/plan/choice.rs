@@ -41,7 +41,10 @@ pub(super) fn apply(
                     plan.tool_choice = Some(json!("none"));
                 } else {
                     plan.send_tools = false;
-                    downgraded(plan, "the provider cannot take tool_choice \"none\"; no tools were sent instead");
+                    downgraded(
+                        plan,
+                        "the provider cannot take tool_choice \"none\"; no tools were sent instead",
+                    );
                 }
                 Ok(tools(upstream))
             }
@@ -83,7 +86,10 @@ fn target(obj: &serde_json::Map<String, Value>) -> Result<Target, Error> {
         .get("name")
         .or_else(|| obj.get("function").and_then(|f| f.get("name")))
         .and_then(Value::as_str);
-    let namespace = obj.get("namespace").and_then(Value::as_str).map(str::to_owned);
+    let namespace = obj
+        .get("namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     match (kind, name) {
         ("function", Some(name)) => Ok(Target::Identity(Identity::Function {
             namespace,
@@ -119,9 +125,14 @@ fn named(
                 });
             };
             if caps.choice_named {
-                plan.tool_choice = Some(json!({"type": "function", "function": {"name": provider}}));
+                plan.tool_choice =
+                    Some(json!({"type": "function", "function": {"name": provider}}));
             } else {
-                required(plan, caps, &format!("forcing `{}`", identity.declared_name()));
+                required(
+                    plan,
+                    caps,
+                    &format!("forcing `{}`", identity.declared_name()),
+                );
             }
             Ok(())
         }
@@ -145,7 +156,9 @@ fn named(
             plan.tool_choice = Some(json!("auto"));
             downgraded(
                 plan,
-                &format!("the provider cannot be forced to use its native `{kind}`; tool_choice was sent as \"auto\""),
+                &format!(
+                    "the provider cannot be forced to use its native `{kind}`; tool_choice was sent as \"auto\""
+                ),
             );
             Ok(())
         }
@@ -192,7 +205,10 @@ fn allowed_tools(
     let mut hosted = Vec::new();
     for (i, t) in listed.iter().enumerate() {
         let Some(obj) = t.as_object() else {
-            return Err(Error::invalid(format!("tool_choice.tools[{i}]"), "must be an object"));
+            return Err(Error::invalid(
+                format!("tool_choice.tools[{i}]"),
+                "must be an object",
+            ));
         };
         match target(obj)? {
             Target::Identity(identity) => match names.provider_name(&identity) {
@@ -224,10 +240,9 @@ fn allowed_tools(
         .into_iter()
         .filter(|(param, tool)| match tool {
             UpstreamTool::Function { name, .. } => provider_names.contains(name),
-            UpstreamTool::Native(_) => plan
-                .entries
-                .iter()
-                .any(|e| &e.param == param && hosted.iter().any(|h| e.kind.starts_with(h.as_str()))),
+            UpstreamTool::Native(_) => plan.entries.iter().any(|e| {
+                &e.param == param && hosted.iter().any(|h| e.kind.starts_with(h.as_str()))
+            }),
         })
         .map(|(_, t)| t)
         .collect();
@@ -248,6 +263,9 @@ fn allowed_tools(
 }
 
 fn downgraded(plan: &mut ToolPlan, message: &str) {
-    plan.diagnostics
-        .push(diag(TOOL_CHOICE_DOWNGRADED, Some("tool_choice"), message.to_owned()));
+    plan.diagnostics.push(diag(
+        TOOL_CHOICE_DOWNGRADED,
+        Some("tool_choice"),
+        message.to_owned(),
+    ));
 }

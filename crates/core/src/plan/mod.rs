@@ -273,11 +273,23 @@ pub fn plan(
                 ));
                 for (j, child) in ns.tools.iter().enumerate() {
                     let child_param = format!("{param}.tools[{j}]");
-                    candidates.push(namespaced(&child_param, &ns.name, child, caps, &mut diagnostics)?);
+                    candidates.push(namespaced(
+                        &child_param,
+                        &ns.name,
+                        child,
+                        caps,
+                        &mut diagnostics,
+                    )?);
                 }
             }
             other => {
-                candidates.extend(candidate(&param, other, caps, &mut flags, &mut diagnostics)?);
+                candidates.extend(candidate(
+                    &param,
+                    other,
+                    caps,
+                    &mut flags,
+                    &mut diagnostics,
+                )?);
             }
         }
     }
@@ -293,7 +305,8 @@ pub fn plan(
     for mut c in candidates {
         if let Some(identity) = &c.identity {
             let provider = names.provider_name(identity).map(str::to_owned);
-            if let (Some(p), Some(UpstreamTool::Function { name, .. })) = (&provider, &mut c.upstream)
+            if let (Some(p), Some(UpstreamTool::Function { name, .. })) =
+                (&provider, &mut c.upstream)
             {
                 name.clone_from(p);
             }
@@ -353,7 +366,12 @@ fn candidate(
         Tool::Function(f) => {
             check_name(param, &f.name)?;
             one(Candidate {
-                entry: entry("function", Some(&f.name), Decision::Native, reasons::FUNCTION),
+                entry: entry(
+                    "function",
+                    Some(&f.name),
+                    Decision::Native,
+                    reasons::FUNCTION,
+                ),
                 identity: Some(Identity::Function {
                     namespace: None,
                     name: f.name.clone(),
@@ -366,10 +384,18 @@ fn candidate(
             diagnostics.push(diag(
                 TOOL_DEGRADED,
                 Some(param),
-                format!("custom tool `{}` is sent as a function with one string parameter `input`", c.name),
+                format!(
+                    "custom tool `{}` is sent as a function with one string parameter `input`",
+                    c.name
+                ),
             ));
             one(Candidate {
-                entry: entry("custom", Some(&c.name), Decision::Degraded, reasons::CUSTOM_AS_FUNCTION),
+                entry: entry(
+                    "custom",
+                    Some(&c.name),
+                    Decision::Degraded,
+                    reasons::CUSTOM_AS_FUNCTION,
+                ),
                 identity: Some(Identity::Custom {
                     namespace: None,
                     name: c.name.clone(),
@@ -477,7 +503,10 @@ fn function_upstream(
             diagnostics.push(diag(
                 crate::diagnostics::PARAM_DROPPED,
                 Some(&format!("{param}.strict")),
-                format!("the provider does not enforce `strict` schemas; `{}` was sent without it", f.name),
+                format!(
+                    "the provider does not enforce `strict` schemas; `{}` was sent without it",
+                    f.name
+                ),
             ));
             None
         }
@@ -539,7 +568,12 @@ fn ignored(param: &str, kind: &str, reason: &'static str) -> Candidate {
     }
 }
 
-fn native(param: &str, kind: &str, reason: &'static str, upstream: Option<UpstreamTool>) -> Candidate {
+fn native(
+    param: &str,
+    kind: &str,
+    reason: &'static str,
+    upstream: Option<UpstreamTool>,
+) -> Candidate {
     Candidate {
         entry: PlanEntry {
             param: param.to_owned(),
@@ -561,7 +595,10 @@ fn web_search(
     flags: &mut Map<String, Value>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Candidate, Error> {
-    let kind = map.get("type").and_then(Value::as_str).unwrap_or("web_search");
+    let kind = map
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("web_search");
     // Codex declares web search with `external_web_access: false` when its sandbox forbids the
     // network: the client has said no, whatever the provider could do.
     if map.get("external_web_access") == Some(&Value::Bool(false)) {
@@ -588,7 +625,9 @@ fn web_search(
                 param,
                 kind,
                 reasons::NATIVE_WEB_SEARCH,
-                Some(UpstreamTool::Native(json!({"type": "web_search", "web_search": options}))),
+                Some(UpstreamTool::Native(
+                    json!({"type": "web_search", "web_search": options}),
+                )),
             ))
         }
         Some(NativeWebSearch::QwenFlag) => {
@@ -619,7 +658,11 @@ fn file_search(
             Some(param),
             "file_search has no vector_store_ids to map to knowledge bases; it was left out",
         ));
-        return Ok(vec![ignored(param, "file_search", reasons::NO_VECTOR_STORE)]);
+        return Ok(vec![ignored(
+            param,
+            "file_search",
+            reasons::NO_VECTOR_STORE,
+        )]);
     }
     Ok(ids
         .into_iter()
@@ -656,7 +699,14 @@ fn mcp(
     mcp.insert("server_url".to_owned(), Value::String(url.to_owned()));
     mcp.insert(
         "transport_type".to_owned(),
-        Value::String(if url.ends_with("/sse") { "sse" } else { "streamable-http" }.to_owned()),
+        Value::String(
+            if url.ends_with("/sse") {
+                "sse"
+            } else {
+                "streamable-http"
+            }
+            .to_owned(),
+        ),
     );
     if let Some(allowed) = map.get("allowed_tools") {
         let names = allowed.get("tool_names").unwrap_or(allowed);

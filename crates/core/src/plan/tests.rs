@@ -25,7 +25,14 @@ fn glm() -> ToolCapabilities {
 fn decisions(plan: &ToolPlan) -> Vec<(String, Decision, &'static str, Option<String>)> {
     plan.entries
         .iter()
-        .map(|e| (e.param.clone(), e.decision, e.reason, e.provider_name.clone()))
+        .map(|e| {
+            (
+                e.param.clone(),
+                e.decision,
+                e.reason,
+                e.provider_name.clone(),
+            )
+        })
         .collect()
 }
 
@@ -49,30 +56,108 @@ fn every_tool_type() -> Value {
 
 #[test]
 fn every_tool_type_on_a_functions_only_provider() {
-    let plan = plan(&tools(every_tool_type()), None, &ToolCapabilities::default()).unwrap();
+    let plan = plan(
+        &tools(every_tool_type()),
+        None,
+        &ToolCapabilities::default(),
+    )
+    .unwrap();
     let n = |s: &str| Some(s.to_owned());
     assert_eq!(
         decisions(&plan),
         vec![
-            ("tools[0]".into(), Decision::Native, reasons::FUNCTION, n("exec_command")),
-            ("tools[1]".into(), Decision::Degraded, reasons::CUSTOM_AS_FUNCTION, n("apply_patch")),
-            ("tools[2].tools[0]".into(), Decision::Degraded, reasons::NAMESPACE_FLATTENED, n("multi_agent_v1__spawn_agent")),
-            ("tools[3]".into(), Decision::Degraded, reasons::LOCAL_SHELL_AS_FUNCTION, n("local_shell")),
-            ("tools[4]".into(), Decision::Degraded, reasons::SHELL_AS_FUNCTION, n("shell")),
+            (
+                "tools[0]".into(),
+                Decision::Native,
+                reasons::FUNCTION,
+                n("exec_command")
+            ),
+            (
+                "tools[1]".into(),
+                Decision::Degraded,
+                reasons::CUSTOM_AS_FUNCTION,
+                n("apply_patch")
+            ),
+            (
+                "tools[2].tools[0]".into(),
+                Decision::Degraded,
+                reasons::NAMESPACE_FLATTENED,
+                n("multi_agent_v1__spawn_agent")
+            ),
+            (
+                "tools[3]".into(),
+                Decision::Degraded,
+                reasons::LOCAL_SHELL_AS_FUNCTION,
+                n("local_shell")
+            ),
+            (
+                "tools[4]".into(),
+                Decision::Degraded,
+                reasons::SHELL_AS_FUNCTION,
+                n("shell")
+            ),
             // The custom apply_patch kept its valid name first; the built-in one is renamed.
-            ("tools[5]".into(), Decision::Degraded, reasons::APPLY_PATCH_AS_FUNCTION, n("apply_patch_2")),
-            ("tools[6]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[7]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[8]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[9]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[10]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[11]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
-            ("tools[12]".into(), Decision::Ignored, reasons::NO_PROVIDER_SUPPORT, None),
+            (
+                "tools[5]".into(),
+                Decision::Degraded,
+                reasons::APPLY_PATCH_AS_FUNCTION,
+                n("apply_patch_2")
+            ),
+            (
+                "tools[6]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[7]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[8]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[9]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[10]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[11]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[12]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
         ]
     );
     assert_eq!(plan.upstream.len(), 6);
-    assert!(plan.upstream.iter().all(|t| matches!(t, UpstreamTool::Function { .. })));
-    let ignored = plan.diagnostics.iter().filter(|d| d.code == "tool_ignored").count();
+    assert!(
+        plan.upstream
+            .iter()
+            .all(|t| matches!(t, UpstreamTool::Function { .. }))
+    );
+    let ignored = plan
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "tool_ignored")
+        .count();
     assert_eq!(ignored, 7);
 }
 
@@ -130,16 +215,24 @@ fn a_reject_policy_refuses_what_it_cannot_take() {
         unsupported: UnsupportedPolicy::Reject,
         ..ToolCapabilities::default()
     };
-    let err = plan(&tools(json!([{"type": "function", "name": "f"}, {"type": "image_generation"}])), None, &caps)
-        .unwrap_err();
+    let err = plan(
+        &tools(json!([{"type": "function", "name": "f"}, {"type": "image_generation"}])),
+        None,
+        &caps,
+    )
+    .unwrap_err();
     assert_eq!(err.code(), "unsupported_tool");
     assert_eq!(err.param(), Some("tools[1]"));
 }
 
 #[test]
 fn an_unknown_tool_type_is_refused_with_its_index() {
-    let err = plan(&tools(json!([{"type": "function", "name": "f"}, {"type": "teleport"}])), None, &ToolCapabilities::default())
-        .unwrap_err();
+    let err = plan(
+        &tools(json!([{"type": "function", "name": "f"}, {"type": "teleport"}])),
+        None,
+        &ToolCapabilities::default(),
+    )
+    .unwrap_err();
     assert_eq!(err.code(), "unsupported_tool_type");
     assert_eq!(err.param(), Some("tools[1]"));
     assert!(err.to_string().contains("teleport"));
@@ -157,7 +250,11 @@ fn sanitised_names_collide_into_numbered_suffixes() {
         &ToolCapabilities::default(),
     )
     .unwrap();
-    let names: Vec<_> = plan.entries.iter().map(|e| e.provider_name.clone().unwrap()).collect();
+    let names: Vec<_> = plan
+        .entries
+        .iter()
+        .map(|e| e.provider_name.clone().unwrap())
+        .collect();
     // The already valid name keeps itself; the others queue behind it.
     assert_eq!(names, ["a_b_2", "a_b", "a_b_3"]);
     for (entry, name) in plan.entries.iter().zip(&names) {
@@ -231,7 +328,9 @@ fn the_same_name_for_two_tools_is_a_conflict() {
 
 #[test]
 fn too_many_tools_is_refused_with_count_and_limit() {
-    let list: Vec<Value> = (0..5).map(|i| json!({"type": "function", "name": format!("f{i}")})).collect();
+    let list: Vec<Value> = (0..5)
+        .map(|i| json!({"type": "function", "name": format!("f{i}")}))
+        .collect();
     let caps = ToolCapabilities {
         max_tools: Some(4),
         ..ToolCapabilities::default()
@@ -251,18 +350,60 @@ fn tool_choice_for_every_support_level() {
     ]));
     let full = ToolCapabilities::default();
     let auto_only = glm();
-    let cases: Vec<(Value, &ToolCapabilities, Result<Option<Value>, &str>, bool)> = vec![
+    type Case<'a> = (
+        Value,
+        &'a ToolCapabilities,
+        Result<Option<Value>, &'a str>,
+        bool,
+    );
+    let cases: Vec<Case> = vec![
         (json!("auto"), &full, Ok(Some(json!("auto"))), false),
         (json!("none"), &full, Ok(Some(json!("none"))), false),
         (json!("none"), &auto_only, Ok(None), true),
         (json!("required"), &full, Ok(Some(json!("required"))), false),
         (json!("required"), &auto_only, Ok(Some(json!("auto"))), true),
-        (json!({"type": "function", "name": "read"}), &full, Ok(Some(json!({"type": "function", "function": {"name": "read"}}))), false),
-        (json!({"type": "custom", "name": "patch"}), &full, Ok(Some(json!({"type": "function", "function": {"name": "patch"}}))), false),
-        (json!({"type": "function", "name": "go", "namespace": "ns"}), &full, Ok(Some(json!({"type": "function", "function": {"name": "ns__go"}}))), false),
-        (json!({"type": "function", "name": "read"}), &auto_only, Ok(Some(json!("auto"))), true),
-        (json!({"type": "function", "name": "nope"}), &full, Err("tool_choice_unavailable"), false),
-        (json!({"type": "image_generation"}), &full, Err("tool_choice_unavailable"), false),
+        (
+            json!({"type": "function", "name": "read"}),
+            &full,
+            Ok(Some(
+                json!({"type": "function", "function": {"name": "read"}}),
+            )),
+            false,
+        ),
+        (
+            json!({"type": "custom", "name": "patch"}),
+            &full,
+            Ok(Some(
+                json!({"type": "function", "function": {"name": "patch"}}),
+            )),
+            false,
+        ),
+        (
+            json!({"type": "function", "name": "go", "namespace": "ns"}),
+            &full,
+            Ok(Some(
+                json!({"type": "function", "function": {"name": "ns__go"}}),
+            )),
+            false,
+        ),
+        (
+            json!({"type": "function", "name": "read"}),
+            &auto_only,
+            Ok(Some(json!("auto"))),
+            true,
+        ),
+        (
+            json!({"type": "function", "name": "nope"}),
+            &full,
+            Err("tool_choice_unavailable"),
+            false,
+        ),
+        (
+            json!({"type": "image_generation"}),
+            &full,
+            Err("tool_choice_unavailable"),
+            false,
+        ),
         (json!("sometimes"), &full, Err("invalid_value"), false),
     ];
     for (choice, caps, expected, downgraded) in cases {
@@ -271,7 +412,10 @@ fn tool_choice_for_every_support_level() {
             Ok(tool_choice) => {
                 let plan = result.unwrap_or_else(|e| panic!("{choice}: {e}"));
                 assert_eq!(plan.tool_choice, tool_choice, "{choice}");
-                let has_diag = plan.diagnostics.iter().any(|d| d.code == "tool_choice_downgraded");
+                let has_diag = plan
+                    .diagnostics
+                    .iter()
+                    .any(|d| d.code == "tool_choice_downgraded");
                 assert_eq!(has_diag, downgraded, "{choice}");
                 if choice == json!("none") && !caps.choice_none {
                     assert!(!plan.send_tools && plan.upstream.is_empty());
@@ -310,18 +454,34 @@ fn allowed_tools_filters_where_the_provider_cannot_restrict() {
     assert_eq!(plan_native.upstream.len(), 3);
     assert_eq!(
         plan_native.tool_choice,
-        Some(json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "b"}}]}}))
+        Some(
+            json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "b"}}]}})
+        )
     );
 }
 
 #[test]
 fn strict_is_kept_only_where_supported() {
-    let declared = tools(json!([{"type": "function", "name": "f", "strict": true, "parameters": {"type": "object"}}]));
+    let declared = tools(
+        json!([{"type": "function", "name": "f", "strict": true, "parameters": {"type": "object"}}]),
+    );
     let plan_with = plan(&declared, None, &ToolCapabilities::default()).unwrap();
-    assert!(matches!(&plan_with.upstream[0], UpstreamTool::Function { strict: Some(true), .. }));
+    assert!(matches!(
+        &plan_with.upstream[0],
+        UpstreamTool::Function {
+            strict: Some(true),
+            ..
+        }
+    ));
     let plan_without = plan(&declared, None, &glm()).unwrap();
-    assert!(matches!(&plan_without.upstream[0], UpstreamTool::Function { strict: None, .. }));
-    assert_eq!(plan_without.diagnostics[0].param.as_deref(), Some("tools[0].strict"));
+    assert!(matches!(
+        &plan_without.upstream[0],
+        UpstreamTool::Function { strict: None, .. }
+    ));
+    assert_eq!(
+        plan_without.diagnostics[0].param.as_deref(),
+        Some("tools[0].strict")
+    );
 }
 
 #[test]
@@ -332,7 +492,12 @@ fn a_custom_tool_is_described_with_its_grammar() {
         &ToolCapabilities::default(),
     )
     .unwrap();
-    let UpstreamTool::Function { description, parameters, .. } = &plan.upstream[0] else {
+    let UpstreamTool::Function {
+        description,
+        parameters,
+        ..
+    } = &plan.upstream[0]
+    else {
         panic!("not a function")
     };
     let description = description.clone().unwrap();

@@ -1,6 +1,7 @@
 //! Shared setup for the gateway's in-process tests: a fake upstream and a gateway on
 //! 127.0.0.1:0 wired to it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 #![allow(dead_code)]
 
 use std::net::SocketAddr;

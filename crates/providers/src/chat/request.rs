@@ -3,11 +3,11 @@
 use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
-use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
     diag,
 };
+use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::chat::{
     ChatFunction, ChatFunctionCall, ChatMessage, ChatRequest, ChatTool, ChatToolCall, StreamOptions,
 };
@@ -190,10 +190,13 @@ fn call_arguments(kind: &CallKind) -> String {
     match kind {
         CallKind::Function { arguments, .. } => arguments.clone(),
         CallKind::Custom { input, .. } => json!({"input": input}).to_string(),
-        CallKind::LocalShell { action } => {
-            pick(action, &["command", "working_directory", "timeout_ms", "env"])
+        CallKind::LocalShell { action } => pick(
+            action,
+            &["command", "working_directory", "timeout_ms", "env"],
+        ),
+        CallKind::Shell { action } => {
+            pick(action, &["commands", "timeout_ms", "max_output_length"])
         }
-        CallKind::Shell { action } => pick(action, &["commands", "timeout_ms", "max_output_length"]),
         CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
     }
 }

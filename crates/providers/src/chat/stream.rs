@@ -63,7 +63,7 @@ impl ChunkDecoder {
             }
         };
         if let Some(error) = chunk.extra.get("error") {
-            return Err(Error::Upstream(errors::from_stream_error(error)));
+            return Err(Error::Upstream(Box::new(errors::from_stream_error(error))));
         }
         decode_chunk(profile, chunk, out, diagnostics);
         Ok(Flow::Continue)
