@@ -63,6 +63,11 @@ pub async fn create(
 
 /// Parses the body, naming the JSON path of the first problem.
 pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {
+    // The fast path: a plain parse. Only a body that fails is parsed again with path tracking,
+    // which costs about a third more on a large request.
+    if let Ok(req) = serde_json::from_slice::<CreateResponse>(bytes) {
+        return Ok(req);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
     let req = parsed.map_err(|e| {

@@ -886,7 +886,12 @@ fn take_type<E: serde::de::Error>(map: &mut Map<String, Value>) -> Result<Option
 /// Deserialises a typed struct from an object whose `type` key was already taken. The error
 /// names the field at fault, which the outer path (`input[3]`) cannot see.
 fn typed<T: DeserializeOwned, E: serde::de::Error>(map: Map<String, Value>) -> Result<T, E> {
-    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+    let value = Value::Object(map);
+    // A plain parse first; the path-tracking one only to explain a failure.
+    if let Ok(parsed) = T::deserialize(&value) {
+        return Ok(parsed);
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         if path == "." || path == "?" {
             E::custom(e.into_inner())
