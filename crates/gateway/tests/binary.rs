@@ -1,0 +1,480 @@
+//! Ring 3: the real `toolbridge` binary as a separate process: `--version`, `check` with a valid
+//! config, an invalid one and none at all, a zero-config `serve` streaming through a fake Chat
+//! Completions upstream, and a graceful shutdown on SIGTERM while a stream is in flight.
+//!
+//! Every child runs with a cleared environment (PATH only, plus what the test sets), is killed
+//! when dropped, and every test is bounded in time so that nothing can hang.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use toolbridge_testkit::chat::text_stream;
+use toolbridge_testkit::sse::{self, Event};
+use toolbridge_testkit::{FakeUpstream, Reply};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
+const UPSTREAM_KEY: &str = "sk-binary-test-upstream";
+/// The bound on every whole test.
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+/// The bound on the binary printing its listening line.
+const STARTUP_LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs a test body under [`TEST_LIMIT`].
+async fn bounded<F: Future<Output = ()>>(body: F) {
+    tokio::time::timeout(TEST_LIMIT, body)
+        .await
+        .expect("the test ran past its time limit");
+}
+
+/// The binary with a cleared environment (PATH kept), killed when dropped.
+fn toolbridge() -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs the binary to completion and returns (status, stdout, stderr).
+async fn run(mut cmd: Command) -> (ExitStatus, String, String) {
+    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .expect("the binary did not exit in time")
+        .expect("the binary runs");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A temporary directory with a unique name, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let path = std::env::temp_dir().join(format!(
+            "toolbridge-binary-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    fn write(&self, file: &str, text: &str) -> PathBuf {
+        let path = self.0.join(file);
+        std::fs::write(&path, text).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `toolbridge serve` in zero-config mode, pointed at a fake upstream.
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    /// Spawns the binary and waits for `toolbridge listening on http://ADDR` on stderr; stderr
+    /// keeps being drained (and kept for failure messages) afterwards.
+    async fn start(upstream: &FakeUpstream) -> Self {
+        let mut child = toolbridge()
+            .arg("serve")
+            .env("TOOLBRIDGE_LISTEN", "127.0.0.1:0")
+            .env("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url())
+            .env("TOOLBRIDGE_UPSTREAM_API_KEY", UPSTREAM_KEY)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn toolbridge serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let seen = stderr.clone();
+        let addr = tokio::time::timeout(STARTUP_LIMIT, async {
+            while let Some(line) = lines.next_line().await.expect("read stderr") {
+                seen.lock().unwrap().push(line.clone());
+                if let Some(rest) = line.strip_prefix("toolbridge listening on http://") {
+                    return Some(rest.trim().parse::<SocketAddr>().expect("a socket address"));
+                }
+            }
+            None
+        })
+        .await;
+        let addr = match addr {
+            Ok(Some(addr)) => addr,
+            Ok(None) => panic!(
+                "toolbridge exited before listening; stderr:\n{}",
+                stderr.lock().unwrap().join("\n")
+            ),
+            Err(_) => panic!(
+                "toolbridge did not print its listening line in {STARTUP_LIMIT:?}; stderr:\n{}",
+                stderr.lock().unwrap().join("\n")
+            ),
+        };
+        let seen = stderr.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the process is still running")
+    }
+
+    /// Waits for the process to exit on its own.
+    async fn wait(&mut self, limit: Duration) -> ExitStatus {
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => status.expect("wait for toolbridge"),
+            Err(_) => panic!(
+                "toolbridge did not exit within {limit:?}; stderr:\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    /// Kills the process and reaps it.
+    async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("reqwest client")
+}
+
+fn terminal_count(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.data["type"].as_str(),
+                Some("response.completed" | "response.failed" | "response.incomplete")
+            )
+        })
+        .count()
+}
+
+fn joined_deltas(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter(|e| e.data["type"] == "response.output_text.delta")
+        .map(|e| e.data["delta"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The text of a final response object's first message.
+fn final_text(response: &Value) -> String {
+    response["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().cloned().unwrap_or_default())
+        .filter(|part| part["type"] == "output_text")
+        .map(|part| part["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn version_prints_the_crate_version() {
+    bounded(async {
+        let mut cmd = toolbridge();
+        cmd.arg("--version");
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(status.success(), "{status}: {stderr}");
+        assert_eq!(
+            stdout.trim(),
+            format!("toolbridge {}", env!("CARGO_PKG_VERSION"))
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn check_prints_the_routes_of_a_valid_config() {
+    bounded(async {
+        let dir = TempDir::new("check-valid");
+        let path = dir.write(
+            "toolbridge.toml",
+            r#"
+listen = "127.0.0.1:0"
+
+[providers.main]
+base_url = "http://127.0.0.1:9/v1/"
+api_key_env = "MAIN_KEY"
+preset = "deepseek"
+
+[providers.local]
+base_url = "http://127.0.0.1:11434/v1"
+preset = "ollama"
+
+[[routes]]
+model = "fast"
+provider = "main"
+upstream_model = "deepseek-chat"
+
+[[routes]]
+model = "llama*"
+provider = "local"
+
+[[routes]]
+model = "*"
+provider = "main"
+"#,
+        );
+        let mut cmd = toolbridge();
+        cmd.arg("check").arg("--config").arg(&path);
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(status.success(), "{status}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        for expected in [
+            "listen: 127.0.0.1:0\n",
+            "gateway keys: none (no authentication)\n",
+            "  main: http://127.0.0.1:9/v1 (preset deepseek, key not set)\n",
+            "  local: http://127.0.0.1:11434/v1 (preset ollama, key not set)\n",
+            "routes:\n  fast -> main (as deepseek-chat)\n  llama* -> local (same model name)\n  * -> main (same model name)\n",
+            "config ok\n",
+        ] {
+            assert!(
+                stdout.contains(expected),
+                "stdout lacks {expected:?}:\n{stdout}"
+            );
+        }
+
+        // The key is reported as set when its variable is.
+        let mut cmd = toolbridge();
+        cmd.arg("check")
+            .arg("--config")
+            .arg(&path)
+            .env("MAIN_KEY", "sk-main");
+        let (status, stdout, _) = run(cmd).await;
+        assert!(status.success());
+        assert!(
+            stdout.contains("(preset deepseek, key set)"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("sk-main"), "the key itself is printed:\n{stdout}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn check_rejects_an_unknown_preset_naming_the_field() {
+    bounded(async {
+        let dir = TempDir::new("check-invalid");
+        let path = dir.write(
+            "toolbridge.toml",
+            r#"
+[providers.main]
+base_url = "http://127.0.0.1:9/v1"
+preset = "no-such-preset"
+
+[[routes]]
+model = "*"
+provider = "main"
+"#,
+        );
+        let mut cmd = toolbridge();
+        cmd.arg("check").arg("--config").arg(&path);
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(!status.success(), "an invalid config passed:\n{stdout}");
+        assert!(
+            stderr.contains("providers.main.preset"),
+            "stderr does not name the field:\n{stderr}"
+        );
+        assert!(stderr.contains("no-such-preset"), "{stderr}");
+        assert!(!stdout.contains("config ok"), "{stdout}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn check_without_config_or_upstream_url_names_the_variable() {
+    bounded(async {
+        let mut cmd = toolbridge();
+        cmd.arg("check");
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(
+            !status.success(),
+            "check passed with nothing to check:\n{stdout}"
+        );
+        assert!(
+            stderr.contains("TOOLBRIDGE_UPSTREAM_URL"),
+            "stderr does not name TOOLBRIDGE_UPSTREAM_URL:\n{stderr}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn zero_config_serve_streams_a_response_through_the_upstream() {
+    bounded(async {
+        let upstream = FakeUpstream::start().await;
+        upstream.push(Reply::sse(text_stream(
+            &["Hello", " from", " upstream."],
+            "stop",
+        )));
+        let gateway = Gateway::start(&upstream).await;
+
+        let response = client()
+            .post(gateway.url("/v1/responses"))
+            .json(&json!({"model": "gpt-test", "input": "Say hello", "stream": true}))
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        let text = response.text().await.expect("the stream body");
+        let events = sse::parse(&text);
+        let types = sse::types(&events);
+        assert_eq!(types.first().map(String::as_str), Some("response.created"));
+        assert_eq!(
+            types.last().map(String::as_str),
+            Some("response.completed"),
+            "{types:?}"
+        );
+        assert_eq!(terminal_count(&events), 1, "{types:?}");
+        assert_eq!(joined_deltas(&events), "Hello from upstream.");
+        let completed = &events[events.len() - 1].data["response"];
+        assert_eq!(completed["status"], "completed");
+        assert_eq!(final_text(completed), "Hello from upstream.");
+
+        let requests = upstream.requests();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].path, "/v1/chat/completions");
+        assert_eq!(
+            requests[0].headers["authorization"],
+            format!("Bearer {UPSTREAM_KEY}").as_str()
+        );
+        assert_eq!(requests[0].body["model"], "gpt-test");
+        assert_eq!(requests[0].body["stream"], true);
+
+        gateway.kill().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sigterm_lets_an_in_flight_stream_finish_then_exits_zero() {
+    bounded(async {
+        let upstream = FakeUpstream::start().await;
+        // A role chunk, six text chunks, a finish chunk, a usage chunk and `[DONE]`: ten pieces,
+        // two seconds in all.
+        let chunks = text_stream(&["one", " two", " three", " four", " five", " six"], "stop");
+        let pieces: Vec<String> = chunks
+            .iter()
+            .map(|chunk| format!("data: {chunk}\n\n"))
+            .chain(std::iter::once("data: [DONE]\n\n".to_owned()))
+            .collect();
+        assert_eq!(pieces.len(), 10);
+        upstream.push(Reply::Stream {
+            pieces,
+            pause: Duration::from_millis(200),
+        });
+        let mut gateway = Gateway::start(&upstream).await;
+
+        let mut response = client()
+            .post(gateway.url("/v1/responses"))
+            .json(&json!({"model": "gpt-test", "input": "Count", "stream": true}))
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+
+        // Read until the first text delta, so the stream is certainly in flight.
+        let mut body = String::new();
+        while !body.contains("\"response.output_text.delta\"") {
+            let chunk = response
+                .chunk()
+                .await
+                .expect("read the stream")
+                .unwrap_or_else(|| panic!("the stream ended early:\n{body}"));
+            body.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        }
+
+        let kill = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(gateway.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(kill.success(), "kill -TERM failed");
+
+        while let Some(chunk) = response.chunk().await.expect("read the rest of the stream") {
+            body.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        }
+        let events = sse::parse(&body);
+        let types = sse::types(&events);
+        assert_eq!(terminal_count(&events), 1, "{types:?}");
+        assert_eq!(
+            types.last().map(String::as_str),
+            Some("response.completed"),
+            "{types:?}\nstderr:\n{}",
+            gateway.stderr()
+        );
+        assert_eq!(joined_deltas(&events), "one two three four five six");
+        assert_eq!(
+            final_text(&events[events.len() - 1].data["response"]),
+            "one two three four five six"
+        );
+
+        let status = gateway.wait(Duration::from_secs(20)).await;
+        assert!(
+            status.success(),
+            "toolbridge exited with {status}; stderr:\n{}",
+            gateway.stderr()
+        );
+        // The listener is closed: a new connection is refused.
+        assert!(
+            client()
+                .get(gateway.url("/v1/models"))
+                .send()
+                .await
+                .is_err(),
+            "the gateway still answers after exiting"
+        );
+    })
+    .await;
+}
