@@ -17,13 +17,14 @@ use toolbridge_wire::responses::{
     ActionCallItem, ApplyPatchCallItem, CreateResponse, CustomToolCallItem, Diagnostic, EventKind,
     FunctionCallItem, IncompleteDetails, JsonSchemaFormat, OutputContent, OutputItem,
     OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError, ResponseStatus,
-    StreamEvent, TextConfig, TextFormat, Usage,
+    StreamEvent, SummaryPart, TextConfig, TextFormat, Usage,
 };
 
 use crate::contract::OutputContract;
-use crate::diagnostics::{CHUNK_SKIPPED, diag};
+use crate::diagnostics::{CHUNK_SKIPPED, REASONING_NOT_SEALED, diag};
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use crate::plan::NameMap;
+use crate::reasoning::{ReasoningDisplay, Sealer};
 use crate::restore::{RestoredCall, function_name, restore, streams_as_function};
 
 /// Error codes of failed responses produced here.
@@ -112,13 +113,29 @@ fn echoed_format(req: &CreateResponse) -> TextFormat {
     }
 }
 
+/// What an [`Assembler`] needs besides the response skeleton.
+#[derive(Debug, Clone, Default)]
+pub struct AssembleOptions {
+    /// What the final text must be.
+    pub contract: OutputContract,
+    /// Decisions made before the request went upstream.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The plan's identity map: how provider names restore to declared tools.
+    pub names: Arc<NameMap>,
+    /// How reasoning is shown.
+    pub reasoning: ReasoningDisplay,
+    /// Seals reasoning into `encrypted_content` when `reasoning.encrypted` is set.
+    pub sealer: Option<Arc<dyn Sealer>>,
+}
+
 /// The reconstruction state machine of one response.
 #[derive(Debug)]
 pub struct Assembler {
     response: Response,
     contract: OutputContract,
-    /// The plan's identity map: how provider names restore to declared tools.
     names: Arc<NameMap>,
+    reasoning_display: ReasoningDisplay,
+    sealer: Option<Arc<dyn Sealer>>,
     seq: u64,
     /// Output slots by `output_index`; `None` while the item is still open.
     slots: Vec<Option<OutputItem>>,
@@ -165,18 +182,15 @@ struct CallState {
 
 impl Assembler {
     /// A machine for the response described by `response` (normally from [`skeleton`]).
-    pub fn new(
-        response: Response,
-        contract: OutputContract,
-        diagnostics: Vec<Diagnostic>,
-        names: Arc<NameMap>,
-    ) -> Self {
+    pub fn new(response: Response, options: AssembleOptions) -> Self {
         let mut response = response;
-        response.toolbridge_diagnostics = diagnostics;
+        response.toolbridge_diagnostics = options.diagnostics;
         Self {
             response,
-            contract,
-            names,
+            contract: options.contract,
+            names: options.names,
+            reasoning_display: options.reasoning,
+            sealer: options.sealer,
             seq: 0,
             slots: Vec::new(),
             current: Open::None,
@@ -360,6 +374,22 @@ impl Assembler {
         self.seq += 1;
     }
 
+    /// `encrypted_content` for reasoning text, when the request asked for it.
+    fn seal(&mut self, text: &str) -> Option<String> {
+        if !self.reasoning_display.encrypted {
+            return None;
+        }
+        let sealed = self.sealer.as_ref().and_then(|s| s.seal(text));
+        if sealed.is_none() {
+            self.add_diagnostic(diag(
+                REASONING_NOT_SEALED,
+                Some("include"),
+                "the reasoning could not be sealed into encrypted_content (too large, or no key)",
+            ));
+        }
+        sealed
+    }
+
     fn next_id(&mut self, prefix: &str) -> String {
         self.item_counter += 1;
         let base = self
@@ -457,6 +487,7 @@ impl Assembler {
             self.close_current(out);
             let index = self.open_slot();
             let id = self.next_id("rs");
+            let summary = self.reasoning_display.summary;
             self.push(
                 out,
                 EventKind::OutputItemAdded {
@@ -464,27 +495,48 @@ impl Assembler {
                     item: OutputItem::Reasoning(ReasoningItem {
                         id: Some(id.clone()),
                         summary: Vec::new(),
-                        content: Some(Vec::new()),
+                        content: (!summary).then(Vec::new),
                         encrypted_content: None,
                         status: None,
                     }),
                 },
             );
+            if summary {
+                self.push(
+                    out,
+                    EventKind::ReasoningSummaryPartAdded {
+                        item_id: id.clone(),
+                        output_index: index,
+                        summary_index: 0,
+                        part: SummaryPart::summary_text(String::new()),
+                    },
+                );
+            }
             self.current = Open::Reasoning {
                 index,
                 id,
                 text: String::new(),
             };
         }
+        let summary = self.reasoning_display.summary;
         let Open::Reasoning { index, id, text } = &mut self.current else {
             return;
         };
         text.push_str(&delta);
-        let kind = EventKind::ReasoningTextDelta {
-            item_id: id.clone(),
-            output_index: *index,
-            content_index: 0,
-            delta,
+        let kind = if summary {
+            EventKind::ReasoningSummaryTextDelta {
+                item_id: id.clone(),
+                output_index: *index,
+                summary_index: 0,
+                delta,
+            }
+        } else {
+            EventKind::ReasoningTextDelta {
+                item_id: id.clone(),
+                output_index: *index,
+                content_index: 0,
+                delta,
+            }
         };
         self.push(out, kind);
     }
@@ -585,23 +637,53 @@ impl Assembler {
         match std::mem::replace(&mut self.current, Open::None) {
             Open::None => {}
             Open::Reasoning { index, id, text } => {
-                self.push(
-                    out,
-                    EventKind::ReasoningTextDone {
-                        item_id: id.clone(),
-                        output_index: index,
-                        content_index: 0,
-                        text: text.clone(),
-                    },
-                );
-                let item = OutputItem::Reasoning(ReasoningItem {
-                    id: Some(id),
-                    summary: Vec::new(),
-                    content: Some(vec![ReasoningContent::reasoning_text(text)]),
-                    encrypted_content: None,
-                    status: None,
-                });
-                self.done(index, item, out);
+                let encrypted_content = self.seal(&text);
+                let item = if self.reasoning_display.summary {
+                    let part = SummaryPart::summary_text(text.clone());
+                    self.push(
+                        out,
+                        EventKind::ReasoningSummaryTextDone {
+                            item_id: id.clone(),
+                            output_index: index,
+                            summary_index: 0,
+                            text,
+                        },
+                    );
+                    self.push(
+                        out,
+                        EventKind::ReasoningSummaryPartDone {
+                            item_id: id.clone(),
+                            output_index: index,
+                            summary_index: 0,
+                            part: part.clone(),
+                        },
+                    );
+                    ReasoningItem {
+                        id: Some(id),
+                        summary: vec![part],
+                        content: None,
+                        encrypted_content,
+                        status: None,
+                    }
+                } else {
+                    self.push(
+                        out,
+                        EventKind::ReasoningTextDone {
+                            item_id: id.clone(),
+                            output_index: index,
+                            content_index: 0,
+                            text: text.clone(),
+                        },
+                    );
+                    ReasoningItem {
+                        id: Some(id),
+                        summary: Vec::new(),
+                        content: Some(vec![ReasoningContent::reasoning_text(text)]),
+                        encrypted_content,
+                        status: None,
+                    }
+                };
+                self.done(index, OutputItem::Reasoning(item), out);
             }
             Open::Message { index, id, parts } => {
                 if let Some(last) = parts.last() {

@@ -75,7 +75,11 @@ pub enum UserPart {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AssistantTurn {
     pub text: Option<String>,
+    /// The turn's reasoning text, for providers that need it replayed.
     pub reasoning: Option<String>,
+    /// `encrypted_content` blobs of the turn's reasoning items that had no plain text; opened by
+    /// [`crate::reasoning::open_sealed`].
+    pub sealed_reasoning: Vec<String>,
     pub tool_calls: Vec<ToolCall>,
 }
 

@@ -33,6 +33,10 @@ pub const CALL_NOT_RESTORED: &str = "call_not_restored";
 pub const TOOL_OUTPUT_MISSING: &str = "tool_output_missing";
 /// A repeated item (same id) in the input was sent once.
 pub const DUPLICATE_ITEM: &str = "duplicate_item_dropped";
+/// An `encrypted_content` blob was not made by this gateway, or was altered; it was ignored.
+pub const REASONING_BLOB_IGNORED: &str = "reasoning_blob_ignored";
+/// Reasoning was too large to seal into `encrypted_content`.
+pub const REASONING_NOT_SEALED: &str = "reasoning_not_sealed";
 /// A tool could not go upstream and was left out of the request.
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.

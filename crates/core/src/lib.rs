@@ -18,6 +18,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod events;
 pub mod plan;
+pub mod reasoning;
 pub mod request;
 pub mod restore;
 

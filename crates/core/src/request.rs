@@ -401,13 +401,26 @@ impl Reducer {
     }
 
     fn reasoning(&mut self, r: &ReasoningItem) {
-        let text: String = r
+        let mut text: String = r
             .content
             .iter()
             .flatten()
             .map(|c| c.text.as_str())
             .collect::<Vec<_>>()
             .join("");
+        if text.is_empty() {
+            if let Some(blob) = r.encrypted_content.as_ref().filter(|b| !b.is_empty()) {
+                self.assistant_turn().sealed_reasoning.push(blob.clone());
+                return;
+            }
+            // Our summaries are the provider's reasoning itself, so they can be replayed.
+            text = r
+                .summary
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>()
+                .join("");
+        }
         if text.is_empty() {
             return;
         }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use toolbridge_core::assemble::{Assembler, ResponseMeta, skeleton};
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::plan::{NameMap, plan as plan_tools};
 use toolbridge_core::request::{Limits, normalize};
@@ -491,12 +491,14 @@ fn run_stream(
     profile: &Profile,
     encode: bool,
 ) -> (usize, usize) {
-    let mut decoder = ChunkDecoder::new();
+    let mut decoder = ChunkDecoder::new(profile);
     let mut assembler = Assembler::new(
         skeleton(req, meta),
-        OutputContract::Text,
-        vec![],
-        Arc::clone(names),
+        AssembleOptions {
+            contract: OutputContract::Text,
+            names: Arc::clone(names),
+            ..AssembleOptions::default()
+        },
     );
     let mut out = Vec::new();
     let mut events = Vec::new();

@@ -13,8 +13,10 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::error::GatewayError;
+use crate::seal::AeadSealer;
 use crate::upstream::Upstreams;
 use crate::{models, responses};
+use toolbridge_core::reasoning::Sealer;
 
 /// Shared, read-only state of the application.
 #[derive(Clone)]
@@ -23,18 +25,29 @@ pub struct AppState {
     pub upstreams: Arc<Upstreams>,
     /// Turns true when in-flight streams must end now (the shutdown grace period ran out).
     pub shutdown: watch::Receiver<bool>,
+    /// Seals and opens reasoning blobs.
+    pub sealer: Arc<dyn Sealer>,
 }
 
 impl AppState {
     /// State for `config`; the returned sender forces in-flight streams to end.
-    pub fn new(config: Config) -> Result<(Self, watch::Sender<bool>), reqwest::Error> {
-        let upstreams = Upstreams::new(&config)?;
+    pub fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
+        let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
+        let sealer = if config.reasoning_keys.is_empty() {
+            tracing::warn!(
+                "no reasoning_keys configured: reasoning sealed into encrypted_content will not survive a restart or work across gateway processes"
+            );
+            AeadSealer::random()?
+        } else {
+            AeadSealer::new(&config.reasoning_keys)?
+        };
         let (tx, rx) = watch::channel(false);
         Ok((
             Self {
                 config: Arc::new(config),
                 upstreams: Arc::new(upstreams),
                 shutdown: rx,
+                sealer: Arc::new(sealer),
             },
             tx,
         ))

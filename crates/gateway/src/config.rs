@@ -34,6 +34,12 @@ pub struct FileConfig {
     pub api_keys_env: Option<String>,
     /// Seconds in-flight streams get to finish after SIGTERM/SIGINT.
     pub shutdown_grace_secs: Option<u64>,
+    /// Base64 32-byte keys sealing reasoning into `encrypted_content`; the first seals, all
+    /// open. Every gateway process serving the same clients needs the same keys.
+    #[serde(default)]
+    pub reasoning_keys: Vec<String>,
+    /// An environment variable holding more reasoning keys, comma-separated.
+    pub reasoning_keys_env: Option<String>,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderFile>,
     #[serde(default)]
@@ -96,6 +102,8 @@ pub struct Config {
     pub body_limit: usize,
     pub api_keys: Vec<String>,
     pub shutdown_grace: Duration,
+    /// Reasoning keys, first one sealing. Empty: a random key per process.
+    pub reasoning_keys: Vec<[u8; 32]>,
     pub providers: BTreeMap<String, Provider>,
     pub routes: Vec<Route>,
 }
@@ -195,6 +203,8 @@ impl Config {
             api_keys: Vec::new(),
             api_keys_env: None,
             shutdown_grace_secs: None,
+            reasoning_keys: Vec::new(),
+            reasoning_keys_env: None,
             providers,
             routes: vec![RouteFile {
                 model: "*".to_owned(),
@@ -230,6 +240,25 @@ impl Config {
         }
         if api_keys.iter().any(String::is_empty) {
             return Err(ConfigError::invalid("api_keys", "keys must not be empty"));
+        }
+        let mut key_texts = file.reasoning_keys;
+        let reasoning_var = file
+            .reasoning_keys_env
+            .unwrap_or_else(|| "TOOLBRIDGE_REASONING_KEYS".to_owned());
+        if let Some(keys) = env(&reasoning_var) {
+            key_texts.extend(
+                keys.split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        let mut reasoning_keys = Vec::with_capacity(key_texts.len());
+        for (i, text) in key_texts.iter().enumerate() {
+            reasoning_keys.push(
+                crate::seal::AeadSealer::parse_key(text)
+                    .map_err(|e| ConfigError::invalid(format!("reasoning_keys[{i}]"), e))?,
+            );
         }
         let mut providers = BTreeMap::new();
         for (name, p) in file.providers {
@@ -273,6 +302,7 @@ impl Config {
             body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             api_keys,
             shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
+            reasoning_keys,
             providers,
             routes,
         })

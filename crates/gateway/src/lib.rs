@@ -12,6 +12,7 @@ pub mod error;
 pub mod ids;
 pub mod models;
 pub mod responses;
+pub mod seal;
 pub mod serve;
 pub mod time;
 pub mod upstream;

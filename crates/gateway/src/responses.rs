@@ -17,9 +17,10 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
 use sse_stream::SseByteStream;
 use tokio::sync::watch;
-use toolbridge_core::assemble::{Assembler, ResponseMeta, skeleton};
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::plan::plan as plan_tools;
+use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
 use toolbridge_providers::chat::{errors, request as chat_request, response as chat_response};
@@ -102,7 +103,12 @@ async fn handle(
         }
     })?;
     let req = parse_request(&bytes)?;
-    let canonical = normalize(&req, &Limits::default())?;
+    let mut canonical = normalize(&req, &Limits::default())?;
+    open_sealed(
+        &mut canonical.turns,
+        state.sealer.as_ref(),
+        &mut canonical.diagnostics,
+    );
     let (route, provider) =
         state
             .config
@@ -151,9 +157,13 @@ async fn handle(
     let header = diagnostics_header(&diagnostics);
     let assembler = Assembler::new(
         skeleton(&req, &meta),
-        canonical.output.clone(),
-        diagnostics,
-        Arc::new(plan.names),
+        AssembleOptions {
+            contract: canonical.output.clone(),
+            diagnostics,
+            names: Arc::new(plan.names),
+            reasoning: ReasoningDisplay::for_request(&req),
+            sealer: Some(state.sealer.clone()),
+        },
     );
     let upstream = state.upstreams.send_chat(provider, &chat).await?;
 
@@ -313,7 +323,11 @@ impl Pump {
     }
 
     fn finish(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
-        if let Some(assembler) = self.assembler.take() {
+        if let Some(mut assembler) = self.assembler.take() {
+            self.decoder.finish(&mut self.pending);
+            for ev in self.pending.drain(..) {
+                assembler.on_event(ev, &mut out);
+            }
             let response = assembler.finish(time::now(), &mut out);
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
@@ -375,7 +389,7 @@ fn stream_response(
     assembler.start(&mut start);
     let pump = Pump {
         upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
-        decoder: ChunkDecoder::new(),
+        decoder: ChunkDecoder::new(&profile),
         profile,
         assembler: Some(assembler),
         shutdown,

@@ -8,25 +8,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use toolbridge_testkit::chat::text_stream;
 use toolbridge_testkit::sse::{self, Event};
-use toolbridge_testkit::{FakeUpstream, Reply};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 const UPSTREAM_KEY: &str = "sk-binary-test-upstream";
 /// The bound on every whole test.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-/// The bound on the binary printing its listening line.
-const STARTUP_LIMIT: Duration = Duration::from_secs(20);
 
 /// Runs a test body under [`TEST_LIMIT`].
 async fn bounded<F: Future<Output = ()>>(body: F) {
@@ -89,90 +84,15 @@ impl Drop for TempDir {
 }
 
 /// A running `toolbridge serve` in zero-config mode, pointed at a fake upstream.
-struct Gateway {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Gateway {
-    /// Spawns the binary and waits for `toolbridge listening on http://ADDR` on stderr; stderr
-    /// keeps being drained (and kept for failure messages) afterwards.
-    async fn start(upstream: &FakeUpstream) -> Self {
-        let mut child = toolbridge()
-            .arg("serve")
-            .env("TOOLBRIDGE_LISTEN", "127.0.0.1:0")
-            .env("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url())
-            .env("TOOLBRIDGE_UPSTREAM_API_KEY", UPSTREAM_KEY)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn toolbridge serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let seen = stderr.clone();
-        let addr = tokio::time::timeout(STARTUP_LIMIT, async {
-            while let Some(line) = lines.next_line().await.expect("read stderr") {
-                seen.lock().unwrap().push(line.clone());
-                if let Some(rest) = line.strip_prefix("toolbridge listening on http://") {
-                    return Some(rest.trim().parse::<SocketAddr>().expect("a socket address"));
-                }
-            }
-            None
-        })
-        .await;
-        let addr = match addr {
-            Ok(Some(addr)) => addr,
-            Ok(None) => panic!(
-                "toolbridge exited before listening; stderr:\n{}",
-                stderr.lock().unwrap().join("\n")
-            ),
-            Err(_) => panic!(
-                "toolbridge did not print its listening line in {STARTUP_LIMIT:?}; stderr:\n{}",
-                stderr.lock().unwrap().join("\n")
-            ),
-        };
-        let seen = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                seen.lock().unwrap().push(line);
-            }
-        });
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("the process is still running")
-    }
-
-    /// Waits for the process to exit on its own.
-    async fn wait(&mut self, limit: Duration) -> ExitStatus {
-        match tokio::time::timeout(limit, self.child.wait()).await {
-            Ok(status) => status.expect("wait for toolbridge"),
-            Err(_) => panic!(
-                "toolbridge did not exit within {limit:?}; stderr:\n{}",
-                self.stderr()
-            ),
-        }
-    }
-
-    /// Kills the process and reaps it.
-    async fn kill(mut self) {
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-    }
+async fn start_gateway(upstream: &FakeUpstream) -> GatewayProcess {
+    GatewayProcess::start(
+        Path::new(BIN),
+        &[
+            ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+            ("TOOLBRIDGE_UPSTREAM_API_KEY", UPSTREAM_KEY.to_owned()),
+        ],
+    )
+    .await
 }
 
 fn client() -> reqwest::Client {
@@ -354,7 +274,7 @@ async fn zero_config_serve_streams_a_response_through_the_upstream() {
             &["Hello", " from", " upstream."],
             "stop",
         )));
-        let gateway = Gateway::start(&upstream).await;
+        let gateway = start_gateway(&upstream).await;
 
         let response = client()
             .post(gateway.url("/v1/responses"))
@@ -414,7 +334,7 @@ async fn sigterm_lets_an_in_flight_stream_finish_then_exits_zero() {
             pieces,
             pause: Duration::from_millis(200),
         });
-        let mut gateway = Gateway::start(&upstream).await;
+        let mut gateway = start_gateway(&upstream).await;
 
         let mut response = client()
             .post(gateway.url("/v1/responses"))

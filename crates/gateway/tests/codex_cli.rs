@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use toolbridge_testkit::chat::{chunk, usage_chunk};
-use toolbridge_testkit::{FakeUpstream, Recorded, Reply};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 const FILE_CONTENT: &str = "made through toolbridge";
 const FINAL_ANSWER: &str = "Created created.txt after checking the workspace.";
@@ -143,44 +142,20 @@ fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
     Some(Reply::sse(chunks))
 }
 
-struct Gateway {
-    child: tokio::process::Child,
-    addr: String,
-}
-
-async fn start_gateway(upstream: &FakeUpstream, preset: &str) -> Gateway {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolbridge"))
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("TOOLBRIDGE_LISTEN", "127.0.0.1:0")
-        .env("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url())
-        .env("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-fake")
-        .env("TOOLBRIDGE_UPSTREAM_PRESET", preset)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start toolbridge");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(addr) = line.strip_prefix("toolbridge listening on http://") {
-                return addr.trim().to_owned();
-            }
-        }
-        panic!("toolbridge exited before listening")
-    })
+async fn start_gateway(upstream: &FakeUpstream, preset: &str) -> GatewayProcess {
+    GatewayProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+        &[
+            ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+            ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-fake".to_owned()),
+            ("TOOLBRIDGE_UPSTREAM_PRESET", preset.to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ],
+    )
     .await
-    .expect("toolbridge listens in time");
-    // Keep draining the log so the gateway never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Gateway { child, addr }
 }
 
-async fn run_codex(codex: &Path, gateway: &Gateway, scratch: &Path) -> (String, String) {
+async fn run_codex(codex: &Path, gateway: &GatewayProcess, scratch: &Path) -> (String, String) {
     let home = scratch.join("home");
     let codex_home = scratch.join("codex-home");
     let work = scratch.join("work");
@@ -203,13 +178,13 @@ plugins = false
 
 [model_providers.gateway]
 name = "gateway"
-base_url = "http://{}/v1"
+base_url = "{}"
 wire_api = "responses"
 env_key = "GATEWAY_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
 "#,
-            gateway.addr
+            gateway.url("/v1")
         ),
     )
     .unwrap();
@@ -247,7 +222,11 @@ stream_max_retries = 0
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let last_message = std::fs::read_to_string(&last).unwrap_or_default();
     let file = std::fs::read_to_string(work.join("created.txt")).unwrap_or_else(|_| {
-        panic!("Codex did not create created.txt.\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        panic!(
+            "Codex did not create created.txt.\nstdout:\n{stdout}\nstderr:\n{stderr}\n\
+             gateway stderr:\n{}",
+            gateway.stderr()
+        )
     });
     (file, last_message)
 }
@@ -321,7 +300,7 @@ async fn scenario(provider: Provider, preset: &str) {
         "{patch_result}"
     );
     let _ = std::fs::remove_dir_all(&scratch);
-    drop(gateway.child);
+    gateway.kill().await;
 }
 
 #[tokio::test]

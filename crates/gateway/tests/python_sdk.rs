@@ -9,17 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use toolbridge_testkit::chat::{completion, text_stream};
-use toolbridge_testkit::{FakeUpstream, Reply};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 const UPSTREAM_KEY: &str = "sk-python-sdk-test-upstream";
@@ -54,70 +51,6 @@ fn python() -> Option<PathBuf> {
     None
 }
 
-/// A running `toolbridge serve` in zero-config mode, pointed at a fake upstream.
-struct Gateway {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Gateway {
-    async fn start(upstream: &FakeUpstream) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("TOOLBRIDGE_LISTEN", "127.0.0.1:0")
-            .env("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url())
-            .env("TOOLBRIDGE_UPSTREAM_API_KEY", UPSTREAM_KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn toolbridge serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let seen = stderr.clone();
-        let addr = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(line) = lines.next_line().await.expect("read stderr") {
-                seen.lock().unwrap().push(line.clone());
-                if let Some(rest) = line.strip_prefix("toolbridge listening on http://") {
-                    return Some(rest.trim().parse::<SocketAddr>().expect("a socket address"));
-                }
-            }
-            None
-        })
-        .await;
-        let Ok(Some(addr)) = addr else {
-            panic!(
-                "toolbridge did not start listening; stderr:\n{}",
-                stderr.lock().unwrap().join("\n")
-            );
-        };
-        let seen = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                seen.lock().unwrap().push(line);
-            }
-        });
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    async fn kill(mut self) {
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-    }
-}
-
 #[tokio::test]
 async fn openai_python_sdk_round_trips_sync_and_streamed_responses() {
     let Some(python) = python() else {
@@ -137,14 +70,21 @@ async fn round_trip(python: PathBuf) {
     // The script's order: first `responses.create`, then `responses.stream`.
     upstream.push(Reply::json(completion(SYNC_TEXT, "stop")));
     upstream.push(Reply::sse(text_stream(&STREAM_PIECES, "stop")));
-    let gateway = Gateway::start(&upstream).await;
+    let gateway = GatewayProcess::start(
+        Path::new(BIN),
+        &[
+            ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+            ("TOOLBRIDGE_UPSTREAM_API_KEY", UPSTREAM_KEY.to_owned()),
+        ],
+    )
+    .await;
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_roundtrip.py");
     let output = Command::new(&python)
         .arg(&script)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("OPENAI_BASE_URL", format!("http://{}/v1", gateway.addr))
+        .env("OPENAI_BASE_URL", gateway.url("/v1"))
         .env("OPENAI_API_KEY", "dummy")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONIOENCODING", "utf-8")

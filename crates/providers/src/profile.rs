@@ -27,6 +27,35 @@ pub enum EndUserField {
     None,
 }
 
+/// How `reasoning.effort` (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`) is said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffortStyle {
+    /// Not at all: the effort is dropped with a diagnostic.
+    None,
+    /// `reasoning_effort: <effort>` as the client sent it (OpenAI, vLLM).
+    ReasoningEffort,
+    /// `thinking: {type: enabled|disabled}` plus `reasoning_effort: high|max`.
+    DeepSeek,
+    /// `thinking: {type: enabled|disabled}` (GLM, MiMo).
+    Glm,
+    /// `enable_thinking: true|false`.
+    Qwen,
+    /// `thinking: {type: adaptive|disabled}`.
+    MiniMax,
+}
+
+/// Which earlier assistant turns send their reasoning back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningReplay {
+    Never,
+    /// Turns that made tool calls (DeepSeek and Kimi answer 400 without it).
+    ToolCallTurns,
+    /// Every assistant turn (GLM with `clear_thinking: false`).
+    All,
+}
+
 /// How a provider-specific finish reason maps to the neutral vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -71,8 +100,14 @@ pub struct Profile {
     pub stream_usage: bool,
     /// Accepts `parallel_tool_calls`.
     pub parallel_tool_calls: bool,
-    /// Accepts `reasoning_effort`.
-    pub reasoning_effort: bool,
+    /// How `reasoning.effort` is said to this provider.
+    pub effort: EffortStyle,
+    /// Which earlier assistant turns carry their reasoning back (`reasoning_content`).
+    pub reasoning_replay: ReasoningReplay,
+    /// Reasoning arrives in the content inside a leading `<think>…</think>` block.
+    pub think_tags: bool,
+    /// Fields added to every request body (`clear_thinking`, `reasoning_split`, …).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Provider-specific finish reasons (the OpenAI ones are always known).
     pub finish_reasons: Vec<(String, FinishKind)>,
     /// Context windows of models this provider is known to serve, for `GET /v1/models`.
@@ -100,7 +135,10 @@ impl Profile {
             json_object_needs_json_word: false,
             stream_usage: true,
             parallel_tool_calls: true,
-            reasoning_effort: false,
+            effort: EffortStyle::None,
+            reasoning_replay: ReasoningReplay::Never,
+            think_tags: false,
+            extra_body: serde_json::Map::new(),
             finish_reasons: Vec::new(),
             context_windows: Vec::new(),
             tools: ToolCapabilities::default(),
@@ -128,7 +166,7 @@ impl Profile {
                 max_tokens_field: MaxTokensField::MaxCompletionTokens,
                 end_user_field: EndUserField::SafetyIdentifier,
                 prompt_cache_key: true,
-                reasoning_effort: true,
+                effort: EffortStyle::ReasoningEffort,
                 tools: ToolCapabilities {
                     choice_allowed_tools: true,
                     ..ToolCapabilities::default()
@@ -142,7 +180,8 @@ impl Profile {
                 json_object_needs_json_word: true,
                 logprobs: false,
                 end_user_field: EndUserField::None,
-                reasoning_effort: true,
+                effort: EffortStyle::DeepSeek,
+                reasoning_replay: ReasoningReplay::ToolCallTurns,
                 finish_reasons: reasons(&[("insufficient_system_resource", FinishKind::Error)]),
                 context_windows: windows(&[
                     ("deepseek-v4-flash", 1_000_000),
@@ -158,6 +197,7 @@ impl Profile {
             },
             "glm" => Self {
                 name: named("glm"),
+                effort: EffortStyle::Glm,
                 developer_role: false,
                 merge_system: true,
                 temperature_range: [0.0, 1.0],
@@ -191,6 +231,7 @@ impl Profile {
             },
             "kimi" => Self {
                 name: named("kimi"),
+                reasoning_replay: ReasoningReplay::ToolCallTurns,
                 developer_role: false,
                 temperature_range: [0.0, 1.0],
                 logprobs: false,
@@ -207,6 +248,7 @@ impl Profile {
             },
             "qwen" => Self {
                 name: named("qwen"),
+                effort: EffortStyle::Qwen,
                 developer_role: false,
                 temperature_range: [0.0, 1.99],
                 logprobs: false,
@@ -221,6 +263,11 @@ impl Profile {
             },
             "minimax" => Self {
                 name: named("minimax"),
+                effort: EffortStyle::MiniMax,
+                think_tags: true,
+                extra_body: [("reasoning_split".to_owned(), serde_json::Value::Bool(true))]
+                    .into_iter()
+                    .collect(),
                 developer_role: false,
                 max_tokens_field: MaxTokensField::MaxCompletionTokens,
                 temperature_range: [0.01, 1.0],
@@ -234,6 +281,7 @@ impl Profile {
             },
             "mimo" => Self {
                 name: named("mimo"),
+                effort: EffortStyle::Glm,
                 developer_role: false,
                 max_tokens_field: MaxTokensField::MaxCompletionTokens,
                 temperature_range: [0.0, 1.5],
@@ -246,6 +294,7 @@ impl Profile {
             },
             "ollama" => Self {
                 name: named("ollama"),
+                think_tags: true,
                 developer_role: false,
                 logprobs: false,
                 end_user_field: EndUserField::None,
@@ -254,6 +303,8 @@ impl Profile {
             },
             "vllm" => Self {
                 name: named("vllm"),
+                think_tags: true,
+                effort: EffortStyle::ReasoningEffort,
                 developer_role: false,
                 end_user_field: EndUserField::User,
                 tools: ToolCapabilities {
@@ -296,8 +347,15 @@ impl Profile {
             json_object_needs_json_word,
             stream_usage,
             parallel_tool_calls,
-            reasoning_effort
+            effort,
+            reasoning_replay,
+            think_tags
         );
+        if let Some(extra) = &patch.extra_body {
+            for (k, v) in extra {
+                self.extra_body.insert(k.clone(), v.clone());
+            }
+        }
         patch.tools.apply(&mut self.tools);
         if let Some(extra) = &patch.finish_reasons {
             self.finish_reasons
@@ -347,7 +405,10 @@ pub struct ProfilePatch {
     pub json_object_needs_json_word: Option<bool>,
     pub stream_usage: Option<bool>,
     pub parallel_tool_calls: Option<bool>,
-    pub reasoning_effort: Option<bool>,
+    pub effort: Option<EffortStyle>,
+    pub reasoning_replay: Option<ReasoningReplay>,
+    pub think_tags: Option<bool>,
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub finish_reasons: Option<std::collections::BTreeMap<String, FinishKind>>,
     #[serde(default)]
     pub tools: ToolsPatch,

@@ -6,7 +6,6 @@ use toolbridge_wire::responses::{
 };
 
 use super::{Assembler, ResponseMeta, codes, skeleton};
-use crate::contract::OutputContract;
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 
 fn assembler() -> Assembler {
@@ -16,12 +15,7 @@ fn assembler() -> Assembler {
         created_at: 1,
         stored: false,
     };
-    Assembler::new(
-        skeleton(&req, &meta),
-        OutputContract::Text,
-        Vec::new(),
-        std::sync::Arc::new(crate::plan::NameMap::default()),
-    )
+    Assembler::new(skeleton(&req, &meta), super::AssembleOptions::default())
 }
 
 fn call(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) -> UpstreamEvent {

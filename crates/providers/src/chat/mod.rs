@@ -5,6 +5,7 @@ pub mod errors;
 pub mod request;
 pub mod response;
 pub mod stream;
+pub mod think;
 
 use toolbridge_core::events::FinishReason;
 

@@ -13,7 +13,7 @@ use toolbridge_wire::chat::{
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use crate::profile::{EndUserField, MaxTokensField, Profile};
+use crate::profile::{EffortStyle, EndUserField, MaxTokensField, Profile, ReasoningReplay};
 
 /// Translates `req` for a provider with `profile`, sending `upstream_model`, with the tools and
 /// names of `plan`. Every lossy decision is appended to `diagnostics`.
@@ -38,7 +38,43 @@ pub fn build(
     };
     params(req, plan, profile, &mut out, diagnostics);
     tools(plan, &mut out);
+    for (key, value) in &profile.extra_body {
+        out.extra.insert(key.clone(), value.clone());
+    }
     out
+}
+
+/// Sets the fields that say `effort` in `style`; false when the provider has no way to say it.
+fn effort_fields(effort: &str, style: EffortStyle, extra: &mut Map<String, Value>) -> bool {
+    let off = matches!(effort, "none" | "minimal");
+    let mut set = |k: &str, v: Value| {
+        extra.insert(k.to_owned(), v);
+    };
+    match style {
+        EffortStyle::None => return false,
+        EffortStyle::ReasoningEffort => set("reasoning_effort", json!(effort)),
+        EffortStyle::DeepSeek => {
+            if off {
+                set("thinking", json!({"type": "disabled"}));
+            } else {
+                set("thinking", json!({"type": "enabled"}));
+                set(
+                    "reasoning_effort",
+                    json!(if effort == "xhigh" { "max" } else { "high" }),
+                );
+            }
+        }
+        EffortStyle::Glm => set(
+            "thinking",
+            json!({"type": if off { "disabled" } else { "enabled" }}),
+        ),
+        EffortStyle::Qwen => set("enable_thinking", json!(!off)),
+        EffortStyle::MiniMax => set(
+            "thinking",
+            json!({"type": if off { "disabled" } else { "adaptive" }}),
+        ),
+    }
+    true
 }
 
 fn messages(
@@ -80,7 +116,18 @@ fn messages(
                 content: Some(user_content(parts)),
                 ..ChatMessage::default()
             }),
-            Turn::Assistant(turn) => out.push(assistant(turn, plan, profile)),
+            Turn::Assistant(turn) => {
+                let mut message = assistant(turn, plan, profile);
+                let replay = match profile.reasoning_replay {
+                    ReasoningReplay::Never => false,
+                    ReasoningReplay::ToolCallTurns => !turn.tool_calls.is_empty(),
+                    ReasoningReplay::All => true,
+                };
+                if !replay {
+                    message.reasoning_content = None;
+                }
+                out.push(message)
+            }
             Turn::ToolResult { call_id, output } => out.push(ChatMessage {
                 role: "tool".to_owned(),
                 content: Some(Value::String(output.clone())),
@@ -273,13 +320,10 @@ fn params(
             dropped("prompt_cache_key");
         }
     }
-    if let Some(effort) = &p.reasoning_effort {
-        if profile.reasoning_effort {
-            out.extra
-                .insert("reasoning_effort".to_owned(), Value::String(effort.clone()));
-        } else {
-            dropped("reasoning.effort");
-        }
+    if let Some(effort) = &p.reasoning_effort
+        && !effort_fields(effort, profile.effort, &mut out.extra)
+    {
+        dropped("reasoning.effort");
     }
     if let Some(parallel) = p.parallel_tool_calls
         && plan.send_tools

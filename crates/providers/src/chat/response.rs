@@ -6,6 +6,7 @@ use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::Diagnostic;
 
+use super::think::ThinkSplitter;
 use super::{arguments_text, finish_reason, usage};
 use crate::profile::Profile;
 
@@ -22,7 +23,13 @@ pub fn decode(
             out.push(UpstreamEvent::Reasoning(r));
         }
         if let Some(text) = message.content {
-            out.push(UpstreamEvent::Text(text));
+            if profile.think_tags {
+                let mut think = ThinkSplitter::default();
+                think.push(&text, &mut out);
+                think.finish(&mut out);
+            } else {
+                out.push(UpstreamEvent::Text(text));
+            }
         }
         if let Some(refusal) = message.refusal {
             out.push(UpstreamEvent::Refusal(refusal));

@@ -14,6 +14,7 @@ use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
 
+use super::think::ThinkSplitter;
 use super::{arguments_text, errors, finish_reason, usage};
 use crate::Error;
 use crate::profile::Profile;
@@ -30,11 +31,23 @@ pub enum Flow {
 #[derive(Debug, Default)]
 pub struct ChunkDecoder {
     skipped: u32,
+    /// Set for profiles whose reasoning comes inside `<think>` tags in the content.
+    think: Option<ThinkSplitter>,
 }
 
 impl ChunkDecoder {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(profile: &Profile) -> Self {
+        Self {
+            skipped: 0,
+            think: profile.think_tags.then(ThinkSplitter::default),
+        }
+    }
+
+    /// Flushes what the decoder holds back; call once when the upstream stream ends.
+    pub fn finish(&mut self, out: &mut Vec<UpstreamEvent>) {
+        if let Some(think) = &mut self.think {
+            think.finish(out);
+        }
     }
 
     /// Decodes one `data:` payload into `out`; diagnostics go to `diagnostics`.
@@ -65,7 +78,7 @@ impl ChunkDecoder {
         if let Some(error) = chunk.extra.get("error") {
             return Err(Error::Upstream(Box::new(errors::from_stream_error(error))));
         }
-        decode_chunk(profile, chunk, out, diagnostics);
+        decode_chunk(profile, chunk, self.think.as_mut(), out, diagnostics);
         Ok(Flow::Continue)
     }
 
@@ -81,6 +94,7 @@ impl ChunkDecoder {
 fn decode_chunk(
     profile: &Profile,
     chunk: ChatChunk,
+    think: Option<&mut ThinkSplitter>,
     out: &mut Vec<UpstreamEvent>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
@@ -90,7 +104,10 @@ fn decode_chunk(
             out.push(UpstreamEvent::Reasoning(r));
         }
         if let Some(text) = delta.content {
-            out.push(UpstreamEvent::Text(text));
+            match think {
+                Some(think) => think.push(&text, out),
+                None => out.push(UpstreamEvent::Text(text)),
+            }
         }
         if let Some(refusal) = delta.refusal {
             out.push(UpstreamEvent::Refusal(refusal));
