@@ -37,6 +37,10 @@ pub const DUPLICATE_ITEM: &str = "duplicate_item_dropped";
 pub const REASONING_BLOB_IGNORED: &str = "reasoning_blob_ignored";
 /// Reasoning was too large to seal into `encrypted_content`.
 pub const REASONING_NOT_SEALED: &str = "reasoning_not_sealed";
+/// The route's provider failed before answering and a fallback served the request.
+pub const UPSTREAM_FALLBACK: &str = "upstream_fallback";
+/// The upstream reported no usage; the token counts are estimates.
+pub const USAGE_ESTIMATED: &str = "usage_estimated";
 /// A tool could not go upstream and was left out of the request.
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.

@@ -34,6 +34,9 @@ pub struct FileConfig {
     pub api_keys_env: Option<String>,
     /// Seconds in-flight streams get to finish after SIGTERM/SIGINT.
     pub shutdown_grace_secs: Option<u64>,
+    /// Seconds of upstream silence after which a stream gets an SSE keep-alive comment; 0
+    /// turns them off. Default 15.
+    pub keepalive_secs: Option<u64>,
     /// Base64 32-byte keys sealing reasoning into `encrypted_content`; the first seals, all
     /// open. Every gateway process serving the same clients needs the same keys.
     #[serde(default)]
@@ -63,6 +66,12 @@ pub struct ProviderFile {
     pub request_timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
     pub connect_timeout_secs: Option<u64>,
+    /// Longest a stream may last in all (distinct from the idle timeout).
+    pub stream_timeout_secs: Option<u64>,
+    /// Retries before the first upstream byte (connect errors, 5xx, 429). Default 2.
+    pub max_retries: Option<u32>,
+    /// The most seconds spent waiting between retries of one request. Default 15.
+    pub retry_budget_secs: Option<u64>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelFile>,
 }
@@ -85,6 +94,19 @@ pub struct RouteFile {
     pub provider: String,
     /// The model name sent upstream; by default the requested name.
     pub upstream_model: Option<String>,
+    /// Where to go, in order, when this route's provider fails before answering (connect error,
+    /// 5xx or 429 after retries).
+    #[serde(default)]
+    pub fallbacks: Vec<FallbackFile>,
+}
+
+/// One step of a route's fallback chain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackFile {
+    pub provider: String,
+    /// The model name sent to this provider; by default the route's upstream model.
+    pub upstream_model: Option<String>,
 }
 
 fn default_dialect() -> String {
@@ -102,6 +124,8 @@ pub struct Config {
     pub body_limit: usize,
     pub api_keys: Vec<String>,
     pub shutdown_grace: Duration,
+    /// Silence after which a keep-alive comment is sent; `None`: never.
+    pub keepalive: Option<Duration>,
     /// Reasoning keys, first one sealing. Empty: a random key per process.
     pub reasoning_keys: Vec<[u8; 32]>,
     pub providers: BTreeMap<String, Provider>,
@@ -120,6 +144,9 @@ pub struct Provider {
     pub request_timeout: Duration,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
+    pub stream_timeout: Duration,
+    pub max_retries: u32,
+    pub retry_budget: Duration,
 }
 
 impl Provider {
@@ -147,6 +174,15 @@ pub struct Route {
     pub matcher: globset::GlobMatcher,
     pub provider: String,
     pub upstream_model: Option<String>,
+    /// `(provider, upstream model)` to try in order after `provider`.
+    pub fallbacks: Vec<(String, Option<String>)>,
+}
+
+/// One provider and model a request can be sent to.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    pub provider: &'a Provider,
+    pub upstream_model: String,
 }
 
 impl Route {
@@ -194,6 +230,9 @@ impl Config {
                 request_timeout_secs: None,
                 idle_timeout_secs: None,
                 connect_timeout_secs: None,
+                stream_timeout_secs: None,
+                max_retries: None,
+                retry_budget_secs: None,
                 models: BTreeMap::new(),
             },
         );
@@ -203,6 +242,7 @@ impl Config {
             api_keys: Vec::new(),
             api_keys_env: None,
             shutdown_grace_secs: None,
+            keepalive_secs: None,
             reasoning_keys: Vec::new(),
             reasoning_keys_env: None,
             providers,
@@ -210,6 +250,7 @@ impl Config {
                 model: "*".to_owned(),
                 provider: "upstream".to_owned(),
                 upstream_model: None,
+                fallbacks: Vec::new(),
             }],
         };
         Self::from_file(file, env)
@@ -284,11 +325,24 @@ impl Config {
             }
             let glob = globset::Glob::new(&r.model)
                 .map_err(|e| ConfigError::invalid(format!("routes[{i}].model"), e.to_string()))?;
+            for (j, f) in r.fallbacks.iter().enumerate() {
+                if !providers.contains_key(&f.provider) {
+                    return Err(ConfigError::invalid(
+                        format!("routes[{i}].fallbacks[{j}].provider"),
+                        format!("`{}` is not a declared provider", f.provider),
+                    ));
+                }
+            }
             routes.push(Route {
                 pattern: r.model,
                 matcher: glob.compile_matcher(),
                 provider: r.provider,
                 upstream_model: r.upstream_model,
+                fallbacks: r
+                    .fallbacks
+                    .into_iter()
+                    .map(|f| (f.provider, f.upstream_model))
+                    .collect(),
             });
         }
         if routes.is_empty() {
@@ -302,6 +356,10 @@ impl Config {
             body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             api_keys,
             shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
+            keepalive: match file.keepalive_secs.unwrap_or(15) {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
             reasoning_keys,
             providers,
             routes,
@@ -313,6 +371,28 @@ impl Config {
         let route = self.routes.iter().find(|r| r.matcher.is_match(model))?;
         let provider = self.providers.get(&route.provider)?;
         Some((route, provider))
+    }
+
+    /// Where a request for `model` goes: the route's provider, then its fallbacks.
+    pub fn targets(&self, model: &str) -> Option<Vec<Target<'_>>> {
+        let (route, provider) = self.resolve(model)?;
+        let primary = route
+            .upstream_model
+            .clone()
+            .unwrap_or_else(|| model.to_owned());
+        let mut out = vec![Target {
+            provider,
+            upstream_model: primary.clone(),
+        }];
+        for (name, upstream) in &route.fallbacks {
+            if let Some(provider) = self.providers.get(name) {
+                out.push(Target {
+                    provider,
+                    upstream_model: upstream.clone().unwrap_or_else(|| primary.clone()),
+                });
+            }
+        }
+        Some(out)
     }
 
     /// Model names clients can ask for by name: exact routes, and the models a provider's preset
@@ -416,5 +496,8 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         request_timeout: secs(p.request_timeout_secs, 600),
         idle_timeout: secs(p.idle_timeout_secs, 300),
         connect_timeout: secs(p.connect_timeout_secs, 10),
+        stream_timeout: secs(p.stream_timeout_secs, 3600),
+        max_retries: p.max_retries.unwrap_or(2),
+        retry_budget: secs(p.retry_budget_secs, 15),
     })
 }

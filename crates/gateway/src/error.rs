@@ -118,6 +118,17 @@ impl GatewayError {
         }
     }
 
+    /// True for failures another provider might not have: unreachable, timed out, 5xx, 429.
+    pub fn allows_fallback(&self) -> bool {
+        match self {
+            Self::UpstreamUnreachable(_) | Self::UpstreamTimeout => true,
+            Self::Upstream(toolbridge_providers::Error::Upstream(e)) => {
+                e.status == 429 || e.status >= 500
+            }
+            _ => false,
+        }
+    }
+
     fn retry_after(&self) -> Option<&str> {
         match self {
             Self::Upstream(toolbridge_providers::Error::Upstream(e)) => e.retry_after.as_deref(),

@@ -109,79 +109,125 @@ async fn handle(
         state.sealer.as_ref(),
         &mut canonical.diagnostics,
     );
-    let (route, provider) =
+    let targets =
         state
             .config
-            .resolve(&canonical.model)
+            .targets(&canonical.model)
             .ok_or_else(|| GatewayError::ModelNotFound {
                 model: canonical.model.clone(),
                 known: known_list(state),
             })?;
-    let upstream_model = route
-        .upstream_model
-        .clone()
-        .unwrap_or_else(|| canonical.model.clone());
-    let profile = provider.profile_for(&upstream_model);
-    // The one plan of this request: the translator and the reconstruction both read it.
-    let plan = plan_tools(
-        &canonical.tools,
-        canonical.tool_choice.as_ref(),
-        &profile.tools,
-    )?;
-    let mut diagnostics = canonical.diagnostics.clone();
-    diagnostics.extend(plan.diagnostics.iter().cloned());
-    let chat = chat_request::build(
-        &canonical,
-        &plan,
-        &profile,
-        &upstream_model,
-        &mut diagnostics,
-    );
-    for d in &diagnostics {
-        tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
-    }
-    tracing::info!(
-        request_id,
-        model = canonical.model,
-        provider = provider.name,
-        upstream_model,
-        stream = canonical.stream,
-        "forwarding"
-    );
-
-    let meta = ResponseMeta {
-        id: ids::new("resp"),
-        created_at: time::now(),
-        stored: false,
-    };
-    let header = diagnostics_header(&diagnostics);
-    let assembler = Assembler::new(
-        skeleton(&req, &meta),
-        AssembleOptions {
-            contract: canonical.output.clone(),
-            diagnostics,
-            names: Arc::new(plan.names),
-            reasoning: ReasoningDisplay::for_request(&req),
-            sealer: Some(state.sealer.clone()),
-        },
-    );
-    let upstream = state.upstreams.send_chat(provider, &chat).await?;
-
-    let mut response = if canonical.stream {
-        stream_response(
-            upstream,
-            assembler,
-            profile,
-            state.shutdown.clone(),
+    let display = ReasoningDisplay::for_request(&req);
+    let mut failures: Vec<String> = Vec::new();
+    let mut last_error = None;
+    for (i, target) in targets.iter().enumerate() {
+        let provider = target.provider;
+        let upstream_model = &target.upstream_model;
+        let profile = provider.profile_for(upstream_model);
+        // The one plan of this request for this provider: the translator and the
+        // reconstruction both read it.
+        let plan = match plan_tools(
+            &canonical.tools,
+            canonical.tool_choice.as_ref(),
+            &profile.tools,
+        ) {
+            Ok(plan) => plan,
+            // The primary's refusal is the client's answer; a fallback that cannot take the
+            // request is passed over.
+            Err(e) if i == 0 => return Err(e.into()),
+            Err(e) => {
+                failures.push(format!("`{}` cannot take the request ({e})", provider.name));
+                continue;
+            }
+        };
+        let mut diagnostics = canonical.diagnostics.clone();
+        diagnostics.extend(plan.diagnostics.iter().cloned());
+        let chat = chat_request::build(
+            &canonical,
+            &plan,
+            &profile,
+            upstream_model,
+            &mut diagnostics,
+        );
+        tracing::info!(
             request_id,
-        )
-    } else {
-        sync_response(upstream, assembler, &profile).await?
-    };
-    if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
-        response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+            model = canonical.model,
+            provider = provider.name,
+            upstream_model,
+            stream = canonical.stream,
+            "forwarding"
+        );
+        let upstream = match state.upstreams.send_chat(provider, &chat).await {
+            Ok(upstream) => upstream,
+            Err(e) if e.allows_fallback() && i + 1 < targets.len() => {
+                tracing::warn!(
+                    request_id,
+                    provider = provider.name,
+                    code = e.code(),
+                    "falling back: {e}"
+                );
+                failures.push(format!("`{}` failed ({e})", provider.name));
+                last_error = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if !failures.is_empty() {
+            diagnostics.push(toolbridge_core::diagnostics::diag(
+                toolbridge_core::diagnostics::UPSTREAM_FALLBACK,
+                Some("model"),
+                format!(
+                    "{}; the request was served by `{}` as `{upstream_model}`",
+                    failures.join("; "),
+                    provider.name
+                ),
+            ));
+        }
+        for d in &diagnostics {
+            tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
+        }
+        let meta = ResponseMeta {
+            id: ids::new("resp"),
+            created_at: time::now(),
+            stored: false,
+        };
+        let header = diagnostics_header(&diagnostics);
+        let assembler = Assembler::new(
+            skeleton(&req, &meta),
+            AssembleOptions {
+                contract: canonical.output.clone(),
+                diagnostics,
+                names: Arc::new(plan.names),
+                reasoning: display,
+                sealer: Some(state.sealer.clone()),
+            },
+        );
+        let mut response = if canonical.stream {
+            stream_response(
+                upstream,
+                assembler,
+                profile,
+                PumpLimits {
+                    keepalive: state.config.keepalive,
+                    deadline: tokio::time::Instant::now() + provider.stream_timeout,
+                    shutdown: state.shutdown.clone(),
+                },
+                request_id,
+            )
+        } else {
+            sync_response(upstream, assembler, &profile).await?
+        };
+        if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+        }
+        return Ok(response);
     }
-    Ok(response)
+    Err(last_error.unwrap_or_else(|| {
+        GatewayError::UpstreamUnreachable(format!(
+            "no provider could take the request: {}",
+            failures.join("; ")
+        ))
+    }))
 }
 
 fn known_list(state: &AppState) -> String {
@@ -254,6 +300,19 @@ async fn sync_response(
 
 type UpstreamSse = Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
 
+/// Time limits and the forced-stop signal of one stream.
+struct PumpLimits {
+    /// Silence after which a keep-alive comment goes to the client.
+    keepalive: Option<std::time::Duration>,
+    /// When the stream must end, whatever the upstream does.
+    deadline: tokio::time::Instant,
+    /// Turns true when the gateway must end open streams now.
+    shutdown: watch::Receiver<bool>,
+}
+
+/// The SSE comment sent during long upstream silences; clients skip comments.
+const KEEPALIVE: &[u8] = b": keep-alive\n\n";
+
 /// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
 /// decoder and the assembler, and yields SSE frames.
 struct Pump {
@@ -261,7 +320,7 @@ struct Pump {
     decoder: ChunkDecoder,
     profile: Profile,
     assembler: Option<Assembler>,
-    shutdown: watch::Receiver<bool>,
+    limits: PumpLimits,
     pending: Vec<UpstreamEvent>,
     diagnostics: Vec<Diagnostic>,
     request_id: String,
@@ -269,6 +328,8 @@ struct Pump {
 
 enum Step {
     Item(Option<Result<sse_stream::Sse, sse_stream::Error>>),
+    Silence,
+    Deadline,
     Shutdown,
 }
 
@@ -278,10 +339,12 @@ impl Pump {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
+            let keepalive = self.limits.keepalive;
             let step = tokio::select! {
                 biased;
-                () = wait_for(&mut self.shutdown) => Step::Shutdown,
-                item = self.upstream.next() => Step::Item(item),
+                () = wait_for(&mut self.limits.shutdown) => Step::Shutdown,
+                () = tokio::time::sleep_until(self.limits.deadline) => Step::Deadline,
+                item = next_or_silence(&mut self.upstream, keepalive) => item,
             };
             match step {
                 Step::Item(Some(Ok(event))) => {
@@ -311,6 +374,17 @@ impl Pump {
                     return Some(self.fail(code, message, out));
                 }
                 Step::Item(None) => return Some(self.finish(out)),
+                Step::Silence => return Some(vec![Bytes::from_static(KEEPALIVE)]),
+                Step::Deadline => {
+                    return Some(
+                        self.fail(
+                            "server_error",
+                            "the upstream stream went on past its deadline (stream_timeout_secs)"
+                                .to_owned(),
+                            out,
+                        ),
+                    );
+                }
                 Step::Shutdown => {
                     return Some(self.fail(
                         "server_shutting_down",
@@ -351,19 +425,32 @@ fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
     if let sse_stream::Error::Body(inner) = e
         && let Some(inner) = inner.downcast_ref::<StreamError>()
     {
-        return match inner {
-            StreamError::Idle => ("upstream_timeout", inner.to_string()),
-            StreamError::TooLong => ("upstream_stream_too_long", inner.to_string()),
-            StreamError::Http(_) => (
-                "upstream_stream_error",
-                format!("the upstream stream broke: {inner}"),
-            ),
-        };
+        return (
+            "server_error",
+            match inner {
+                StreamError::Idle | StreamError::TooLong => inner.to_string(),
+                StreamError::Http(_) => format!("the upstream stream broke: {inner}"),
+            },
+        );
     }
     (
-        "upstream_stream_error",
+        "server_error",
         format!("the upstream stream could not be read: {e}"),
     )
+}
+
+/// The next upstream event, or [`Step::Silence`] when none came within `keepalive`.
+async fn next_or_silence(
+    upstream: &mut UpstreamSse,
+    keepalive: Option<std::time::Duration>,
+) -> Step {
+    match keepalive {
+        None => Step::Item(upstream.next().await),
+        Some(limit) => match tokio::time::timeout(limit, upstream.next()).await {
+            Ok(item) => Step::Item(item),
+            Err(_) => Step::Silence,
+        },
+    }
 }
 
 async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
@@ -382,7 +469,7 @@ fn stream_response(
     upstream: reqwest::Response,
     mut assembler: Assembler,
     profile: Profile,
-    shutdown: watch::Receiver<bool>,
+    limits: PumpLimits,
     request_id: &str,
 ) -> Response {
     let mut start = Vec::new();
@@ -392,7 +479,7 @@ fn stream_response(
         decoder: ChunkDecoder::new(&profile),
         profile,
         assembler: Some(assembler),
-        shutdown,
+        limits,
         pending: Vec::new(),
         diagnostics: Vec::new(),
         request_id: request_id.to_owned(),

@@ -2,6 +2,7 @@
 //! answers mapped before any byte goes to the client, and bounded bodies.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -41,6 +42,11 @@ impl Upstreams {
 
     /// Sends a Chat request. Returns the answer once its status is 2xx; any other status is
     /// mapped into an error here, while it can still become an HTTP error for the client.
+    ///
+    /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
+    /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
+    /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
+    /// upstream has answered 2xx.
     pub async fn send_chat(
         &self,
         provider: &Provider,
@@ -49,14 +55,50 @@ impl Upstreams {
         let client = self.clients.get(&provider.name).ok_or_else(|| {
             GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
         })?;
-        let payload = serde_json::to_vec(body).map_err(|e| {
+        let payload = bytes::Bytes::from(serde_json::to_vec(body).map_err(|e| {
             GatewayError::UpstreamUnreachable(format!("cannot encode request: {e}"))
-        })?;
+        })?);
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0u32;
+        loop {
+            let result = self
+                .send_once(client, provider, body.stream, payload.clone())
+                .await;
+            let error = match result {
+                Ok(response) => return Ok(response),
+                Err(e) => e,
+            };
+            let Some(wait) = retry_wait(&error, attempt) else {
+                return Err(error);
+            };
+            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
+                return Err(error);
+            }
+            tracing::info!(
+                provider = provider.name,
+                attempt = attempt + 1,
+                wait_ms = wait.as_millis() as u64,
+                code = error.code(),
+                "retrying the upstream request"
+            );
+            tokio::time::sleep(wait).await;
+            waited += wait;
+            attempt += 1;
+        }
+    }
+
+    async fn send_once(
+        &self,
+        client: &reqwest::Client,
+        provider: &Provider,
+        stream: bool,
+        payload: bytes::Bytes,
+    ) -> Result<reqwest::Response, GatewayError> {
         let mut request = client
             .post(format!("{}/chat/completions", provider.base_url))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(payload);
-        if body.stream {
+        if stream {
             request = request.header(reqwest::header::ACCEPT, "text/event-stream");
         } else {
             request = request.timeout(provider.request_timeout);
@@ -84,6 +126,26 @@ impl Upstreams {
                 retry_after,
             ))),
         ))
+    }
+}
+
+/// How long to wait before retrying after `error`, or `None` when it must not be retried.
+fn retry_wait(error: &GatewayError, attempt: u32) -> Option<Duration> {
+    let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
+    match error {
+        GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout => Some(backoff),
+        GatewayError::Upstream(toolbridge_providers::Error::Upstream(e)) => match e.status {
+            429 if e.code == "insufficient_quota" => None,
+            429 | 500..=599 => Some(
+                e.retry_after
+                    .as_deref()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs)
+                    .unwrap_or(backoff),
+            ),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -176,7 +176,21 @@ provider = "ds"
 
 #[tokio::test]
 async fn upstream_errors_are_mapped_faithfully() {
-    let h = Harness::with_preset("generic").await;
+    // No retries: each scripted answer is the one the client sees.
+    let h = Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.up]
+base_url = "{url}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "up"
+"#
+        )
+    })
+    .await;
     let error =
         |msg: &str, code: &str| json!({"error": {"message": msg, "type": "x", "code": code}});
     let cases = [
@@ -387,4 +401,108 @@ async fn every_response_carries_a_request_id() {
     let response = h.post(&json!({"input": "x"})).await;
     let id = response.headers()["x-request-id"].to_str().unwrap();
     assert!(id.starts_with("req_"), "{id}");
+}
+
+fn two_providers(primary_retries: u32) -> impl FnOnce(&str) -> String {
+    move |url| {
+        format!(
+            r#"
+[providers.primary]
+base_url = "{url}"
+max_retries = {primary_retries}
+
+[providers.backup]
+base_url = "{url}"
+preset = "deepseek"
+
+[[routes]]
+model = "smart"
+provider = "primary"
+upstream_model = "primary-model"
+fallbacks = [{{ provider = "backup", upstream_model = "backup-model" }}]
+"#
+        )
+    }
+}
+
+#[tokio::test]
+async fn server_errors_and_rate_limits_are_retried_before_the_answer_starts() {
+    let h = Harness::with_toml(two_providers(2)).await;
+    let busy = || Reply::error(503, json!({"error": {"message": "busy"}}));
+    h.upstream.push(busy());
+    h.upstream.push(Reply::Json {
+        status: 429,
+        body: json!({"error": {"message": "slow down", "code": "rate_limit_exceeded"}}),
+        headers: vec![("retry-after".into(), "1".into())],
+    });
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "third time",
+            "stop",
+        )));
+    let started = std::time::Instant::now();
+    let (status, body) = h.post_json(&json!({"model": "smart", "input": "x"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["content"][0]["text"], "third time");
+    let models: Vec<Value> = h
+        .upstream
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(models, ["primary-model", "primary-model", "primary-model"]);
+    // The 429's Retry-After was honoured (this is a lower bound, not a timing assertion).
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_failing_provider_falls_back_along_the_route_and_says_so() {
+    let h = Harness::with_toml(two_providers(0)).await;
+    h.upstream.push(Reply::error(
+        500,
+        json!({"error": {"message": "primary down"}}),
+    ));
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "from backup",
+            "stop",
+        )));
+    let response = h
+        .post(&json!({"model": "smart", "input": "x", "instructions": "be brief"}))
+        .await;
+    assert_eq!(response.status(), 200);
+    let header = response.headers()["x-toolbridge-diagnostics"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["output"][0]["content"][0]["text"], "from backup");
+    assert_eq!(body["model"], "smart");
+    assert!(header.contains("upstream_fallback:model"), "{header}");
+    let requests = h.upstream.requests();
+    assert_eq!(requests[0].body["model"], "primary-model");
+    assert_eq!(requests[1].body["model"], "backup-model");
+    // The backup got a request translated for its own profile (DeepSeek: no developer role).
+    assert_eq!(requests[1].body["messages"][0]["role"], "system");
+
+    // A client error is not a reason to fall back.
+    h.upstream
+        .push(Reply::error(400, json!({"error": {"message": "bad"}})));
+    let (status, body) = h.post_json(&json!({"model": "smart", "input": "x"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(h.upstream.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_budget_goes_back_to_the_client() {
+    let h = Harness::with_preset("generic").await;
+    h.upstream.push(Reply::Json {
+        status: 429,
+        body: json!({"error": {"message": "come back later", "code": "rate_limit_exceeded"}}),
+        headers: vec![("retry-after".into(), "120".into())],
+    });
+    let response = h.post(&json!({"model": "m", "input": "x"})).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "120");
+    assert_eq!(h.upstream.requests().len(), 1);
 }

@@ -424,7 +424,7 @@ async fn an_error_inside_the_stream_becomes_response_failed_without_completing_t
     );
     let last = &events.last().unwrap().data;
     assert_eq!(last["type"], "response.failed");
-    assert_eq!(last["response"]["error"]["code"], "upstream_error");
+    assert_eq!(last["response"]["error"]["code"], "server_error");
     assert!(
         last["response"]["error"]["message"]
             .as_str()

@@ -49,21 +49,80 @@ pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> Upstr
     }
 }
 
-/// Maps an error object sent inside a stream.
+/// Maps an error object sent inside a stream (or inside a 200 body). The code is one a
+/// Responses client acts on: `rate_limit_exceeded` (retry later), `context_length_exceeded`
+/// (do not retry), or `server_error` (retry).
 pub fn from_stream_error(error: &Value) -> UpstreamError {
     let message = error
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| quote(error.to_string().as_bytes()));
+    let code = match error.get("code") {
+        Some(Value::String(s)) => s.to_ascii_lowercase(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let kind = error
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let lower = message.to_ascii_lowercase();
+    let (status, code, kind) = if code.contains("rate_limit")
+        || code == "429"
+        || kind.contains("rate_limit")
+        || lower.contains("rate limit")
+    {
+        (429, "rate_limit_exceeded", "rate_limit_error")
+    } else if code.contains("context_length")
+        || lower.contains("context length")
+        || lower.contains("context window")
+    {
+        (400, "context_length_exceeded", "invalid_request_error")
+    } else {
+        (502, "server_error", "server_error")
+    };
     UpstreamError {
-        status: 502,
-        code: "upstream_error".to_owned(),
-        kind: "server_error".to_owned(),
+        status,
+        code: code.to_owned(),
+        kind: kind.to_owned(),
         message: format!("the upstream provider failed mid-stream: {message}"),
         param: None,
         retry_after: None,
     }
+}
+
+/// MiniMax's `base_resp` with a non-zero `status_code`, in a whole answer or a stream chunk.
+pub fn base_resp_error(extra: &serde_json::Map<String, Value>) -> Option<UpstreamError> {
+    let base = extra.get("base_resp")?;
+    let status = base.get("status_code").and_then(Value::as_i64)?;
+    if status == 0 {
+        return None;
+    }
+    let message = base
+        .get("status_msg")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown error");
+    let (http, code, kind) = match status {
+        1002 => (429, "rate_limit_exceeded", "rate_limit_error"),
+        1004 => (401, "upstream_unauthorized", "authentication_error"),
+        1008 => (429, "insufficient_quota", "insufficient_quota"),
+        1039 => (400, "context_length_exceeded", "invalid_request_error"),
+        2013 => (400, "upstream_bad_request", "invalid_request_error"),
+        _ => (502, "server_error", "server_error"),
+    };
+    Some(UpstreamError {
+        status: http,
+        code: code.to_owned(),
+        kind: kind.to_owned(),
+        message: format!(
+            "the upstream provider reported error {status}: {}",
+            clip(message.to_owned())
+        ),
+        param: None,
+        retry_after: None,
+    })
 }
 
 /// The upstream's message and code from the shapes providers use:
@@ -130,32 +189,5 @@ pub fn in_body(response: &toolbridge_wire::chat::ChatResponse) -> Option<Upstrea
         e.message = e.message.replace("failed mid-stream", "reported an error");
         return Some(e);
     }
-    let base = response.extra.get("base_resp")?;
-    let status = base.get("status_code").and_then(Value::as_i64)?;
-    if status == 0 {
-        return None;
-    }
-    let message = base
-        .get("status_msg")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown error");
-    let (http, code, kind) = match status {
-        1002 => (429, "rate_limit_exceeded", "rate_limit_error"),
-        1004 => (401, "upstream_unauthorized", "authentication_error"),
-        1008 => (429, "insufficient_quota", "insufficient_quota"),
-        1039 => (400, "context_length_exceeded", "invalid_request_error"),
-        2013 => (400, "upstream_bad_request", "invalid_request_error"),
-        _ => (502, "upstream_error", "server_error"),
-    };
-    Some(UpstreamError {
-        status: http,
-        code: code.to_owned(),
-        kind: kind.to_owned(),
-        message: format!(
-            "the upstream provider reported error {status}: {}",
-            clip(message.to_owned())
-        ),
-        param: None,
-        retry_after: None,
-    })
+    base_resp_error(&response.extra)
 }

@@ -22,7 +22,7 @@ pub(crate) fn finish_reason(profile: &Profile, reason: &str) -> (FinishReason, b
         Some(FinishKind::ContextLength) => (FinishReason::ContextLength, true),
         Some(FinishKind::Error) => (
             FinishReason::Error {
-                code: "upstream_error".to_owned(),
+                code: "server_error".to_owned(),
                 message: format!("the upstream stopped with finish reason `{reason}`"),
             },
             true,

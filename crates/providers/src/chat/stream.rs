@@ -75,8 +75,11 @@ impl ChunkDecoder {
                 return Ok(Flow::Continue);
             }
         };
-        if let Some(error) = chunk.extra.get("error") {
+        if let Some(error) = chunk.extra.get("error").filter(|e| !e.is_null()) {
             return Err(Error::Upstream(Box::new(errors::from_stream_error(error))));
+        }
+        if let Some(error) = errors::base_resp_error(&chunk.extra) {
+            return Err(Error::Upstream(Box::new(error)));
         }
         decode_chunk(profile, chunk, self.think.as_mut(), out, diagnostics);
         Ok(Flow::Continue)
