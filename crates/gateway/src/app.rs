@@ -10,6 +10,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::watch;
+use tower_http::decompression::RequestDecompressionLayer;
 
 use crate::config::Config;
 use crate::error::GatewayError;
@@ -60,12 +61,33 @@ pub fn app(state: AppState) -> Router {
         .route("/responses", post(responses::create))
         .route("/models", get(models::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
+    // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).
     Router::new()
         .nest("/v1", api)
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(RequestDecompressionLayer::new())
+        .layer(middleware::from_fn(known_encoding))
         .with_state(state)
+}
+
+/// Request body encodings the gateway decodes.
+const ENCODINGS: &[&str] = &["gzip", "x-gzip", "br", "zstd", "deflate", "identity"];
+
+async fn known_encoding(request: Request, next: Next) -> Response {
+    let unknown = request
+        .headers()
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(|e| e.trim().to_ascii_lowercase())
+        .find(|e| !e.is_empty() && !ENCODINGS.contains(&e.as_str()));
+    match unknown {
+        Some(encoding) => GatewayError::UnsupportedEncoding(encoding).into_response(),
+        None => next.run(request).await,
+    }
 }
 
 async fn healthz() -> &'static str {

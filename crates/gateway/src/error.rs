@@ -51,6 +51,8 @@ pub enum GatewayError {
     BodyUnreadable(String),
     #[error("the request must be `application/json`")]
     UnsupportedMediaType,
+    #[error("the request body's Content-Encoding `{0}` is not supported (gzip, br, zstd, deflate)")]
+    UnsupportedEncoding(String),
     #[error("the upstream provider could not be reached: {0}")]
     UpstreamUnreachable(String),
     #[error("the upstream provider did not answer in time")]
@@ -70,6 +72,7 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => "request_too_large",
             Self::BodyUnreadable(_) => "invalid_body",
             Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::UnsupportedEncoding(_) => "unsupported_content_encoding",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamTimeout => "upstream_timeout",
             Self::RouteNotFound(_) => "not_found",
@@ -84,7 +87,7 @@ impl GatewayError {
             Self::ModelNotFound { .. } | Self::RouteNotFound(_) => 404,
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
-            Self::UnsupportedMediaType => 415,
+            Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
             Self::UpstreamUnreachable(_) => 502,
             Self::UpstreamTimeout => 504,
         };
@@ -103,6 +106,7 @@ impl GatewayError {
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)
                     | Self::UnsupportedMediaType
+                    | Self::UnsupportedEncoding(_)
                     | Self::RouteNotFound(_) => ("invalid_request_error", None),
                     _ => ("server_error", None),
                 };

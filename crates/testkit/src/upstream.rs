@@ -94,6 +94,30 @@ struct Inner {
     fallback: Option<Reply>,
     requests: Vec<Recorded>,
     gate: Option<Gate>,
+    /// Streamed replies whose body was dropped before its last piece (the client went away).
+    abandoned: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a streamed reply as abandoned when it is dropped before it finished.
+struct Finish {
+    done: bool,
+    abandoned: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Finish {
+    /// The reply was sent to its end.
+    fn complete(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.done {
+            self.abandoned
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 /// The fake upstream server; it stops when dropped.
@@ -143,6 +167,14 @@ impl FakeUpstream {
         self.lock().requests.clone()
     }
 
+    /// How many streamed replies lost their reader before their last piece: the peer closed
+    /// the connection.
+    pub fn abandoned_streams(&self) -> usize {
+        self.lock()
+            .abandoned
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The body of the last request.
     pub fn last_body(&self) -> Value {
         self.lock()
@@ -176,13 +208,14 @@ async fn handle(
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
-    let reply = {
+    let (reply, abandoned) = {
         let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.requests.push(recorded.clone());
         let gated = inner.gate.as_ref().and_then(|g| g(&recorded));
-        gated
+        let reply = gated
             .or_else(|| inner.script.pop_front())
-            .or_else(|| inner.fallback.clone())
+            .or_else(|| inner.fallback.clone());
+        (reply, inner.abandoned.clone())
     };
     match reply {
         None => (
@@ -222,15 +255,21 @@ async fn handle(
         )
             .into_response(),
         Some(Reply::Stream { pieces, pause }) => {
-            let body = stream::unfold(pieces.into_iter(), move |mut it| async move {
-                let piece = it.next()?;
+            let finish = Finish {
+                done: false,
+                abandoned,
+            };
+            let state = (pieces.into_iter(), finish);
+            let body = stream::unfold(state, move |(mut it, finish)| async move {
+                let Some(piece) = it.next() else {
+                    finish.complete();
+                    return None;
+                };
                 if !pause.is_zero() {
                     tokio::time::sleep(pause).await;
                 }
-                Some((
-                    Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece)),
-                    it,
-                ))
+                let chunk = Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece));
+                Some((chunk, (it, finish)))
             });
             (
                 StatusCode::OK,

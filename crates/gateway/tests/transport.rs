@@ -1,0 +1,155 @@
+//! Ring 2: transport. Compressed request bodies (and bombs), unknown encodings, keep-alive
+//! comments during upstream silence, and a client disconnect reaching the upstream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::Harness;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use toolbridge_testkit::Reply;
+use toolbridge_testkit::chat::{chunk, completion};
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(data).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn brotli(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut writer = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+        writer.write_all(data).unwrap();
+    }
+    out
+}
+
+async fn post_encoded(h: &Harness, encoding: &str, body: Vec<u8>) -> (u16, Value) {
+    let response = h
+        .client
+        .post(h.url("/v1/responses"))
+        .header("content-type", "application/json")
+        .header("content-encoding", encoding)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn compressed_request_bodies_are_decoded() {
+    let h = Harness::with_preset("generic").await;
+    let request = serde_json::to_vec(&json!({"model": "m", "input": "compressed hello"})).unwrap();
+    let bodies = [
+        ("gzip", gzip(&request)),
+        ("br", brotli(&request)),
+        ("zstd", zstd::encode_all(request.as_slice(), 3).unwrap()),
+    ];
+    for (encoding, body) in bodies {
+        h.upstream.push(Reply::json(completion("ok", "stop")));
+        let (status, answer) = post_encoded(&h, encoding, body).await;
+        assert_eq!(status, 200, "{encoding}: {answer}");
+        assert_eq!(
+            h.upstream.last_body()["messages"][0]["content"],
+            "compressed hello"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_compression_bomb_is_a_413_and_an_unknown_encoding_a_415() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            "body_limit_bytes = 65536\n[providers.up]\nbase_url = \"{url}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        )
+    })
+    .await;
+    // 32 MiB of spaces inside valid JSON compress to a few tens of KB.
+    let mut bomb = br#"{"model": "m", "input": "x""#.to_vec();
+    bomb.extend(std::iter::repeat_n(b' ', 32 * 1024 * 1024));
+    bomb.push(b'}');
+    let compressed = gzip(&bomb);
+    assert!(
+        compressed.len() < 65536,
+        "the compressed bomb fits under the limit"
+    );
+    let (status, body) = post_encoded(&h, "gzip", compressed).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "request_too_large");
+
+    let (status, body) = post_encoded(&h, "snappy", b"{}".to_vec()).await;
+    assert_eq!(status, 415);
+    assert_eq!(body["error"]["code"], "unsupported_content_encoding");
+    assert!(h.upstream.requests().is_empty());
+}
+
+#[tokio::test]
+async fn long_upstream_silences_get_keep_alive_comments() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            "keepalive_secs = 1\n[providers.up]\nbase_url = \"{url}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        )
+    })
+    .await;
+    h.upstream.push(Reply::Stream {
+        pieces: vec![
+            format!("data: {}\n\n", chunk(json!({"content": "slow"}), None)),
+            format!("data: {}\n\n", chunk(json!({}), Some("stop"))),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+        pause: Duration::from_millis(2300),
+    });
+    let response = h
+        .post(&json!({"model": "m", "input": "x", "stream": true}))
+        .await;
+    let text = response.text().await.unwrap();
+    assert!(text.contains(": keep-alive\n\n"), "{text}");
+    // Comments do not disturb the event stream.
+    let events = toolbridge_testkit::sse::parse(&text);
+    common::check_stream(&events, h.schema.as_ref());
+    assert_eq!(events.last().unwrap().data["type"], "response.completed");
+}
+
+#[tokio::test]
+async fn a_client_disconnect_closes_the_upstream_stream() {
+    let h = Harness::with_preset("generic").await;
+    let mut pieces = vec![format!(
+        "data: {}\n\n",
+        chunk(json!({"content": "first"}), None)
+    )];
+    for _ in 0..50 {
+        pieces.push(format!(
+            "data: {}\n\n",
+            chunk(json!({"content": "."}), None)
+        ));
+    }
+    h.upstream.push(Reply::Stream {
+        pieces,
+        pause: Duration::from_millis(100),
+    });
+    let response = h
+        .post(&json!({"model": "m", "input": "x", "stream": true}))
+        .await;
+    let mut body = response.bytes_stream();
+    let first = body.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(body);
+    // The upstream notices within a few pieces, not after the whole stream (5 s).
+    let mut waited = Duration::ZERO;
+    while h.upstream.abandoned_streams() == 0 && waited < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
+    assert_eq!(
+        h.upstream.abandoned_streams(),
+        1,
+        "the upstream connection stayed open"
+    );
+}
