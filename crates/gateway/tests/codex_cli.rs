@@ -65,6 +65,18 @@ fn refusal(provider: Provider, body: &Value) -> Option<Reply> {
             ),
         });
     }
+    // DeepSeek in thinking mode: a tool-call turn's reasoning must come back.
+    if matches!(provider, Provider::DeepSeek)
+        && messages.iter().any(|m| {
+            m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+                && m["reasoning_content"].as_str().is_none_or(str::is_empty)
+        })
+    {
+        return Some(Reply::error(
+            400,
+            json!({"error": {"message": "The `reasoning_content` in the thinking mode must be passed back to the API.", "type": "invalid_request_error"}}),
+        ));
+    }
     for tool in body["tools"].as_array().into_iter().flatten() {
         if tool["type"] != "function" {
             return Some(Reply::error(
@@ -121,6 +133,10 @@ fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
             chunk(json!({}), Some("tool_calls")),
         ],
         1 => vec![
+            chunk(
+                json!({"role": "assistant", "reasoning_content": "Now write the file."}),
+                None,
+            ),
             call(
                 "call_patch_2",
                 "apply_patch",
@@ -155,7 +171,12 @@ async fn start_gateway(upstream: &FakeUpstream, preset: &str) -> GatewayProcess 
     .await
 }
 
-async fn run_codex(codex: &Path, gateway: &GatewayProcess, scratch: &Path) -> (String, String) {
+async fn run_codex(
+    codex: &Path,
+    gateway: &GatewayProcess,
+    scratch: &Path,
+    stream_retries: u32,
+) -> (String, String) {
     let home = scratch.join("home");
     let codex_home = scratch.join("codex-home");
     let work = scratch.join("work");
@@ -182,7 +203,7 @@ base_url = "{}"
 wire_api = "responses"
 env_key = "GATEWAY_API_KEY"
 request_max_retries = 0
-stream_max_retries = 0
+stream_max_retries = {stream_retries}
 "#,
             gateway.url("/v1")
         ),
@@ -231,20 +252,81 @@ stream_max_retries = 0
     (file, last_message)
 }
 
-async fn scenario(provider: Provider, preset: &str) {
+/// Troubles the fake upstream causes along the way.
+#[derive(Clone, Copy, PartialEq)]
+enum Trouble {
+    None,
+    /// The first request gets a 429 with `Retry-After: 1` (the gateway retries it), and the first
+    /// attempt at the second turn breaks mid-stream (Codex retries the turn).
+    RateLimitAndDrop,
+}
+
+async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
     let Some(codex) = codex_binary() else { return };
     let upstream = FakeUpstream::start().await;
-    upstream.set_gate(Arc::new(move |r: &Recorded| script(provider, r)));
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    upstream.set_gate(Arc::new(move |r: &Recorded| {
+        let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if trouble == Trouble::RateLimitAndDrop {
+            if n == 0 {
+                return Some(Reply::Json {
+                    status: 429,
+                    body: json!({"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}),
+                    headers: vec![("retry-after".to_owned(), "1".to_owned())],
+                });
+            }
+            let tool_results = r.body["messages"]
+                .as_array()
+                .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+                .unwrap_or(0);
+            if tool_results == 1 && !dropped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Some(Reply::StreamThenReset {
+                    pieces: vec![
+                        format!("data: {}\n\n", chunk(json!({"role": "assistant", "content": "Writing the fi"}), None)),
+                        format!("data: {}\n\n", chunk(json!({"tool_calls": [{"index": 0, "id": "call_lost", "type": "function", "function": {"name": "apply_patch", "arguments": "{\"inp"}}]}), None)),
+                    ],
+                });
+            }
+        }
+        script(provider, r)
+    }));
     let gateway = start_gateway(&upstream, preset).await;
-    let scratch =
-        std::env::temp_dir().join(format!("toolbridge-codex-{preset}-{}", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!(
+        "toolbridge-codex-{preset}-{}-{}",
+        std::process::id(),
+        trouble as u8
+    ));
     let _ = std::fs::remove_dir_all(&scratch);
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch).await;
+    let stream_retries = if trouble == Trouble::None { 0 } else { 2 };
+    let (file, last_message) = run_codex(&codex, &gateway, &scratch, stream_retries).await;
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
 
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 3, "one upstream call per model turn");
+    let all = upstream.requests();
+    let expected = if trouble == Trouble::None { 3 } else { 5 };
+    assert_eq!(all.len(), expected, "upstream calls");
+    // The turns that were answered in full: the last request with 0, 1 and 2 tool results.
+    let with_results = |n: usize| {
+        all.iter()
+            .rev()
+            .find(|r| {
+                r.body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|m| m["role"] == "tool")
+                    .count()
+                    == n
+            })
+            .unwrap()
+            .clone()
+    };
+    let requests = [with_results(0), with_results(1), with_results(2)];
+    if trouble == Trouble::RateLimitAndDrop {
+        // The broken attempt's partial call never reached Codex: nothing carries `call_lost`.
+        assert!(!requests[2].body.to_string().contains("call_lost"));
+    }
     for r in &requests {
         assert!(
             r.body["messages"]
@@ -305,10 +387,15 @@ async fn scenario(provider: Provider, preset: &str) {
 
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_glm_like_provider() {
-    scenario(Provider::Glm, "glm").await;
+    scenario(Provider::Glm, "glm", Trouble::None).await;
 }
 
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider() {
-    scenario(Provider::DeepSeek, "deepseek").await;
+    scenario(Provider::DeepSeek, "deepseek", Trouble::None).await;
+}
+
+#[tokio::test]
+async fn codex_gets_through_a_rate_limit_and_a_dropped_stream() {
+    scenario(Provider::DeepSeek, "deepseek", Trouble::RateLimitAndDrop).await;
 }

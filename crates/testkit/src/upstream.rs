@@ -29,6 +29,9 @@ pub enum Reply {
         pieces: Vec<String>,
         pause: Duration,
     },
+    /// An SSE body whose connection breaks after these pieces (the body fails mid-way, so the
+    /// reader sees an aborted transfer, not a clean end).
+    StreamThenReset { pieces: Vec<String> },
     /// Any body.
     Raw {
         status: u16,
@@ -254,6 +257,20 @@ async fn handle(
             body,
         )
             .into_response(),
+        Some(Reply::StreamThenReset { pieces }) => {
+            let mut parts: Vec<Result<Bytes, std::io::Error>> =
+                pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();
+            parts.push(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "fake upstream: connection dropped",
+            )));
+            (
+                StatusCode::OK,
+                [("content-type", "text/event-stream")],
+                Body::from_stream(stream::iter(parts)),
+            )
+                .into_response()
+        }
         Some(Reply::Stream { pieces, pause }) => {
             let finish = Finish {
                 done: false,
