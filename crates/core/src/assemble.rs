@@ -207,6 +207,52 @@ impl Assembler {
         &self.response.id
     }
 
+    /// True while the upstream has reported no usage.
+    pub fn needs_usage(&self) -> bool {
+        self.usage.is_none()
+    }
+
+    /// Everything the model produced so far, as text (answers, reasoning, call names and
+    /// arguments), for estimating output tokens.
+    pub fn produced_text(&self) -> String {
+        let mut text = String::new();
+        for item in self.slots.iter().flatten() {
+            match item {
+                OutputItem::Message(m) => {
+                    for part in &m.content {
+                        match part {
+                            OutputContent::OutputText { text: t, .. } => text.push_str(t),
+                            OutputContent::Refusal { refusal } => text.push_str(refusal),
+                        }
+                    }
+                }
+                OutputItem::Reasoning(r) => {
+                    for c in r.content.iter().flatten() {
+                        text.push_str(&c.text);
+                    }
+                    for s in &r.summary {
+                        text.push_str(&s.text);
+                    }
+                }
+                other => text.push_str(&serde_json::to_string(other).unwrap_or_default()),
+            }
+        }
+        match &self.current {
+            Open::None => {}
+            Open::Reasoning { text: t, .. } => text.push_str(t),
+            Open::Message { parts, .. } => {
+                for p in parts {
+                    text.push_str(&p.text);
+                }
+            }
+        }
+        for call in &self.calls {
+            text.push_str(call.name.as_deref().unwrap_or_default());
+            text.push_str(&call.arguments);
+        }
+        text
+    }
+
     /// Records a decision made after the request went upstream.
     pub fn add_diagnostic(&mut self, diagnostic: Diagnostic) {
         self.response.toolbridge_diagnostics.push(diagnostic);

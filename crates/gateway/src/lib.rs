@@ -16,6 +16,7 @@ pub mod seal;
 pub mod serve;
 pub mod time;
 pub mod upstream;
+pub mod usage;
 
 pub use app::{AppState, app};
 pub use config::Config;

@@ -157,7 +157,13 @@ async fn handle(
             stream = canonical.stream,
             "forwarding"
         );
-        let upstream = match state.upstreams.send_chat(provider, &chat).await {
+        // Kept (shared, not copied) for a usage estimate should the upstream report none.
+        let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
+        let upstream = match state
+            .upstreams
+            .send_chat(provider, &payload, chat.stream)
+            .await
+        {
             Ok(upstream) => upstream,
             Err(e) if e.allows_fallback() && i + 1 < targets.len() => {
                 tracing::warn!(
@@ -212,10 +218,11 @@ async fn handle(
                     deadline: tokio::time::Instant::now() + provider.stream_timeout,
                     shutdown: state.shutdown.clone(),
                 },
+                payload,
                 request_id,
             )
         } else {
-            sync_response(upstream, assembler, &profile).await?
+            sync_response(upstream, assembler, &profile, &payload).await?
         };
         if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
             response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -263,6 +270,7 @@ async fn sync_response(
     upstream: reqwest::Response,
     mut assembler: Assembler,
     profile: &Profile,
+    payload: &[u8],
 ) -> Result<Response, GatewayError> {
     let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
     let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
@@ -285,6 +293,7 @@ async fn sync_response(
         assembler.on_event(event, &mut sink);
         sink.clear();
     }
+    estimate_missing_usage(&mut assembler, payload, &mut sink);
     let response = assembler.finish(time::now(), &mut sink);
     let body = serde_json::to_vec(&response).unwrap_or_default();
     Ok((
@@ -321,6 +330,8 @@ struct Pump {
     profile: Profile,
     assembler: Option<Assembler>,
     limits: PumpLimits,
+    /// The request as sent upstream, for a usage estimate.
+    payload: Bytes,
     pending: Vec<UpstreamEvent>,
     diagnostics: Vec<Diagnostic>,
     request_id: String,
@@ -402,6 +413,7 @@ impl Pump {
             for ev in self.pending.drain(..) {
                 assembler.on_event(ev, &mut out);
             }
+            estimate_missing_usage(&mut assembler, &self.payload, &mut out);
             let response = assembler.finish(time::now(), &mut out);
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
@@ -419,6 +431,20 @@ impl Pump {
         }
         frames(&out)
     }
+}
+
+/// Gives a response an estimated usage (marked as such) when the upstream reported none.
+fn estimate_missing_usage(assembler: &mut Assembler, payload: &[u8], out: &mut Vec<StreamEvent>) {
+    if !assembler.needs_usage() {
+        return;
+    }
+    let usage = crate::usage::estimate(payload, &assembler.produced_text());
+    assembler.on_event(UpstreamEvent::Usage(usage), out);
+    assembler.add_diagnostic(toolbridge_core::diagnostics::diag(
+        toolbridge_core::diagnostics::USAGE_ESTIMATED,
+        Some("usage"),
+        "the upstream reported no token usage; the counts are o200k estimates",
+    ));
 }
 
 fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
@@ -470,6 +496,7 @@ fn stream_response(
     mut assembler: Assembler,
     profile: Profile,
     limits: PumpLimits,
+    payload: Bytes,
     request_id: &str,
 ) -> Response {
     let mut start = Vec::new();
@@ -480,6 +507,7 @@ fn stream_response(
         profile,
         assembler: Some(assembler),
         limits,
+        payload,
         pending: Vec::new(),
         diagnostics: Vec::new(),
         request_id: request_id.to_owned(),

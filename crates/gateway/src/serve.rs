@@ -19,6 +19,8 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
+    // The tokenizer for usage estimates takes a moment to load: do it off the request path.
+    tokio::task::spawn_blocking(crate::usage::warm_up);
     let (state, force) = AppState::new(config).map_err(std::io::Error::other)?;
     let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
     let signal = async move {

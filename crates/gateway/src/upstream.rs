@@ -7,7 +7,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use toolbridge_providers::chat::errors;
-use toolbridge_wire::chat::ChatRequest;
 
 use crate::config::{Config, Provider};
 use crate::error::GatewayError;
@@ -50,19 +49,17 @@ impl Upstreams {
     pub async fn send_chat(
         &self,
         provider: &Provider,
-        body: &ChatRequest,
+        payload: &Bytes,
+        stream: bool,
     ) -> Result<reqwest::Response, GatewayError> {
         let client = self.clients.get(&provider.name).ok_or_else(|| {
             GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
         })?;
-        let payload = bytes::Bytes::from(serde_json::to_vec(body).map_err(|e| {
-            GatewayError::UpstreamUnreachable(format!("cannot encode request: {e}"))
-        })?);
         let mut waited = Duration::ZERO;
         let mut attempt = 0u32;
         loop {
             let result = self
-                .send_once(client, provider, body.stream, payload.clone())
+                .send_once(client, provider, stream, payload.clone())
                 .await;
             let error = match result {
                 Ok(response) => return Ok(response),

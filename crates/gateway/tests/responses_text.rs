@@ -383,7 +383,17 @@ async fn stream_without_done_marker_still_completes() {
     let last = &events.last().unwrap().data;
     assert_eq!(last["type"], "response.completed");
     assert_eq!(last["response"]["output"][0]["content"][0]["text"], "fine");
-    assert_eq!(last["response"]["usage"], Value::Null);
+    // No usage from the upstream: an o200k estimate, said to be one.
+    let usage = &last["response"]["usage"];
+    assert_eq!(usage["output_tokens"], 1, "\"fine\" is one token");
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        last["response"]["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "usage_estimated")
+    );
 }
 
 #[tokio::test]

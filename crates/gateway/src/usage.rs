@@ -1,0 +1,98 @@
+//! Token usage estimates, for upstreams that report none.
+//!
+//! Codex only compacts its context when it sees non-zero token totals, so a response without
+//! usage is worse than one with an honest estimate. The estimate counts the o200k tokens of the
+//! request's message texts, tool calls and tool declarations (plus OpenAI's few tokens of framing
+//! per message) and of everything the model produced; the response says it is an estimate with a
+//! `usage_estimated` diagnostic.
+
+use std::sync::OnceLock;
+
+use tiktoken_rs::CoreBPE;
+use toolbridge_wire::chat::ChatRequest;
+use toolbridge_wire::responses::{InputTokensDetails, OutputTokensDetails, Usage};
+
+/// Framing tokens per chat message, as OpenAI counts them.
+const PER_MESSAGE: u64 = 3;
+
+fn tokenizer() -> Option<&'static CoreBPE> {
+    static BPE: OnceLock<Option<CoreBPE>> = OnceLock::new();
+    BPE.get_or_init(|| tiktoken_rs::o200k_base().ok()).as_ref()
+}
+
+/// Loads the tokenizer ahead of the first estimate (it takes a moment); call off the runtime.
+pub fn warm_up() {
+    let _ = tokenizer();
+}
+
+fn count(text: &str) -> u64 {
+    match tokenizer() {
+        Some(bpe) => bpe.encode_ordinary(text).len() as u64,
+        // Without the tokenizer, the usual rule of thumb.
+        None => (text.len() as u64).div_ceil(4),
+    }
+}
+
+/// Estimated usage for a request (as sent upstream, JSON) and the model's output text.
+pub fn estimate(request_json: &[u8], output: &str) -> Usage {
+    let input = match serde_json::from_slice::<ChatRequest>(request_json) {
+        Ok(request) => input_tokens(&request),
+        Err(_) => count(&String::from_utf8_lossy(request_json)),
+    };
+    let output = count(output);
+    Usage {
+        input_tokens: input,
+        input_tokens_details: InputTokensDetails::default(),
+        output_tokens: output,
+        output_tokens_details: OutputTokensDetails::default(),
+        total_tokens: input + output,
+    }
+}
+
+fn input_tokens(request: &ChatRequest) -> u64 {
+    let mut total = 0;
+    for message in &request.messages {
+        total += PER_MESSAGE;
+        match &message.content {
+            Some(serde_json::Value::String(text)) => total += count(text),
+            Some(serde_json::Value::Array(parts)) => {
+                for part in parts {
+                    if let Some(text) = part.get("text").and_then(serde_json::Value::as_str) {
+                        total += count(text);
+                    }
+                }
+            }
+            _ => {}
+        }
+        for call in message.tool_calls.iter().flatten() {
+            total += count(&call.function.name) + count(&call.function.arguments);
+        }
+        if let Some(reasoning) = &message.reasoning_content {
+            total += count(reasoning);
+        }
+    }
+    if let Some(tools) = &request.tools {
+        total += count(&serde_json::to_string(tools).unwrap_or_default());
+    }
+    total + PER_MESSAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_o200k_tokens() {
+        // "hello world" is two o200k tokens.
+        assert_eq!(count("hello world"), 2);
+        let request = serde_json::to_vec(&serde_json::json!({
+            "model": "m", "stream": false,
+            "messages": [{"role": "user", "content": "hello world"}]
+        }))
+        .unwrap();
+        let usage = estimate(&request, "hello world");
+        assert_eq!(usage.input_tokens, 2 + 2 * PER_MESSAGE);
+        assert_eq!(usage.output_tokens, 2);
+        assert_eq!(usage.total_tokens, usage.input_tokens + 2);
+    }
+}
