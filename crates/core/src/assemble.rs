@@ -21,7 +21,7 @@ use toolbridge_wire::responses::{
 };
 
 use crate::contract::OutputContract;
-use crate::diagnostics::{CHUNK_SKIPPED, REASONING_NOT_SEALED, diag};
+use crate::diagnostics::{CHUNK_SKIPPED, REASONING_NOT_SEALED, UPSTREAM_UNTERMINATED, diag};
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use crate::plan::NameMap;
 use crate::reasoning::{ReasoningDisplay, Sealer};
@@ -136,6 +136,8 @@ pub struct Assembler {
     names: Arc<NameMap>,
     reasoning_display: ReasoningDisplay,
     sealer: Option<Arc<dyn Sealer>>,
+    /// The status a message gets when it is closed.
+    message_status: &'static str,
     seq: u64,
     /// Output slots by `output_index`; `None` while the item is still open.
     slots: Vec<Option<OutputItem>>,
@@ -191,6 +193,7 @@ impl Assembler {
             names: options.names,
             reasoning_display: options.reasoning,
             sealer: options.sealer,
+            message_status: "completed",
             seq: 0,
             slots: Vec::new(),
             current: Open::None,
@@ -289,10 +292,51 @@ impl Assembler {
     /// Ends the response normally: closes every open item and emits the terminal event
     /// (`completed`, `incomplete` or `failed`, from the finish reason and the output contract).
     pub fn finish(mut self, completed_at: i64, out: &mut Vec<StreamEvent>) -> Response {
+        if matches!(
+            self.finish,
+            Some(FinishReason::Length | FinishReason::ContentFilter)
+        ) {
+            // The text was cut off: its message is incomplete, as OpenAI marks it.
+            self.message_status = "incomplete";
+        }
         self.close_current(out);
         self.close_calls(out);
         let (status, error, incomplete) = self.outcome();
         self.terminate(status, error, incomplete, completed_at, out)
+    }
+
+    /// Ends a response whose upstream stream ended with neither a finish reason nor `[DONE]`.
+    /// Some local servers end every stream that way, so text is kept (with a diagnostic); but a
+    /// tool call whose arguments are not whole JSON was cut off, and a client would run it: the
+    /// response fails instead and no call is completed.
+    pub fn finish_unterminated(
+        mut self,
+        completed_at: i64,
+        out: &mut Vec<StreamEvent>,
+    ) -> Response {
+        if self.finish.is_some() {
+            return self.finish(completed_at, out);
+        }
+        let cut_call = self.calls.iter().any(|c| {
+            let args = c.arguments.trim();
+            !args.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err()
+        });
+        if cut_call {
+            return self.fail(
+                "server_error",
+                "the upstream stream ended in the middle of a tool call".to_owned(),
+                completed_at,
+                out,
+            );
+        }
+        if self.saw_output {
+            self.add_diagnostic(diag(
+                UPSTREAM_UNTERMINATED,
+                None,
+                "the upstream stream ended without a finish reason or [DONE]; the output may be cut short",
+            ));
+        }
+        self.finish(completed_at, out)
     }
 
     /// Ends the response with a failure: open items are not completed (a client must never act on
@@ -633,14 +677,16 @@ impl Assembler {
                         });
                     }
                 }
-                // The item is announced once its name is known and either its id is known or
-                // its arguments have started: a client keys on both. Only function calls stream.
+                // The item is announced once its name and its id are known: a client keys on
+                // both, and a provider's id may come after the first arguments (they are held
+                // until then). A call that never gets an id is announced when the upstream ends,
+                // with a generated one. Only function calls stream.
                 None => {
                     new_slot = call
                         .name
                         .as_deref()
                         .is_some_and(|n| streams_as_function(&self.names, n))
-                        && (call.call_id.is_some() || !call.arguments.is_empty())
+                        && call.call_id.is_some()
                 }
             }
         }
@@ -743,7 +789,7 @@ impl Assembler {
                     .collect();
                 let item = OutputItem::Message(OutputMessage {
                     id,
-                    status: "completed".to_owned(),
+                    status: self.message_status.to_owned(),
                     role: "assistant".to_owned(),
                     content,
                 });
@@ -833,6 +879,9 @@ impl Assembler {
                     input,
                 } => {
                     let index = self.open_slot();
+                    // Announced only now, so it can carry the id prefix of its real type.
+                    let item_id = self.next_id("ctc");
+                    let call = CallState { item_id, ..call };
                     let item = CustomToolCallItem {
                         id: Some(call.item_id.clone()),
                         call_id,

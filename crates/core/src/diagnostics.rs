@@ -41,6 +41,10 @@ pub const REASONING_NOT_SEALED: &str = "reasoning_not_sealed";
 pub const UPSTREAM_FALLBACK: &str = "upstream_fallback";
 /// The upstream reported no usage; the token counts are estimates.
 pub const USAGE_ESTIMATED: &str = "usage_estimated";
+/// The upstream stream ended without a finish reason or `[DONE]`.
+pub const UPSTREAM_UNTERMINATED: &str = "upstream_unterminated";
+/// The upstream gave a finish reason toolbridge does not know; it was read as a normal stop.
+pub const UNKNOWN_FINISH_REASON: &str = "unknown_finish_reason";
 /// A tool could not go upstream and was left out of the request.
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.

@@ -376,7 +376,7 @@ impl Pump {
                     match flow {
                         Ok(Flow::Continue) if out.is_empty() => continue,
                         Ok(Flow::Continue) => return Some(frames(&out)),
-                        Ok(Flow::Done) => return Some(self.finish(out)),
+                        Ok(Flow::Done) => return Some(self.finish(out, true)),
                         Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                     }
                 }
@@ -384,7 +384,8 @@ impl Pump {
                     let (code, message) = stream_failure(&e);
                     return Some(self.fail(code, message, out));
                 }
-                Step::Item(None) => return Some(self.finish(out)),
+                // The body ended without `[DONE]`.
+                Step::Item(None) => return Some(self.finish(out, false)),
                 Step::Silence => return Some(vec![Bytes::from_static(KEEPALIVE)]),
                 Step::Deadline => {
                     return Some(
@@ -407,14 +408,19 @@ impl Pump {
         }
     }
 
-    fn finish(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
+    /// Ends the response; `done` says whether the upstream sent `[DONE]`.
+    fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
         if let Some(mut assembler) = self.assembler.take() {
             self.decoder.finish(&mut self.pending);
             for ev in self.pending.drain(..) {
                 assembler.on_event(ev, &mut out);
             }
             estimate_missing_usage(&mut assembler, &self.payload, &mut out);
-            let response = assembler.finish(time::now(), &mut out);
+            let response = if done {
+                assembler.finish(time::now(), &mut out)
+            } else {
+                assembler.finish_unterminated(time::now(), &mut out)
+            };
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
         frames(&out)
@@ -438,7 +444,12 @@ fn estimate_missing_usage(assembler: &mut Assembler, payload: &[u8], out: &mut V
     if !assembler.needs_usage() {
         return;
     }
-    let usage = crate::usage::estimate(payload, &assembler.produced_text());
+    let produced = assembler.produced_text();
+    if produced.is_empty() {
+        // Nothing was produced: the response fails, and a guess would only mislead.
+        return;
+    }
+    let usage = crate::usage::estimate(payload, &produced);
     assembler.on_event(UpstreamEvent::Usage(usage), out);
     assembler.add_diagnostic(toolbridge_core::diagnostics::diag(
         toolbridge_core::diagnostics::USAGE_ESTIMATED,

@@ -207,12 +207,14 @@ pub enum StreamError {
     TooLong,
 }
 
-/// The upstream body as a byte stream bounded to [`MAX_STREAM_BYTES`].
+/// The upstream body as a byte stream bounded to [`MAX_STREAM_BYTES`]. A blank line is added at
+/// the end, so a last event the upstream did not terminate is still dispatched by the SSE parser
+/// instead of being dropped (blank lines between events are harmless).
 pub fn bounded_bytes(
     response: reqwest::Response,
 ) -> impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static {
     let mut seen: u64 = 0;
-    response.bytes_stream().map(move |chunk| {
+    let body = response.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(|e| {
             if e.is_timeout() {
                 StreamError::Idle
@@ -225,5 +227,8 @@ pub fn bounded_bytes(
             return Err(StreamError::TooLong);
         }
         Ok(chunk)
-    })
+    });
+    body.chain(futures::stream::once(async {
+        Ok(Bytes::from_static(b"\n\n"))
+    }))
 }

@@ -35,8 +35,6 @@ use toolbridge_testkit::Reply;
 /// builds events without validation, so these do not break parsing; they are printed, not
 /// failed on. Any other validation error fails the test.
 const KNOWN_MODEL_GAPS: &[&str] = &[
-    // openai 3.x: `ResponseUsage.input_tokens_details.cache_write_tokens: int` is required.
-    "response.usage.input_tokens_details.cache_write_tokens",
     // `ResponseError.code` is a closed Literal (`server_error`, `rate_limit_exceeded`, …); the
     // gateway's own codes (`empty_upstream_response`, …) are not in it.
     "response.error.code",
@@ -45,13 +43,7 @@ const KNOWN_MODEL_GAPS: &[&str] = &[
 /// Scenarios the SDK cannot consume because of a known gateway bug: (scenario, mode, a
 /// substring of the SDK's error). The test checks the failure still happens as described, so
 /// that fixing the bug makes it fail here until the entry is removed.
-const KNOWN_SDK_FAILURES: &[(&str, &str, &str)] = &[
-    // The upstream's body ends in the middle of a call's arguments (no finish_reason, no
-    // [DONE]); the gateway completes the call with the truncated arguments `{"city":` and the
-    // response as `completed`, and the SDK's `responses.stream` helper raises parsing the
-    // arguments of the strict function tool when `response.completed` arrives.
-    ("eof_mid_tool_call", "stream", "JSONDecodeError"),
-];
+const KNOWN_SDK_FAILURES: &[(&str, &str, &str)] = &[];
 
 /// The interpreter to use, or `None` when the test should skip.
 fn python() -> Option<PathBuf> {

@@ -610,6 +610,9 @@ pub struct Usage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InputTokensDetails {
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (the OpenAI SDK expects the field).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -49,6 +49,7 @@ pub(crate) fn usage(u: &toolbridge_wire::chat::ChatUsage) -> toolbridge_wire::re
         input_tokens: u.prompt_tokens,
         input_tokens_details: InputTokensDetails {
             cached_tokens: cached,
+            cache_write_tokens: 0,
         },
         output_tokens: u.completion_tokens,
         output_tokens_details: OutputTokensDetails {

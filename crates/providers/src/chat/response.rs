@@ -1,7 +1,7 @@
 //! Decoding a non-streamed Chat Completions answer into the same events a stream produces, so
 //! both paths share one reconstruction.
 
-use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::diagnostics::{UNKNOWN_FINISH_REASON, diag};
 use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::Diagnostic;
@@ -50,7 +50,7 @@ pub fn decode(
             let (finish, known) = finish_reason(profile, &reason);
             if !known {
                 diagnostics.push(diag(
-                    CHUNK_SKIPPED,
+                    UNKNOWN_FINISH_REASON,
                     None,
                     format!("unknown finish reason `{reason}` was treated as a normal stop"),
                 ));

@@ -9,7 +9,7 @@
 //!   response with the provider's message.
 //! - Only choice 0 is read (toolbridge never asks for `n > 1`).
 
-use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UNKNOWN_FINISH_REASON, diag};
 use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
@@ -131,7 +131,7 @@ fn decode_chunk(
             let (finish, known) = finish_reason(profile, &reason);
             if !known {
                 diagnostics.push(diag(
-                    CHUNK_SKIPPED,
+                    UNKNOWN_FINISH_REASON,
                     None,
                     format!("unknown finish reason `{reason}` was treated as a normal stop"),
                 ));

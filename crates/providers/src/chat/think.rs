@@ -25,6 +25,8 @@ enum State {
 pub struct ThinkSplitter {
     state: State,
     pending: String,
+    /// Whether any reasoning text (past the blanks after `<think>`) was seen.
+    started: bool,
 }
 
 impl ThinkSplitter {
@@ -46,7 +48,8 @@ impl ThinkSplitter {
                     return;
                 }
                 if let Some(rest) = trimmed.strip_prefix(OPEN) {
-                    let rest = rest.to_owned();
+                    // The reasoning starts at its first non-blank character.
+                    let rest = rest.trim_start().to_owned();
                     self.pending.clear();
                     self.state = State::Inside;
                     self.inside(&rest, out);
@@ -60,6 +63,13 @@ impl ThinkSplitter {
     }
 
     fn inside(&mut self, delta: &str, out: &mut Vec<UpstreamEvent>) {
+        if !self.started {
+            let delta = delta.trim_start();
+            if delta.is_empty() {
+                return;
+            }
+            self.started = true;
+        }
         self.pending.push_str(delta);
         if let Some(at) = self.pending.find(CLOSE) {
             let after = self.pending[at + CLOSE.len()..].to_owned();
@@ -125,7 +135,7 @@ mod tests {
 
     #[test]
     fn a_leading_block_is_reasoning_wherever_the_chunks_split_it() {
-        let whole = "\n<think>step one</think>\n\nThe answer <think> stays text.";
+        let whole = "\n<think>\n step one</think>\n\nThe answer <think> stays text.";
         let expected = (
             "step one".to_owned(),
             "The answer <think> stays text.".to_owned(),
