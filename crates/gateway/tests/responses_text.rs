@@ -74,7 +74,7 @@ async fn sync_text_maps_request_and_fills_every_response_field() {
         body["usage"],
         json!({
             "input_tokens": 11,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": 7,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 18,

@@ -63,13 +63,16 @@ impl ThinkSplitter {
     }
 
     fn inside(&mut self, delta: &str, out: &mut Vec<UpstreamEvent>) {
-        if !self.started {
-            let delta = delta.trim_start();
-            if delta.is_empty() {
+        let delta = if self.started {
+            delta
+        } else {
+            let trimmed = delta.trim_start();
+            if trimmed.is_empty() {
                 return;
             }
             self.started = true;
-        }
+            trimmed
+        };
         self.pending.push_str(delta);
         if let Some(at) = self.pending.find(CLOSE) {
             let after = self.pending[at + CLOSE.len()..].to_owned();
