@@ -20,12 +20,13 @@ use toolbridge_wire::responses::{
     StreamEvent, SummaryPart, TextConfig, TextFormat, Usage,
 };
 
+use crate::canonical::CallKind;
 use crate::contract::OutputContract;
 use crate::diagnostics::{CHUNK_SKIPPED, REASONING_NOT_SEALED, UPSTREAM_UNTERMINATED, diag};
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use crate::plan::NameMap;
 use crate::reasoning::{ReasoningDisplay, Sealer};
-use crate::restore::{RestoredCall, function_name, restore, streams_as_function};
+use crate::restore::{function_name, restore, streams_as_function};
 
 /// Error codes of failed responses produced here.
 pub mod codes {
@@ -818,7 +819,7 @@ impl Assembler {
                 .clone()
                 .unwrap_or_else(|| format!("call_{}", call.item_id));
             match restored {
-                RestoredCall::Function {
+                CallKind::Function {
                     namespace,
                     name,
                     arguments,
@@ -873,7 +874,7 @@ impl Assembler {
                     };
                     self.done(index, OutputItem::FunctionCall(item), out);
                 }
-                RestoredCall::Custom {
+                CallKind::Custom {
                     namespace,
                     name,
                     input,
@@ -920,7 +921,7 @@ impl Assembler {
                     };
                     self.done(index, OutputItem::CustomToolCall(item), out);
                 }
-                RestoredCall::LocalShell { action } | RestoredCall::Shell { action } => {
+                CallKind::LocalShell { action } | CallKind::Shell { action } => {
                     let local = matches!(
                         self.names.identity(provider_name),
                         Some(crate::plan::Identity::LocalShell)
@@ -940,7 +941,7 @@ impl Assembler {
                     };
                     self.announce_and_finish(make("in_progress"), make("completed"), out);
                 }
-                RestoredCall::ApplyPatch { operation } => {
+                CallKind::ApplyPatch { operation } => {
                     let make = |status: &str| {
                         OutputItem::ApplyPatchCall(ApplyPatchCallItem {
                             id: Some(call.item_id.clone()),

@@ -1,5 +1,7 @@
 //! Restoration: a provider's tool call, by the name the provider saw, back into the exact
-//! Responses item the client declared the tool for.
+//! Responses item the client declared the tool for. The result is a [`CallKind`], the same
+//! vocabulary the request side reads earlier calls into: restoration and history encoding are
+//! each other's inverse.
 //!
 //! A `custom` tool's input is unwrapped from the function arguments, and from the wrappers weak
 //! models add (a JSON object with `input`/`patch`/`content`, a JSON string, a markdown fence).
@@ -10,32 +12,9 @@
 use serde_json::{Map, Value, json};
 use toolbridge_wire::responses::Diagnostic;
 
+use crate::canonical::CallKind;
 use crate::diagnostics::{CALL_NOT_RESTORED, UNDECLARED_TOOL_CALLED, diag};
 use crate::plan::{Identity, NameMap};
-
-/// A restored call, before ids are attached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RestoredCall {
-    Function {
-        namespace: Option<String>,
-        name: String,
-        arguments: String,
-    },
-    Custom {
-        namespace: Option<String>,
-        name: String,
-        input: String,
-    },
-    LocalShell {
-        action: Value,
-    },
-    Shell {
-        action: Value,
-    },
-    ApplyPatch {
-        operation: Value,
-    },
-}
 
 /// Whether a call streams as a `function_call` (its arguments can be forwarded as they come) or
 /// must be complete before its item can be announced.
@@ -59,10 +38,10 @@ pub fn restore(
     names: &NameMap,
     provider_name: &str,
     arguments: &str,
-) -> (RestoredCall, Option<Diagnostic>) {
+) -> (CallKind, Option<Diagnostic>) {
     let fallback = |requested: &str, why: String| {
         (
-            RestoredCall::Function {
+            CallKind::Function {
                 namespace: None,
                 name: requested.to_owned(),
                 arguments: arguments.to_owned(),
@@ -72,7 +51,7 @@ pub fn restore(
     };
     match names.identity(provider_name) {
         None => (
-            RestoredCall::Function {
+            CallKind::Function {
                 namespace: None,
                 name: provider_name.to_owned(),
                 arguments: arguments.to_owned(),
@@ -86,7 +65,7 @@ pub fn restore(
             )),
         ),
         Some(Identity::Function { namespace, name }) => (
-            RestoredCall::Function {
+            CallKind::Function {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 arguments: arguments.to_owned(),
@@ -94,7 +73,7 @@ pub fn restore(
             None,
         ),
         Some(Identity::Custom { namespace, name }) => (
-            RestoredCall::Custom {
+            CallKind::Custom {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 input: custom_input(arguments),
@@ -102,15 +81,15 @@ pub fn restore(
             None,
         ),
         Some(Identity::LocalShell) => match local_shell_action(arguments) {
-            Some(action) => (RestoredCall::LocalShell { action }, None),
+            Some(action) => (CallKind::LocalShell { action }, None),
             None => fallback("local_shell", not_restored("local_shell", arguments)),
         },
         Some(Identity::Shell) => match shell_action(arguments) {
-            Some(action) => (RestoredCall::Shell { action }, None),
+            Some(action) => (CallKind::Shell { action }, None),
             None => fallback("shell", not_restored("shell", arguments)),
         },
         Some(Identity::ApplyPatch) => match patch_operation(arguments) {
-            Some(operation) => (RestoredCall::ApplyPatch { operation }, None),
+            Some(operation) => (CallKind::ApplyPatch { operation }, None),
             None => fallback("apply_patch", not_restored("apply_patch", arguments)),
         },
     }

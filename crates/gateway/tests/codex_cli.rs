@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,31 +18,6 @@ use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 const FILE_CONTENT: &str = "made through toolbridge";
 const FINAL_ANSWER: &str = "Created created.txt after checking the workspace.";
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The Codex binary, or `None` (the test then skips, except on CI where it must be there).
-fn codex_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("TOOLBRIDGE_TEST_CODEX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".tools/codex/node_modules/.bin/codex"));
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty()) {
-        panic!(
-            "Codex CLI not found at {}: scripts/test installs it on CI",
-            path.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED Codex CLI test: {} is absent; run scripts/test to install it",
-        path.display()
-    );
-    None
-}
 
 /// How the fake provider refuses what the real one refuses.
 #[derive(Clone, Copy)]
@@ -262,7 +237,9 @@ enum Trouble {
 }
 
 async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
-    let Some(codex) = codex_binary() else { return };
+    let Some(codex) = toolbridge_testkit::tools::codex() else {
+        return;
+    };
     let upstream = FakeUpstream::start().await;
     let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));

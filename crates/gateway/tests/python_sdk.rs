@@ -23,37 +23,9 @@ const UPSTREAM_KEY: &str = "sk-python-sdk-test-upstream";
 const SYNC_TEXT: &str = "Hello from the fake upstream.";
 const STREAM_PIECES: [&str; 4] = ["Streaming", " through", " the", " gateway."];
 
-/// The interpreter to use, or `None` when the test should skip.
-fn python() -> Option<PathBuf> {
-    if let Some(explicit) = std::env::var_os("TOOLBRIDGE_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        // Named explicitly: it must work, so no probing and no skipping.
-        return Some(PathBuf::from(explicit));
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let usable = venv.exists()
-        && std::process::Command::new(&venv)
-            .args(["-c", "import openai"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if usable {
-        return Some(venv);
-    }
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty()) {
-        panic!(
-            "CI is set but there is no Python with the openai package: TOOLBRIDGE_TEST_PYTHON is \
-             unset and {} is missing or cannot import openai; CI must run scripts/test, which \
-             installs it",
-            venv.display()
-        );
-    }
-    None
-}
-
 #[tokio::test]
 async fn openai_python_sdk_round_trips_sync_and_streamed_responses() {
-    let Some(python) = python() else {
+    let Some(python) = toolbridge_testkit::tools::python_with_openai() else {
         eprintln!(
             "SKIPPED python SDK test: no Python with the openai package; run scripts/test to \
              install it"

@@ -45,34 +45,6 @@ const KNOWN_MODEL_GAPS: &[&str] = &[
 /// that fixing the bug makes it fail here until the entry is removed.
 const KNOWN_SDK_FAILURES: &[(&str, &str, &str)] = &[];
 
-/// The interpreter to use, or `None` when the test should skip.
-fn python() -> Option<PathBuf> {
-    if let Some(explicit) = std::env::var_os("TOOLBRIDGE_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        // Named explicitly: it must work, so no probing and no skipping.
-        return Some(PathBuf::from(explicit));
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let usable = venv.exists()
-        && std::process::Command::new(&venv)
-            .args(["-c", "import openai"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if usable {
-        return Some(venv);
-    }
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty()) {
-        panic!(
-            "CI is set but there is no Python with the openai package: TOOLBRIDGE_TEST_PYTHON is \
-             unset and {} is missing or cannot import openai; CI must run scripts/test, which \
-             installs it",
-            venv.display()
-        );
-    }
-    None
-}
-
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/streams")
 }
@@ -177,7 +149,7 @@ fn normalise_call_ids(described: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_sdk_consumes_every_recorded_stream() {
-    let Some(python) = python() else {
+    let Some(python) = toolbridge_testkit::tools::python_with_openai() else {
         eprintln!(
             "SKIPPED python SDK stream scenarios: no Python with the openai package; run \
              scripts/test to install it"

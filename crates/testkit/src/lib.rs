@@ -11,6 +11,7 @@ pub mod chat;
 pub mod process;
 pub mod schema;
 pub mod sse;
+pub mod tools;
 pub mod upstream;
 
 pub use process::GatewayProcess;

@@ -1,0 +1,67 @@
+//! The real clients ring-3 tests drive: the OpenAI Python SDK and the Codex CLI, both installed
+//! by `scripts/test`. Each finder returns `None` when the tool is absent, so the test can say it
+//! skipped; on CI (`CI` set) an absent tool is a failure, because CI installs them.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn on_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty())
+}
+
+/// A Python interpreter with the `openai` package: `$TOOLBRIDGE_TEST_PYTHON` (trusted as is),
+/// else the workspace's `.venv`.
+pub fn python_with_openai() -> Option<PathBuf> {
+    if let Some(explicit) = std::env::var_os("TOOLBRIDGE_TEST_PYTHON").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(explicit));
+    }
+    let venv = workspace_root().join(".venv/bin/python");
+    let usable = venv.exists()
+        && std::process::Command::new(&venv)
+            .args(["-c", "import openai"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if usable {
+        return Some(venv);
+    }
+    if on_ci() {
+        panic!(
+            "CI is set but there is no Python with the openai package: TOOLBRIDGE_TEST_PYTHON is \
+             unset and {} is missing or cannot import openai; CI must run scripts/test, which \
+             installs it",
+            venv.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: no Python with the openai package; run scripts/test to install it into .venv"
+    );
+    None
+}
+
+/// The Codex CLI: `$TOOLBRIDGE_TEST_CODEX`, else the copy `scripts/test` installs in `.tools/`.
+pub fn codex() -> Option<PathBuf> {
+    let path = std::env::var_os("TOOLBRIDGE_TEST_CODEX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/codex/node_modules/.bin/codex"));
+    if path.exists() {
+        return Some(path);
+    }
+    if on_ci() {
+        panic!(
+            "Codex CLI not found at {}: scripts/test installs it on CI",
+            path.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: Codex CLI test: {} is absent; run scripts/test to install it",
+        path.display()
+    );
+    None
+}
