@@ -117,8 +117,8 @@ fn default_preset() -> String {
     "generic".to_owned()
 }
 
-/// A loaded, validated configuration.
-#[derive(Debug, Clone)]
+/// A loaded, validated configuration. Its `Debug` output hides every secret.
+#[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit: usize,
@@ -132,8 +132,8 @@ pub struct Config {
     pub routes: Vec<Route>,
 }
 
-/// A resolved provider.
-#[derive(Debug, Clone)]
+/// A resolved provider. Its `Debug` output hides the API key.
+#[derive(Clone)]
 pub struct Provider {
     pub name: String,
     pub base_url: String,
@@ -147,6 +147,49 @@ pub struct Provider {
     pub stream_timeout: Duration,
     pub max_retries: u32,
     pub retry_budget: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("body_limit", &self.body_limit)
+            .field(
+                "api_keys",
+                &format_args!("[{} redacted]", self.api_keys.len()),
+            )
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("keepalive", &self.keepalive)
+            .field(
+                "reasoning_keys",
+                &format_args!("[{} redacted]", self.reasoning_keys.len()),
+            )
+            .field("providers", &self.providers)
+            .field("routes", &self.routes)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field(
+                "api_key",
+                &if self.api_key.is_some() {
+                    "[redacted]"
+                } else {
+                    "none"
+                },
+            )
+            .field("profile", &self.profile.name)
+            .field("request_timeout", &self.request_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("stream_timeout", &self.stream_timeout)
+            .field("max_retries", &self.max_retries)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Provider {
@@ -500,4 +543,24 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         max_retries: p.max_retries.unwrap_or(2),
         retry_budget: secs(p.retry_budget_secs, 15),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let env = |k: &str| match k {
+            "TOOLBRIDGE_UPSTREAM_URL" => Some("http://127.0.0.1:1/v1".to_owned()),
+            "TOOLBRIDGE_UPSTREAM_API_KEY" => Some("sk-very-secret".to_owned()),
+            "TOOLBRIDGE_API_KEYS" => Some("tb-gateway-secret".to_owned()),
+            _ => None,
+        };
+        let config = Config::from_env(&env).unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        assert!(!shown.contains("tb-gateway-secret"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+    }
 }
