@@ -17,12 +17,14 @@ use toolbridge_wire::responses::{
     ActionCallItem, ApplyPatchCallItem, CreateResponse, CustomToolCallItem, Diagnostic, EventKind,
     FunctionCallItem, IncompleteDetails, JsonSchemaFormat, OutputContent, OutputItem,
     OutputMessage, ReasoningContent, ReasoningItem, Response, ResponseError, ResponseStatus,
-    StreamEvent, SummaryPart, TextConfig, TextFormat, Usage,
+    StreamEvent, SummaryPart, TextConfig, TextFormat, Usage, WebSearchCallItem,
 };
 
 use crate::canonical::CallKind;
 use crate::contract::OutputContract;
-use crate::diagnostics::{CHUNK_SKIPPED, REASONING_NOT_SEALED, UPSTREAM_UNTERMINATED, diag};
+use crate::diagnostics::{
+    CALL_NOT_RESTORED, CHUNK_SKIPPED, REASONING_NOT_SEALED, UPSTREAM_UNTERMINATED, diag,
+};
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use crate::plan::NameMap;
 use crate::reasoning::{ReasoningDisplay, Sealer};
@@ -127,6 +129,17 @@ pub struct AssembleOptions {
     pub reasoning: ReasoningDisplay,
     /// Seals reasoning into `encrypted_content` when `reasoning.encrypted` is set.
     pub sealer: Option<Arc<dyn Sealer>>,
+    /// Provider builtin functions the caller answers by echoing (the plan's `echo_tools`).
+    pub echo_tools: Vec<String>,
+}
+
+/// A provider builtin call (Kimi's `$web_search`) the caller answers by sending its arguments
+/// back as its result, so that the provider runs it and goes on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 /// The reconstruction state machine of one response.
@@ -139,6 +152,7 @@ pub struct Assembler {
     sealer: Option<Arc<dyn Sealer>>,
     /// The status a message gets when it is closed.
     message_status: &'static str,
+    echo_tools: Vec<String>,
     seq: u64,
     /// Output slots by `output_index`; `None` while the item is still open.
     slots: Vec<Option<OutputItem>>,
@@ -195,6 +209,7 @@ impl Assembler {
             reasoning_display: options.reasoning,
             sealer: options.sealer,
             message_status: "completed",
+            echo_tools: options.echo_tools,
             seq: 0,
             slots: Vec::new(),
             current: Open::None,
@@ -209,6 +224,71 @@ impl Assembler {
     /// The response id.
     pub fn response_id(&self) -> &str {
         &self.response.id
+    }
+
+    /// At the end of an upstream round: when every call of the round is a provider builtin the
+    /// caller must echo, shows them as `web_search_call` items and returns them; the response
+    /// stays open for the next round. `None` when the round ends the response.
+    pub fn take_echoes(&mut self, out: &mut Vec<StreamEvent>) -> Option<Vec<EchoCall>> {
+        let echo = |c: &CallState| {
+            c.name
+                .as_deref()
+                .is_some_and(|n| self.echo_tools.iter().any(|e| e == n))
+        };
+        if self.calls.is_empty() || !self.calls.iter().all(echo) {
+            return None;
+        }
+        self.close_current(out);
+        let mut echoes = Vec::new();
+        for call in std::mem::take(&mut self.calls) {
+            let call_id = call
+                .call_id
+                .unwrap_or_else(|| format!("call_{}", call.item_id));
+            let query = serde_json::from_str::<Value>(&call.arguments)
+                .ok()
+                .and_then(|v| v.get("query").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default();
+            let id = self.next_id("ws");
+            let index = self.open_slot();
+            let item = |status: &str| {
+                OutputItem::WebSearchCall(WebSearchCallItem {
+                    id: id.clone(),
+                    status: status.to_owned(),
+                    action: serde_json::json!({"type": "search", "query": query}),
+                })
+            };
+            self.push(
+                out,
+                EventKind::OutputItemAdded {
+                    output_index: index,
+                    item: item("in_progress"),
+                },
+            );
+            for kind in [
+                EventKind::WebSearchCallInProgress {
+                    item_id: id.clone(),
+                    output_index: index,
+                },
+                EventKind::WebSearchCallSearching {
+                    item_id: id.clone(),
+                    output_index: index,
+                },
+                EventKind::WebSearchCallCompleted {
+                    item_id: id.clone(),
+                    output_index: index,
+                },
+            ] {
+                self.push(out, kind);
+            }
+            self.done(index, item("completed"), out);
+            echoes.push(EchoCall {
+                call_id,
+                name: call.name.unwrap_or_default(),
+                arguments: call.arguments,
+            });
+        }
+        self.finish = None;
+        Some(echoes)
     }
 
     /// True while the upstream has reported no usage.
@@ -683,11 +763,10 @@ impl Assembler {
                 // until then). A call that never gets an id is announced when the upstream ends,
                 // with a generated one. Only function calls stream.
                 None => {
-                    new_slot = call
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| streams_as_function(&self.names, n))
-                        && call.call_id.is_some()
+                    new_slot = call.name.as_deref().is_some_and(|n| {
+                        streams_as_function(&self.names, n)
+                            && !self.echo_tools.iter().any(|e| e == n)
+                    }) && call.call_id.is_some()
                 }
             }
         }
@@ -802,6 +881,17 @@ impl Assembler {
     fn close_calls(&mut self, out: &mut Vec<StreamEvent>) {
         let calls = std::mem::take(&mut self.calls);
         for call in calls {
+            if let Some(name) = call.name.as_deref()
+                && self.echo_tools.iter().any(|e| e == name)
+            {
+                // A provider builtin next to client calls cannot be echoed in this turn.
+                self.add_diagnostic(diag(
+                    CALL_NOT_RESTORED,
+                    None,
+                    format!("the provider's builtin `{name}` was called beside client tools; it was left out"),
+                ));
+                continue;
+            }
             let Some(provider_name) = call.name.as_deref() else {
                 self.add_diagnostic(diag(
                     CHUNK_SKIPPED,

@@ -198,6 +198,13 @@ async fn handle(
             stored: false,
         };
         let header = diagnostics_header(&diagnostics);
+        let echo_tools = plan.echo_tools.clone();
+        let echo = (!echo_tools.is_empty()).then(|| EchoRounds {
+            upstreams: state.upstreams.clone(),
+            provider: provider.clone(),
+            chat,
+            left: MAX_ECHO_ROUNDS,
+        });
         let assembler = Assembler::new(
             skeleton(&req, &meta),
             AssembleOptions {
@@ -206,6 +213,7 @@ async fn handle(
                 names: Arc::new(plan.names),
                 reasoning: display,
                 sealer: Some(state.sealer.clone()),
+                echo_tools,
             },
         );
         let mut response = if canonical.stream {
@@ -219,10 +227,11 @@ async fn handle(
                     shutdown: state.shutdown.clone(),
                 },
                 payload,
+                echo,
                 request_id,
             )
         } else {
-            sync_response(upstream, assembler, &profile, &payload).await?
+            sync_response(upstream, assembler, &profile, payload, echo).await?
         };
         if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
             response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -266,34 +275,101 @@ pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
     Some(parts.join(","))
 }
 
+/// The most rounds of provider builtin calls answered within one response.
+const MAX_ECHO_ROUNDS: u8 = 4;
+
+/// What a response needs to answer provider builtin calls itself (Kimi's `$web_search`): the
+/// request so far and where to send it again.
+struct EchoRounds {
+    upstreams: Arc<crate::upstream::Upstreams>,
+    provider: crate::config::Provider,
+    chat: toolbridge_wire::chat::ChatRequest,
+    left: u8,
+}
+
+impl EchoRounds {
+    /// Appends the builtin calls and their echoed results, and sends the request again.
+    async fn send(
+        &mut self,
+        echoes: Vec<toolbridge_core::assemble::EchoCall>,
+    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        use toolbridge_wire::chat::{ChatFunctionCall, ChatMessage, ChatToolCall};
+        self.left = self.left.saturating_sub(1);
+        self.chat.messages.push(ChatMessage {
+            role: "assistant".to_owned(),
+            tool_calls: Some(
+                echoes
+                    .iter()
+                    .map(|e| ChatToolCall {
+                        id: e.call_id.clone(),
+                        kind: "function".to_owned(),
+                        function: ChatFunctionCall {
+                            name: e.name.clone(),
+                            arguments: e.arguments.clone(),
+                        },
+                    })
+                    .collect(),
+            ),
+            ..ChatMessage::default()
+        });
+        for e in echoes {
+            self.chat.messages.push(ChatMessage {
+                role: "tool".to_owned(),
+                content: Some(serde_json::Value::String(e.arguments)),
+                name: Some(e.name),
+                tool_call_id: Some(e.call_id),
+                ..ChatMessage::default()
+            });
+        }
+        let payload = Bytes::from(serde_json::to_vec(&self.chat).unwrap_or_default());
+        let response = self
+            .upstreams
+            .send_chat(&self.provider, &payload, self.chat.stream)
+            .await?;
+        Ok((response, payload))
+    }
+}
+
 async fn sync_response(
     upstream: reqwest::Response,
     mut assembler: Assembler,
     profile: &Profile,
-    payload: &[u8],
+    mut payload: Bytes,
+    mut echo: Option<EchoRounds>,
 ) -> Result<Response, GatewayError> {
-    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
-    let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
-        GatewayError::Upstream(toolbridge_providers::Error::Decode {
-            message: format!("not a Chat Completions response: {e}"),
-        })
-    })?;
-    if let Some(error) = errors::in_body(&chat) {
-        return Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Upstream(Box::new(error)),
-        ));
-    }
-    let mut diagnostics = Vec::new();
-    let events = chat_response::decode(profile, chat, &mut diagnostics);
-    for d in diagnostics {
-        assembler.add_diagnostic(d);
-    }
+    let mut upstream = upstream;
     let mut sink = Vec::new();
-    for event in events {
-        assembler.on_event(event, &mut sink);
+    loop {
+        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+        let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
+            GatewayError::Upstream(toolbridge_providers::Error::Decode {
+                message: format!("not a Chat Completions response: {e}"),
+            })
+        })?;
+        if let Some(error) = errors::in_body(&chat) {
+            return Err(GatewayError::Upstream(
+                toolbridge_providers::Error::Upstream(Box::new(error)),
+            ));
+        }
+        let mut diagnostics = Vec::new();
+        let events = chat_response::decode(profile, chat, &mut diagnostics);
+        for d in diagnostics {
+            assembler.add_diagnostic(d);
+        }
+        for event in events {
+            assembler.on_event(event, &mut sink);
+            sink.clear();
+        }
+        let Some(rounds) = echo.as_mut().filter(|r| r.left > 0) else {
+            break;
+        };
+        let Some(echoes) = assembler.take_echoes(&mut sink) else {
+            break;
+        };
         sink.clear();
+        (upstream, payload) = rounds.send(echoes).await?;
     }
-    estimate_missing_usage(&mut assembler, payload, &mut sink);
+    estimate_missing_usage(&mut assembler, &payload, &mut sink);
     let response = assembler.finish(time::now(), &mut sink);
     let body = serde_json::to_vec(&response).unwrap_or_default();
     Ok((
@@ -332,6 +408,8 @@ struct Pump {
     limits: PumpLimits,
     /// The request as sent upstream, for a usage estimate.
     payload: Bytes,
+    /// Set when provider builtin calls are answered by the gateway.
+    echo: Option<EchoRounds>,
     pending: Vec<UpstreamEvent>,
     diagnostics: Vec<Diagnostic>,
     request_id: String,
@@ -376,7 +454,11 @@ impl Pump {
                     match flow {
                         Ok(Flow::Continue) if out.is_empty() => continue,
                         Ok(Flow::Continue) => return Some(frames(&out)),
-                        Ok(Flow::Done) => return Some(self.finish(out, true)),
+                        Ok(Flow::Done) => match self.next_round(&mut out).await {
+                            Ok(true) => continue,
+                            Ok(false) => return Some(self.finish(out, true)),
+                            Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                        },
                         Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                     }
                 }
@@ -385,8 +467,16 @@ impl Pump {
                     return Some(self.fail(code, message, out));
                 }
                 // The body ended without `[DONE]`.
-                Step::Item(None) => return Some(self.finish(out, false)),
-                Step::Silence => return Some(vec![Bytes::from_static(KEEPALIVE)]),
+                Step::Item(None) => match self.next_round(&mut out).await {
+                    Ok(true) => continue,
+                    Ok(false) => return Some(self.finish(out, false)),
+                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                },
+                Step::Silence => {
+                    let mut batch = frames(&out);
+                    batch.push(Bytes::from_static(KEEPALIVE));
+                    return Some(batch);
+                }
                 Step::Deadline => {
                     return Some(
                         self.fail(
@@ -406,6 +496,29 @@ impl Pump {
                 }
             }
         }
+    }
+
+    /// When the round's only calls are provider builtins to echo, sends the next round and
+    /// switches to its stream (`Ok(true)`); `Ok(false)` when the response ends here.
+    async fn next_round(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, GatewayError> {
+        let (Some(rounds), Some(assembler)) = (
+            self.echo.as_mut().filter(|r| r.left > 0),
+            self.assembler.as_mut(),
+        ) else {
+            return Ok(false);
+        };
+        self.decoder.finish(&mut self.pending);
+        for ev in self.pending.drain(..) {
+            assembler.on_event(ev, out);
+        }
+        let Some(echoes) = assembler.take_echoes(out) else {
+            return Ok(false);
+        };
+        let (response, payload) = rounds.send(echoes).await?;
+        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+        self.decoder = ChunkDecoder::new(&self.profile);
+        self.payload = payload;
+        Ok(true)
     }
 
     /// Ends the response; `done` says whether the upstream sent `[DONE]`.
@@ -508,6 +621,7 @@ fn stream_response(
     profile: Profile,
     limits: PumpLimits,
     payload: Bytes,
+    echo: Option<EchoRounds>,
     request_id: &str,
 ) -> Response {
     let mut start = Vec::new();
@@ -519,6 +633,7 @@ fn stream_response(
         assembler: Some(assembler),
         limits,
         payload,
+        echo,
         pending: Vec::new(),
         diagnostics: Vec::new(),
         request_id: request_id.to_owned(),

@@ -372,3 +372,74 @@ async fn a_forced_tool_is_downgraded_where_the_provider_cannot_force() {
     );
     assert_eq!(h.upstream.last_body()["tool_choice"], "auto");
 }
+
+/// Kimi runs its `$web_search` builtin only after the caller echoes the call's arguments back
+/// as its result; the gateway does that itself and shows the search as a `web_search_call`.
+fn kimi_search_script(r: &toolbridge_testkit::Recorded) -> Option<Reply> {
+    let messages = r.body["messages"].as_array()?;
+    let arguments = r#"{"search_result":{"search_id":"s-1"},"query":"rust release"}"#;
+    let echoed = messages
+        .iter()
+        .any(|m| m["role"] == "tool" && m["name"] == "$web_search" && m["content"] == arguments);
+    if !echoed {
+        assert_eq!(
+            r.body["tools"][0],
+            json!({"type": "builtin_function", "function": {"name": "$web_search"}})
+        );
+        let call = json!({"tool_calls": [{"index": 0, "id": "call_ws", "type": "function", "function": {"name": "$web_search", "arguments": arguments}}]});
+        return Some(if r.body["stream"] == true {
+            Reply::sse(vec![
+                chunk(call, None),
+                chunk(json!({}), Some("tool_calls")),
+            ])
+        } else {
+            Reply::json(json!({"id": "x", "object": "chat.completion", "model": "k",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": call["tool_calls"]}}]}))
+        });
+    }
+    Some(if r.body["stream"] == true {
+        Reply::sse(vec![chunk(
+            json!({"content": "Rust 1.95 is out."}),
+            Some("stop"),
+        )])
+    } else {
+        Reply::json(toolbridge_testkit::chat::completion(
+            "Rust 1.95 is out.",
+            "stop",
+        ))
+    })
+}
+
+#[tokio::test]
+async fn kimi_web_search_is_answered_by_the_gateway_and_shown_as_a_web_search_call() {
+    let h = Harness::with_preset("kimi").await;
+    h.upstream.set_gate(std::sync::Arc::new(kimi_search_script));
+    let request = json!({"model": "kimi-k2", "input": "what is new in rust?", "tools": [{"type": "web_search"}]});
+
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let events = h.post_stream(&streamed).await;
+    let kinds = types(&events);
+    for expected in [
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+    ] {
+        assert!(kinds.contains(&expected.to_owned()), "{kinds:?}");
+    }
+    let output = &events.last().unwrap().data["response"]["output"];
+    assert_eq!(output[0]["type"], "web_search_call");
+    assert_eq!(output[0]["status"], "completed");
+    assert_eq!(
+        output[0]["action"],
+        json!({"type": "search", "query": "rust release"})
+    );
+    assert_eq!(output[1]["content"][0]["text"], "Rust 1.95 is out.");
+    assert_eq!(h.upstream.requests().len(), 2);
+
+    let (status, body) = h.post_json(&request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["type"], "web_search_call");
+    assert_eq!(body["output"][1]["content"][0]["text"], "Rust 1.95 is out.");
+    assert_eq!(h.upstream.requests().len(), 4);
+}

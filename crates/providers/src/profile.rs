@@ -242,6 +242,7 @@ impl Profile {
                     strict: false,
                     choice_required: false,
                     choice_named: false,
+                    web_search: Some(NativeWebSearch::KimiBuiltin),
                     ..ToolCapabilities::default()
                 },
                 ..generic

@@ -630,7 +630,18 @@ pub enum OutputItem {
     LocalShellCall(ActionCallItem),
     ShellCall(ActionCallItem),
     ApplyPatchCall(ApplyPatchCallItem),
+    /// A web search the provider ran itself.
+    WebSearchCall(WebSearchCallItem),
     Reasoning(ReasoningItem),
+}
+
+/// A `web_search_call` item: a search that ran on the provider's (or the gateway's) side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebSearchCallItem {
+    pub id: String,
+    pub status: String,
+    /// `{"type":"search","query":…}`.
+    pub action: Value,
 }
 
 impl OutputItem {
@@ -641,13 +652,17 @@ impl OutputItem {
             Self::CustomToolCall(c) => c.id.as_deref(),
             Self::LocalShellCall(c) | Self::ShellCall(c) => c.id.as_deref(),
             Self::ApplyPatchCall(c) => c.id.as_deref(),
+            Self::WebSearchCall(c) => Some(&c.id),
             Self::Reasoning(r) => r.id.as_deref(),
         }
     }
 
     /// True for the items a client acts on by running a tool.
     pub fn is_tool_call(&self) -> bool {
-        !matches!(self, Self::Message(_) | Self::Reasoning(_))
+        !matches!(
+            self,
+            Self::Message(_) | Self::Reasoning(_) | Self::WebSearchCall(_)
+        )
     }
 }
 
@@ -780,6 +795,21 @@ pub enum EventKind {
         name: String,
         arguments: String,
     },
+    #[serde(rename = "response.web_search_call.in_progress")]
+    WebSearchCallInProgress {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.web_search_call.searching")]
+    WebSearchCallSearching {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.web_search_call.completed")]
+    WebSearchCallCompleted {
+        item_id: String,
+        output_index: usize,
+    },
     #[serde(rename = "response.custom_tool_call_input.delta")]
     CustomToolCallInputDelta {
         item_id: String,
@@ -855,6 +885,9 @@ impl EventKind {
             Self::RefusalDone { .. } => "response.refusal.done",
             Self::FunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
             Self::FunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            Self::WebSearchCallInProgress { .. } => "response.web_search_call.in_progress",
+            Self::WebSearchCallSearching { .. } => "response.web_search_call.searching",
+            Self::WebSearchCallCompleted { .. } => "response.web_search_call.completed",
             Self::CustomToolCallInputDelta { .. } => "response.custom_tool_call_input.delta",
             Self::CustomToolCallInputDone { .. } => "response.custom_tool_call_input.done",
             Self::ReasoningSummaryPartAdded { .. } => "response.reasoning_summary_part.added",

@@ -77,6 +77,9 @@ pub enum NativeWebSearch {
     GlmTool,
     /// Qwen (DashScope): the request flag `enable_search: true`.
     QwenFlag,
+    /// Moonshot Kimi: the builtin `$web_search` function, whose calls the caller echoes back as
+    /// their own result so that Kimi runs the search (see [`ToolPlan::echo_tools`]).
+    KimiBuiltin,
 }
 
 /// Native forms of `file_search`.
@@ -205,6 +208,9 @@ pub struct ToolPlan {
     /// say it).
     pub send_tools: bool,
     pub names: NameMap,
+    /// Provider builtin functions (Kimi's `$web_search`) whose calls the gateway answers itself by
+    /// echoing their arguments back, so the provider runs them; never returned to the client.
+    pub echo_tools: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -224,6 +230,9 @@ pub mod reasons {
     pub const NO_VECTOR_STORE: &str = "no_vector_store_ids";
     pub const NOT_IN_ALLOWED_TOOLS: &str = "not_in_allowed_tools";
 }
+
+/// The name of Kimi's builtin web search function.
+pub const KIMI_WEB_SEARCH: &str = "$web_search";
 
 /// Tool types the Responses API defines that toolbridge knows how to plan.
 const HOSTED_TYPES: &[&str] = &[
@@ -325,6 +334,7 @@ pub fn plan(
         tool_choice: None,
         send_tools: true,
         names: NameMap::default(),
+        echo_tools: Vec::new(),
         diagnostics,
     };
     let upstream = choice::apply(&mut plan, upstream, tool_choice, caps, &names)?;
@@ -341,6 +351,14 @@ pub fn plan(
     if !plan.send_tools {
         plan.upstream.clear();
         plan.request_flags.clear();
+    }
+    for tool in &plan.upstream {
+        if let UpstreamTool::Native(v) = tool
+            && v["type"] == "builtin_function"
+            && let Some(name) = v["function"]["name"].as_str()
+        {
+            plan.echo_tools.push(name.to_owned());
+        }
     }
     std::mem::swap(&mut plan.names, &mut names);
     Ok(plan)
@@ -634,6 +652,14 @@ fn web_search(
             flags.insert("enable_search".to_owned(), Value::Bool(true));
             Ok(native(param, kind, reasons::NATIVE_WEB_SEARCH, None))
         }
+        Some(NativeWebSearch::KimiBuiltin) => Ok(native(
+            param,
+            kind,
+            reasons::NATIVE_WEB_SEARCH,
+            Some(UpstreamTool::Native(
+                json!({"type": "builtin_function", "function": {"name": KIMI_WEB_SEARCH}}),
+            )),
+        )),
         None => unsupported(param, kind, caps, diagnostics),
     }
 }
