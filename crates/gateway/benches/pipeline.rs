@@ -7,6 +7,10 @@
 //!   stream events (`stream/chat_2000_chunks`), and the same with every event encoded as the SSE
 //!   frame that goes on the wire (`stream/chat_2000_chunks_with_sse_encoding`). Throughput is
 //!   reported in upstream chunks per second.
+//! - `stream/tool_call_deltas_2000`: a stream of about 2,000 chunks that is mostly tool-call
+//!   argument deltas (a short text preamble, then three parallel calls, keyed by index, whose
+//!   arguments arrive interleaved in about 650 small pieces each), decoded and reconstructed.
+//!   Throughput is reported in Responses events produced per second.
 //!
 //! The request input is the recorded Codex request
 //! `$TOOLBRIDGE_SHARED_DIR/fixtures/codex-0.169.0/three_turn-gpt-5.5/003-request.json`
@@ -38,6 +42,13 @@ const FIXTURE: &str = "fixtures/codex-0.169.0/three_turn-gpt-5.5/003-request.jso
 const GENERATED_TARGET_BYTES: usize = 44_000;
 /// Upstream chunks per simulated stream (the usage chunk and `[DONE]` come on top).
 const STREAM_CHUNKS: usize = 2_000;
+/// Text chunks before the tool calls of the tool-call stream.
+const TOOL_STREAM_TEXT_CHUNKS: usize = 40;
+/// Argument pieces per call of the tool-call stream.
+const TOOL_STREAM_PIECES_PER_CALL: usize = 650;
+/// The parallel calls of the tool-call stream: tools the Codex request declares, so the plan's
+/// name map knows them.
+const TOOL_STREAM_CALLS: &[&str] = &["exec_command", "write_stdin", "view_image"];
 const PRESET: &str = "deepseek";
 const UPSTREAM_MODEL: &str = "deepseek-v4-flash";
 
@@ -428,6 +439,100 @@ fn chat_stream_payloads() -> Vec<String> {
     payloads
 }
 
+/// One Chat chunk with `delta` and an optional finish reason.
+fn chat_chunk(delta: Value, finish: Value) -> String {
+    json!({
+        "id": "chatcmpl-2",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+    .to_string()
+}
+
+/// The JSON arguments of call `call`, long enough to give [`TOOL_STREAM_PIECES_PER_CALL`]
+/// pieces of a few characters each (escapes, paths and a little non-ASCII included).
+fn tool_arguments(call: usize) -> String {
+    let mut script = String::new();
+    let mut line = 0;
+    while script.len() < TOOL_STREAM_PIECES_PER_CALL * 7 {
+        script.push_str(&format!(
+            "echo \"step {line} of call {call}: déjà vu\" >> /tmp/log-{call}.txt && cat src/module_{line}.rs | grep -n 'fn ' ; "
+        ));
+        line += 1;
+    }
+    json!({"cmd": script, "workdir": "/home/user/work", "yield_time_ms": 5000}).to_string()
+}
+
+/// Splits `text` into `n` pieces of about equal length, on character boundaries.
+fn split_pieces(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    (0..n)
+        .map(|i| {
+            chars[i * chars.len() / n..(i + 1) * chars.len() / n]
+                .iter()
+                .collect()
+        })
+        .collect()
+}
+
+/// A tool-call heavy stream: a role chunk, a short text preamble, then the opening chunk of each
+/// call (id, name, empty arguments) followed by their argument pieces interleaved round-robin,
+/// a `tool_calls` finish, a usage chunk and `[DONE]`.
+fn tool_call_stream_payloads() -> Vec<String> {
+    let mut payloads = Vec::new();
+    payloads.push(chat_chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ));
+    for i in 0..TOOL_STREAM_TEXT_CHUNKS {
+        payloads.push(chat_chunk(
+            json!({"content": format!("checking part {i} ")}),
+            Value::Null,
+        ));
+    }
+    let pieces: Vec<Vec<String>> = (0..TOOL_STREAM_CALLS.len())
+        .map(|call| split_pieces(&tool_arguments(call), TOOL_STREAM_PIECES_PER_CALL))
+        .collect();
+    for (index, name) in TOOL_STREAM_CALLS.iter().enumerate() {
+        payloads.push(chat_chunk(
+            json!({"tool_calls": [{
+                "index": index,
+                "id": format!("call_{index}"),
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }]}),
+            Value::Null,
+        ));
+    }
+    let longest = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    for p in 0..longest {
+        for (index, call_pieces) in pieces.iter().enumerate() {
+            if let Some(piece) = call_pieces.get(p) {
+                payloads.push(chat_chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                    Value::Null,
+                ));
+            }
+        }
+    }
+    payloads.push(chat_chunk(json!({}), json!("tool_calls")));
+    payloads.push(
+        json!({
+            "id": "chatcmpl-2",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [],
+            "usage": {"prompt_tokens": 11_000, "completion_tokens": 2_000, "total_tokens": 13_000},
+        })
+        .to_string(),
+    );
+    payloads.push("[DONE]".to_owned());
+    payloads
+}
+
 // --- The benchmarks --------------------------------------------------------------------------
 
 fn request_benches(c: &mut Criterion) {
@@ -575,6 +680,65 @@ fn stream_benches(c: &mut Criterion) {
     });
     group.bench_function("chat_2000_chunks_with_sse_encoding", |b| {
         b.iter(|| black_box(run_stream(&payloads, &req, &meta, &names, &profile, true)));
+    });
+    group.finish();
+
+    // Mostly tool-call argument deltas; counted in events, since a delta chunk yields about one.
+    let tool_payloads = tool_call_stream_payloads();
+    let (tool_events, tool_bytes) = run_stream(&tool_payloads, &req, &meta, &names, &profile, true);
+    let calls_done = {
+        let mut decoder = ChunkDecoder::new(&profile);
+        let mut assembler = Assembler::new(
+            skeleton(&req, &meta),
+            AssembleOptions {
+                contract: OutputContract::Text,
+                names: Arc::clone(&names),
+                ..AssembleOptions::default()
+            },
+        );
+        let (mut out, mut events, mut diags) = (Vec::new(), Vec::new(), Vec::new());
+        for data in &tool_payloads {
+            decoder
+                .on_data(&profile, data, &mut events, &mut diags)
+                .expect("a well-formed chunk");
+            for ev in events.drain(..) {
+                assembler.on_event(ev, &mut out);
+            }
+        }
+        let response = assembler.finish(0, &mut out);
+        serde_json::to_value(&response.output)
+            .expect("serialisable")
+            .as_array()
+            .map_or(0, |items| {
+                items
+                    .iter()
+                    .filter(|i| i["type"] == "function_call")
+                    .count()
+            })
+    };
+    assert_eq!(
+        calls_done,
+        TOOL_STREAM_CALLS.len(),
+        "every call of the tool-call stream is reconstructed"
+    );
+    eprintln!(
+        "stream/tool_call_deltas: {} payloads ({} bytes) -> {tool_events} events, {tool_bytes} SSE bytes, {calls_done} function calls",
+        tool_payloads.len(),
+        tool_payloads.iter().map(String::len).sum::<usize>()
+    );
+    let mut group = c.benchmark_group("stream");
+    group.throughput(Throughput::Elements(tool_events as u64));
+    group.bench_function("tool_call_deltas_2000", |b| {
+        b.iter(|| {
+            black_box(run_stream(
+                &tool_payloads,
+                &req,
+                &meta,
+                &names,
+                &profile,
+                false,
+            ))
+        });
     });
     group.finish();
 }

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::app::{AppState, app};
@@ -19,8 +20,6 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
-    // The tokenizer for usage estimates takes a moment to load: do it off the request path.
-    tokio::task::spawn_blocking(crate::usage::warm_up);
     let (state, force) = AppState::new(config).map_err(std::io::Error::other)?;
     let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
     let signal = async move {
@@ -33,6 +32,13 @@ pub async fn serve_on(
         if stopping_rx.wait_for(|s| *s).await.is_ok() {
             tokio::time::sleep(grace).await;
             let _ = force.send(true);
+        }
+    });
+    // Without TCP_NODELAY, every SSE event after the first few waits for the client's delayed
+    // ACK (about 40 ms each on Linux): streams would crawl.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY: {e}");
         }
     });
     axum::serve(listener, app(state))

@@ -15,14 +15,11 @@ use toolbridge_wire::responses::{InputTokensDetails, OutputTokensDetails, Usage}
 /// Framing tokens per chat message, as OpenAI counts them.
 const PER_MESSAGE: u64 = 3;
 
+/// The o200k tokenizer, loaded on first use only: it takes about 50 MB and a fraction of a second,
+/// and most upstreams report usage, so most gateways never load it.
 fn tokenizer() -> Option<&'static CoreBPE> {
     static BPE: OnceLock<Option<CoreBPE>> = OnceLock::new();
     BPE.get_or_init(|| tiktoken_rs::o200k_base().ok()).as_ref()
-}
-
-/// Loads the tokenizer ahead of the first estimate (it takes a moment); call off the runtime.
-pub fn warm_up() {
-    let _ = tokenizer();
 }
 
 fn count(text: &str) -> u64 {

@@ -92,6 +92,7 @@ impl Setup {
                 names: Arc::new(plan.names),
                 reasoning: ReasoningDisplay::for_request(&req),
                 sealer: None,
+                echo_tools: plan.echo_tools,
             },
         )
     }
