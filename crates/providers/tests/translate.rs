@@ -167,3 +167,44 @@ fn a_retried_call_is_sent_once() {
     assert_eq!(messages.len(), 3);
     assert_eq!(messages[1]["tool_calls"].as_array().unwrap().len(), 1);
 }
+
+/// Every Responses tool type, alone, planned for every preset: the decision table.
+#[test]
+fn decision_table_every_tool_type_by_preset() {
+    let tool_types = [
+        json!({"type": "function", "name": "f", "parameters": {"type": "object"}}),
+        json!({"type": "custom", "name": "c"}),
+        json!({"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "g"}]}),
+        json!({"type": "local_shell"}),
+        json!({"type": "shell"}),
+        json!({"type": "apply_patch"}),
+        json!({"type": "web_search"}),
+        json!({"type": "web_search", "external_web_access": false}),
+        json!({"type": "file_search", "vector_store_ids": ["vs_1"]}),
+        json!({"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example/mcp"}),
+        json!({"type": "tool_search", "execution": "client"}),
+        json!({"type": "computer_use_preview"}),
+        json!({"type": "image_generation"}),
+        json!({"type": "code_interpreter"}),
+    ];
+    let mut table = serde_json::Map::new();
+    for preset in Profile::preset_names() {
+        let profile = Profile::preset(preset).unwrap();
+        let rows: Vec<String> = tool_types
+            .iter()
+            .map(|tool| {
+                let tools = vec![serde_json::from_value(tool.clone()).unwrap()];
+                let plan = plan(&tools, None, &profile.tools).unwrap();
+                let e = &plan.entries[0];
+                format!(
+                    "{:<12} {:<9} {}",
+                    e.kind,
+                    serde_json::to_value(e.decision).unwrap().as_str().unwrap(),
+                    e.reason
+                )
+            })
+            .collect();
+        table.insert((*preset).to_owned(), json!(rows));
+    }
+    insta::assert_json_snapshot!("decision_table", table);
+}
