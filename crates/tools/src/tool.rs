@@ -1,0 +1,125 @@
+//! The [`Tool`] trait, the context a call runs under, and the library's error type.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// What a tool returns: JSON, bounded by the context's output limit.
+pub type ToolOutput = Value;
+
+/// A boxed future, so that `Tool` stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A tool: a name, a description, a JSON Schema for its parameters, and an async execution.
+///
+/// Implementations must bound their own work (input sizes, iterations) and honour the context's
+/// deadline and cancellation; the registry validates the arguments against [`Tool::parameters`]
+/// before [`Tool::execute`] is called, so an implementation may rely on the schema's shape.
+pub trait Tool: Send + Sync {
+    /// The unique name the tool is registered and called under (`[A-Za-z0-9_-]{1,64}`).
+    fn name(&self) -> &str;
+    /// What the tool does, for the model.
+    fn description(&self) -> &str;
+    /// The JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    /// Capability tags (`math`, `hash`, `web`, …) the planner matches intents against.
+    fn capabilities(&self) -> &[&str] {
+        &[]
+    }
+    /// Runs the tool on validated arguments.
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// The conditions one call runs under.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// When the call must be done.
+    pub deadline: tokio::time::Instant,
+    /// Turns true when the caller no longer wants the result.
+    pub cancelled: watch::Receiver<bool>,
+    /// The most bytes of serialised output the caller accepts.
+    pub max_output_bytes: usize,
+}
+
+impl ToolContext {
+    /// A context with a timeout from now, no cancellation, and an output limit.
+    pub fn with_timeout(timeout: Duration, max_output_bytes: usize) -> Self {
+        let (_tx, rx) = watch::channel(false);
+        Self {
+            deadline: tokio::time::Instant::now() + timeout,
+            cancelled: rx,
+            max_output_bytes,
+        }
+    }
+
+    /// True once the caller cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancelled.borrow()
+    }
+}
+
+impl Default for ToolContext {
+    /// Ten seconds and 1 MiB of output.
+    fn default() -> Self {
+        Self::with_timeout(Duration::from_secs(10), 1024 * 1024)
+    }
+}
+
+/// Why a tool call failed. Every variant has a stable snake_case [`ToolError::code`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// No tool has this name; `suggestions` are close matches.
+    #[error("unknown tool `{name}`")]
+    UnknownTool {
+        name: String,
+        suggestions: Vec<String>,
+    },
+    /// The arguments do not match the tool's schema (`path` is a JSON pointer).
+    #[error("invalid arguments at `{path}`: {message}")]
+    InvalidArguments { path: String, message: String },
+    /// The input is valid but exceeds a limit of the tool.
+    #[error("limit exceeded: {0}")]
+    LimitExceeded(String),
+    /// The tool ran and failed (a malformed PDF, a refused URL, a division by zero, …).
+    #[error("{0}")]
+    Failed(String),
+    /// An operation the tool refuses for safety (an SSRF target, a sandbox escape).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The deadline passed.
+    #[error("the tool did not finish in time")]
+    Timeout,
+    /// The caller cancelled.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The output is larger than the caller accepts.
+    #[error("the output is larger than {limit} bytes")]
+    OutputTooLarge { limit: usize },
+    /// A tool with this name is already registered.
+    #[error("a tool named `{0}` is already registered")]
+    Duplicate(String),
+}
+
+impl ToolError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownTool { .. } => "unknown_tool",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::LimitExceeded(_) => "limit_exceeded",
+            Self::Failed(_) => "tool_failed",
+            Self::Refused(_) => "refused",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::OutputTooLarge { .. } => "output_too_large",
+            Self::Duplicate(_) => "duplicate_tool",
+        }
+    }
+}
