@@ -1,0 +1,490 @@
+//! The response store: stored responses, their input and output items, and the chains that
+//! `previous_response_id` builds, behind one trait.
+//!
+//! [`SqlStore`] is the one implementation: SQLite by default (bundled, WAL, a file path, no
+//! setup) and PostgreSQL to scale out, through sqlx's `Any` driver with SQL both accept (`$1`
+//! placeholders, `BIGINT`, `TEXT`, `ON CONFLICT … DO UPDATE`). The schema is embedded and
+//! migrated at open. Writes of one response and its items are one transaction, so a response is
+//! never half-visible.
+//!
+//! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
+//! an item's `id`.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+
+use serde_json::Value;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Row};
+
+/// A boxed future, so that [`ResponseStore`] stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One stored response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredResponse {
+    pub id: String,
+    pub created_at: i64,
+    /// `queued`, `in_progress`, `completed`, `incomplete`, `failed`, `cancelled`.
+    pub status: String,
+    pub model: String,
+    pub previous_response_id: Option<String>,
+    /// When the response may be garbage-collected (Unix seconds), if ever.
+    pub expires_at: Option<i64>,
+    /// The response object.
+    pub response: Value,
+    /// This turn's input items, each with an `id`.
+    pub input_items: Vec<Value>,
+    /// The response's output items.
+    pub output_items: Vec<Value>,
+}
+
+/// The order of a page of items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Asc,
+    Desc,
+}
+
+/// Which items of a list to return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Start after the item with this id.
+    pub after: Option<String>,
+    /// 1 to 100.
+    pub limit: u32,
+    pub order: Order,
+}
+
+/// A page of items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemPage {
+    pub items: Vec<Value>,
+    pub has_more: bool,
+}
+
+/// Store failures, with stable codes.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("response `{0}` was not found")]
+    NotFound(String),
+    #[error("the chain of previous responses loops back to `{0}`")]
+    Cycle(String),
+    #[error("the chain of previous responses is longer than {0}")]
+    TooDeep(usize),
+    #[error("the stored data is not valid: {0}")]
+    Corrupt(String),
+    #[error("the store URL is not usable: {0}")]
+    Url(String),
+    #[error("the store failed: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "previous_response_not_found",
+            Self::Cycle(_) => "previous_response_cycle",
+            Self::TooDeep(_) => "previous_response_chain_too_long",
+            Self::Corrupt(_) => "store_corrupt",
+            Self::Url(_) => "store_url_invalid",
+            Self::Database(_) => "store_unavailable",
+        }
+    }
+}
+
+/// What the gateway needs of a store.
+pub trait ResponseStore: Send + Sync {
+    /// Writes a response and its items, replacing an earlier version with the same id.
+    fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// A response by id.
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
+    /// Deletes a response and its items; false when there was none.
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// A page of a response's input items; `None` when the response does not exist.
+    fn input_items<'a>(
+        &'a self,
+        id: &'a str,
+        page: &'a Page,
+    ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>>;
+    /// Stored items (input or output) by item id; ids not found are absent from the map.
+    fn items_by_id<'a>(
+        &'a self,
+        ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, Value>, StoreError>>;
+    /// The chain ending at `id`, oldest first, following `previous_response_id`.
+    fn chain<'a>(
+        &'a self,
+        id: &'a str,
+        max_depth: usize,
+    ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>>;
+    /// Marks responses left `queued` or `in_progress` (a process died) as failed; the count.
+    fn fail_interrupted(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Deletes responses whose `expires_at` is before `now`; the count.
+    fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
+}
+
+/// The schema, in order. Each step runs once, recorded in `toolbridge_schema`.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS toolbridge_responses (
+        id TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL,
+        status TEXT NOT NULL,
+        model TEXT NOT NULL,
+        previous_response_id TEXT,
+        expires_at BIGINT,
+        body TEXT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS toolbridge_responses_expires ON toolbridge_responses (expires_at)",
+    "CREATE TABLE IF NOT EXISTS toolbridge_items (
+        response_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        item_id TEXT,
+        body TEXT NOT NULL,
+        PRIMARY KEY (response_id, kind, position)
+    )",
+    "CREATE INDEX IF NOT EXISTS toolbridge_items_item_id ON toolbridge_items (item_id)",
+];
+
+/// The SQL store (SQLite or PostgreSQL).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+}
+
+impl SqlStore {
+    /// Opens (creating if needed) the store at `url` — `sqlite://PATH`, `sqlite::memory:` or
+    /// `postgres://…` — and migrates it.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        install_default_drivers();
+        let sqlite = url.starts_with("sqlite:");
+        let url = if sqlite && !url.contains("mode=") && !url.contains(":memory:") {
+            format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' })
+        } else {
+            url.to_owned()
+        };
+        let options =
+            AnyConnectOptions::from_str(&url).map_err(|e| StoreError::Url(e.to_string()))?;
+        let pool = AnyPoolOptions::new()
+            // SQLite has one writer; a few connections serve concurrent readers under WAL.
+            .max_connections(if sqlite { 4 } else { 16 })
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        sqlx::raw_sql(
+                            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
+                        )
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        let store = Self { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS toolbridge_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .execute(&self.pool)
+        .await?;
+        let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM toolbridge_schema")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        for (version, sql) in MIGRATIONS.iter().enumerate().skip(applied.max(0) as usize) {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query(*sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO toolbridge_schema (version, applied_at) VALUES ($1, $2)")
+                .bind(version as i64 + 1)
+                .bind(now())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    async fn put_inner(&self, r: &StoredResponse) -> Result<(), StoreError> {
+        let body =
+            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
+               previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
+               body = excluded.body",
+        )
+        .bind(&r.id)
+        .bind(r.created_at)
+        .bind(&r.status)
+        .bind(&r.model)
+        .bind(r.previous_response_id.as_deref())
+        .bind(r.expires_at)
+        .bind(body)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
+            .bind(&r.id)
+            .execute(&mut *tx)
+            .await?;
+        for (kind, items) in [("input", &r.input_items), ("output", &r.output_items)] {
+            for (position, item) in items.iter().enumerate() {
+                let body =
+                    serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&r.id)
+                .bind(kind)
+                .bind(position as i64)
+                .bind(item.get("id").and_then(Value::as_str))
+                .bind(body)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn get_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        let Some(row) = sqlx::query(
+            "SELECT id, created_at, status, model, previous_response_id, expires_at, body FROM toolbridge_responses WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let mut response = StoredResponse {
+            id: row.try_get("id")?,
+            created_at: row.try_get("created_at")?,
+            status: row.try_get("status")?,
+            model: row.try_get("model")?,
+            previous_response_id: row.try_get("previous_response_id")?,
+            expires_at: row.try_get("expires_at")?,
+            response: parse(&row.try_get::<String, _>("body")?)?,
+            input_items: Vec::new(),
+            output_items: Vec::new(),
+        };
+        let items = sqlx::query(
+            "SELECT kind, body FROM toolbridge_items WHERE response_id = $1 ORDER BY kind, position",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        for row in items {
+            let kind: String = row.try_get("kind")?;
+            let item = parse(&row.try_get::<String, _>("body")?)?;
+            if kind == "input" {
+                response.input_items.push(item);
+            } else {
+                response.output_items.push(item);
+            }
+        }
+        Ok(Some(response))
+    }
+
+    async fn delete_inner(&self, id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM toolbridge_responses WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted > 0)
+    }
+
+    async fn input_items_inner(
+        &self,
+        id: &str,
+        page: &Page,
+    ) -> Result<Option<ItemPage>, StoreError> {
+        let exists = sqlx::query("SELECT id FROM toolbridge_responses WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some();
+        if !exists {
+            return Ok(None);
+        }
+        let limit = i64::from(page.limit.clamp(1, 100));
+        let start = match &page.after {
+            None => None,
+            Some(after) => {
+                let row = sqlx::query(
+                    "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2",
+                )
+                .bind(id)
+                .bind(after)
+                .fetch_optional(&self.pool)
+                .await?;
+                match row {
+                    Some(row) => Some(row.try_get::<i64, _>("position")?),
+                    None => return Err(StoreError::NotFound(after.clone())),
+                }
+            }
+        };
+        let sql = match page.order {
+            Order::Asc => {
+                "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 ORDER BY position ASC LIMIT $3"
+            }
+            Order::Desc => {
+                "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 ORDER BY position DESC LIMIT $3"
+            }
+        };
+        let bound = match (page.order, start) {
+            (_, Some(p)) => p,
+            (Order::Asc, None) => -1,
+            (Order::Desc, None) => i64::MAX,
+        };
+        let rows = sqlx::query(sql)
+            .bind(id)
+            .bind(bound)
+            .bind(limit + 1)
+            .fetch_all(&self.pool)
+            .await?;
+        let has_more = rows.len() as i64 > limit;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows.into_iter().take(limit as usize) {
+            items.push(parse(&row.try_get::<String, _>("body")?)?);
+        }
+        Ok(Some(ItemPage { items, has_more }))
+    }
+
+    async fn items_by_id_inner(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<String, Value>, StoreError> {
+        let mut found = HashMap::new();
+        for id in ids {
+            if found.contains_key(id) {
+                continue;
+            }
+            let row = sqlx::query("SELECT body FROM toolbridge_items WHERE item_id = $1 LIMIT 1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            if let Some(row) = row {
+                found.insert(id.clone(), parse(&row.try_get::<String, _>("body")?)?);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn chain_inner(
+        &self,
+        id: &str,
+        max_depth: usize,
+    ) -> Result<Vec<StoredResponse>, StoreError> {
+        let mut chain = Vec::new();
+        let mut seen = HashSet::new();
+        let mut next = Some(id.to_owned());
+        while let Some(current) = next {
+            if !seen.insert(current.clone()) {
+                return Err(StoreError::Cycle(current));
+            }
+            if chain.len() >= max_depth {
+                return Err(StoreError::TooDeep(max_depth));
+            }
+            let response = self
+                .get_inner(&current)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(current.clone()))?;
+            next = response.previous_response_id.clone();
+            chain.push(response);
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+}
+
+impl ResponseStore for SqlStore {
+    fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.put_inner(response))
+    }
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
+        Box::pin(self.get_inner(id))
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.delete_inner(id))
+    }
+    fn input_items<'a>(
+        &'a self,
+        id: &'a str,
+        page: &'a Page,
+    ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
+        Box::pin(self.input_items_inner(id, page))
+    }
+    fn items_by_id<'a>(
+        &'a self,
+        ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, Value>, StoreError>> {
+        Box::pin(self.items_by_id_inner(ids))
+    }
+    fn chain<'a>(
+        &'a self,
+        id: &'a str,
+        max_depth: usize,
+    ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>> {
+        Box::pin(self.chain_inner(id, max_depth))
+    }
+    fn fail_interrupted(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            Ok(sqlx::query(
+                "UPDATE toolbridge_responses SET status = 'failed' WHERE status IN ('queued', 'in_progress')",
+            )
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+        })
+    }
+    fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query(
+                "DELETE FROM toolbridge_items WHERE response_id IN (SELECT id FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1)",
+            )
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let n = sqlx::query(
+                "DELETE FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1",
+            )
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        })
+    }
+}
+
+fn parse(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

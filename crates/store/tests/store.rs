@@ -1,0 +1,255 @@
+//! The store suite, run against SQLite (a temporary file) and against the PostgreSQL server on
+//! 127.0.0.1:5432 (a fresh database per run; `TOOLBRIDGE_TEST_POSTGRES_URL` names another admin
+//! URL). PostgreSQL absent: the test says it skipped, except on CI, where it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+use serde_json::json;
+use sqlx::Connection;
+use toolbridge_store::{Order, Page, ResponseStore, SqlStore, StoreError, StoredResponse};
+
+fn response(id: &str, previous: Option<&str>, status: &str) -> StoredResponse {
+    StoredResponse {
+        id: id.to_owned(),
+        created_at: 1_700_000_000,
+        status: status.to_owned(),
+        model: "m".to_owned(),
+        previous_response_id: previous.map(str::to_owned),
+        expires_at: None,
+        response: json!({"id": id, "object": "response", "status": status, "output": [{"id": format!("msg_{id}"), "type": "message"}]}),
+        input_items: (0..5)
+            .map(|i| json!({"id": format!("in_{id}_{i}"), "type": "message", "role": "user", "content": format!("turn {i}")}))
+            .collect(),
+        output_items: vec![json!({"id": format!("msg_{id}"), "type": "message", "role": "assistant", "content": "ok"})],
+    }
+}
+
+async fn suite(store: &SqlStore) {
+    // Put, get, replace.
+    let first = response("resp_a", None, "completed");
+    store.put(&first).await.unwrap();
+    assert_eq!(store.get("resp_a").await.unwrap().unwrap(), first);
+    let mut updated = first.clone();
+    updated.status = "failed".to_owned();
+    updated.output_items.clear();
+    store.put(&updated).await.unwrap();
+    assert_eq!(store.get("resp_a").await.unwrap().unwrap(), updated);
+    store.put(&first).await.unwrap();
+    assert!(store.get("resp_missing").await.unwrap().is_none());
+
+    // Chains, oldest first; missing links and cycles are errors.
+    store
+        .put(&response("resp_b", Some("resp_a"), "completed"))
+        .await
+        .unwrap();
+    store
+        .put(&response("resp_c", Some("resp_b"), "completed"))
+        .await
+        .unwrap();
+    let chain: Vec<String> = store
+        .chain("resp_c", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(chain, ["resp_a", "resp_b", "resp_c"]);
+    assert!(matches!(
+        store.chain("resp_c", 2).await,
+        Err(StoreError::TooDeep(2))
+    ));
+    store
+        .put(&response("resp_orphan", Some("resp_gone"), "completed"))
+        .await
+        .unwrap();
+    let err = store.chain("resp_orphan", 10).await.unwrap_err();
+    assert_eq!(err.code(), "previous_response_not_found");
+    store
+        .put(&response("resp_x", Some("resp_y"), "completed"))
+        .await
+        .unwrap();
+    store
+        .put(&response("resp_y", Some("resp_x"), "completed"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.chain("resp_x", 10).await,
+        Err(StoreError::Cycle(_))
+    ));
+
+    // Input items: pages in both orders, `after`, `has_more`.
+    let page = |after: Option<&str>, limit, order| Page {
+        after: after.map(str::to_owned),
+        limit,
+        order,
+    };
+    let ids = |p: toolbridge_store::ItemPage| -> (Vec<String>, bool) {
+        (
+            p.items
+                .iter()
+                .map(|i| i["id"].as_str().unwrap().to_owned())
+                .collect(),
+            p.has_more,
+        )
+    };
+    let p = store
+        .input_items("resp_a", &page(None, 2, Order::Asc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        ids(p),
+        (
+            vec!["in_resp_a_0".to_owned(), "in_resp_a_1".to_owned()],
+            true
+        )
+    );
+    let p = store
+        .input_items("resp_a", &page(Some("in_resp_a_1"), 10, Order::Asc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(p).0, ["in_resp_a_2", "in_resp_a_3", "in_resp_a_4"]);
+    let p = store
+        .input_items("resp_a", &page(None, 2, Order::Desc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        ids(p),
+        (
+            vec!["in_resp_a_4".to_owned(), "in_resp_a_3".to_owned()],
+            true
+        )
+    );
+    let p = store
+        .input_items("resp_a", &page(Some("in_resp_a_1"), 10, Order::Desc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(p), (vec!["in_resp_a_0".to_owned()], false));
+    assert!(
+        store
+            .input_items("resp_missing", &page(None, 2, Order::Asc))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Items by id, input or output.
+    let found = store
+        .items_by_id(&[
+            "msg_resp_b".to_owned(),
+            "in_resp_c_2".to_owned(),
+            "nope".to_owned(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found["msg_resp_b"]["role"], "assistant");
+    assert_eq!(found["in_resp_c_2"]["content"], "turn 2");
+
+    // Delete removes the response and its items.
+    assert!(store.delete("resp_b").await.unwrap());
+    assert!(!store.delete("resp_b").await.unwrap());
+    assert!(
+        store
+            .items_by_id(&["msg_resp_b".to_owned()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Interrupted runs are failed at start; expired ones purged.
+    store
+        .put(&response("resp_running", None, "in_progress"))
+        .await
+        .unwrap();
+    store
+        .put(&response("resp_queued", None, "queued"))
+        .await
+        .unwrap();
+    assert_eq!(store.fail_interrupted().await.unwrap(), 2);
+    assert_eq!(
+        store.get("resp_running").await.unwrap().unwrap().status,
+        "failed"
+    );
+    let mut old = response("resp_old", None, "completed");
+    old.expires_at = Some(10);
+    store.put(&old).await.unwrap();
+    assert_eq!(store.purge_expired(11).await.unwrap(), 1);
+    assert!(store.get("resp_old").await.unwrap().is_none());
+    assert!(
+        store.get("resp_a").await.unwrap().is_some(),
+        "no expiry, kept"
+    );
+
+    // Concurrent writers and readers.
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("resp_par_{i}");
+            store.put(&response(&id, None, "completed")).await.unwrap();
+            store.get(&id).await.unwrap().unwrap().id
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        assert_eq!(t.await.unwrap(), format!("resp_par_{i}"));
+    }
+}
+
+#[tokio::test]
+async fn the_suite_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("toolbridge-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let _ = std::fs::remove_file(&path);
+    let url = format!("sqlite://{}", path.display());
+    let store = SqlStore::open(&url).await.unwrap();
+    suite(&store).await;
+    // Reopening the same file keeps the data and does not migrate twice.
+    drop(store);
+    let again = SqlStore::open(&url).await.unwrap();
+    assert!(again.get("resp_a").await.unwrap().is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_suite_on_postgres() {
+    let admin = std::env::var("TOOLBRIDGE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    sqlx::any::install_default_drivers();
+    let mut conn = match sqlx::AnyConnection::connect(&admin).await {
+        Ok(c) => c,
+        Err(e) if std::env::var("CI").is_ok_and(|v| !v.is_empty()) => {
+            panic!("PostgreSQL is not reachable at {admin} on CI: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED the PostgreSQL store suite: {admin} is not reachable ({e})");
+            return;
+        }
+    };
+    let name = format!(
+        "toolbridge_test_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            % 1_000_000_000
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap();
+    let store = SqlStore::open(&format!("{base}/{name}")).await.unwrap();
+    suite(&store).await;
+    drop(store);
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut conn)
+    .await;
+}
