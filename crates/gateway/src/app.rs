@@ -16,8 +16,9 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::seal::AeadSealer;
 use crate::upstream::Upstreams;
-use crate::{models, responses};
+use crate::{models, responses, stored};
 use toolbridge_core::reasoning::Sealer;
+use toolbridge_store::{ResponseStore, SqlStore};
 
 /// Shared, read-only state of the application.
 #[derive(Clone)]
@@ -28,11 +29,33 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Seals and opens reasoning blobs.
     pub sealer: Arc<dyn Sealer>,
+    /// Stored responses; `None` when storage is off.
+    pub store: Option<Arc<dyn ResponseStore>>,
 }
 
 impl AppState {
     /// State for `config`; the returned sender forces in-flight streams to end.
-    pub fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
+    pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
+        let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
+            None => None,
+            Some(url) => {
+                let store = SqlStore::open(url)
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
+                // Responses a dead process left running will never finish: say so.
+                let failed = store
+                    .fail_interrupted()
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
+                if failed > 0 {
+                    tracing::warn!(
+                        failed,
+                        "marked responses interrupted by a restart as failed"
+                    );
+                }
+                Some(Arc::new(store))
+            }
+        };
         let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
         let sealer = if config.reasoning_keys.is_empty() {
             tracing::warn!(
@@ -49,6 +72,7 @@ impl AppState {
                 upstreams: Arc::new(upstreams),
                 shutdown: rx,
                 sealer: Arc::new(sealer),
+                store,
             },
             tx,
         ))
@@ -59,6 +83,8 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/responses", post(responses::create))
+        .route("/responses/{id}", get(stored::get).delete(stored::delete))
+        .route("/responses/{id}/input_items", get(stored::input_items))
         .route("/models", get(models::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones

@@ -37,6 +37,11 @@ pub struct FileConfig {
     /// Seconds of upstream silence after which a stream gets an SSE keep-alive comment; 0
     /// turns them off. Default 15.
     pub keepalive_secs: Option<u64>,
+    /// Where responses are stored: `sqlite://PATH` (default `sqlite://toolbridge.db`),
+    /// `postgres://…`, or `none`. `TOOLBRIDGE_STORE_URL` overrides it.
+    pub store_url: Option<String>,
+    /// How long a stored response is kept, in seconds. Default 30 days.
+    pub store_ttl_secs: Option<u64>,
     /// Base64 32-byte keys sealing reasoning into `encrypted_content`; the first seals, all
     /// open. Every gateway process serving the same clients needs the same keys.
     #[serde(default)]
@@ -126,6 +131,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Silence after which a keep-alive comment is sent; `None`: never.
     pub keepalive: Option<Duration>,
+    /// The store URL; `None` when storage is off.
+    pub store_url: Option<String>,
+    /// How long stored responses are kept.
+    pub store_ttl: Duration,
     /// Reasoning keys, first one sealing. Empty: a random key per process.
     pub reasoning_keys: Vec<[u8; 32]>,
     pub providers: BTreeMap<String, Provider>,
@@ -160,6 +169,13 @@ impl std::fmt::Debug for Config {
             )
             .field("shutdown_grace", &self.shutdown_grace)
             .field("keepalive", &self.keepalive)
+            .field(
+                "store",
+                &self
+                    .store_url
+                    .as_deref()
+                    .map(|u| u.split('@').next_back().unwrap_or(u)),
+            )
             .field(
                 "reasoning_keys",
                 &format_args!("[{} redacted]", self.reasoning_keys.len()),
@@ -286,6 +302,8 @@ impl Config {
             api_keys_env: None,
             shutdown_grace_secs: None,
             keepalive_secs: None,
+            store_url: None,
+            store_ttl_secs: None,
             reasoning_keys: Vec::new(),
             reasoning_keys_env: None,
             providers,
@@ -403,6 +421,25 @@ impl Config {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
             },
+            store_url: match env("TOOLBRIDGE_STORE_URL")
+                .or(file.store_url)
+                .unwrap_or_else(|| "sqlite://toolbridge.db".to_owned())
+            {
+                off if off == "none" || off.is_empty() => None,
+                url if url.starts_with("sqlite:")
+                    || url.starts_with("postgres://")
+                    || url.starts_with("postgresql://") =>
+                {
+                    Some(url)
+                }
+                other => {
+                    return Err(ConfigError::invalid(
+                        "store_url",
+                        format!("`{other}` is not sqlite://PATH, postgres://… or none"),
+                    ));
+                }
+            },
+            store_ttl: Duration::from_secs(file.store_ttl_secs.unwrap_or(30 * 24 * 3600)),
             reasoning_keys,
             providers,
             routes,

@@ -59,6 +59,14 @@ pub enum GatewayError {
     UpstreamTimeout,
     #[error("not found: {0}")]
     RouteNotFound(String),
+    #[error("previous response `{0}` was not found (it was never stored, was deleted, or expired)")]
+    PreviousResponseNotFound(String),
+    #[error("no stored item has the id `{id}` named by the item_reference at `{param}`")]
+    ItemReferenceNotFound { param: String, id: String },
+    #[error("response `{0}` was not found")]
+    ResponseNotFound(String),
+    #[error("the response store failed: {0}")]
+    Store(String),
 }
 
 impl GatewayError {
@@ -76,6 +84,10 @@ impl GatewayError {
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamTimeout => "upstream_timeout",
             Self::RouteNotFound(_) => "not_found",
+            Self::PreviousResponseNotFound(_) => "previous_response_not_found",
+            Self::ItemReferenceNotFound { .. } => "item_reference_not_found",
+            Self::ResponseNotFound(_) => "response_not_found",
+            Self::Store(_) => "store_unavailable",
         }
     }
 
@@ -84,7 +96,9 @@ impl GatewayError {
             Self::Request(e) => e.status(),
             Self::Upstream(e) => e.status(),
             Self::Unauthorized => 401,
-            Self::ModelNotFound { .. } | Self::RouteNotFound(_) => 404,
+            Self::ModelNotFound { .. } | Self::RouteNotFound(_) | Self::ResponseNotFound(_) => 404,
+            Self::PreviousResponseNotFound(_) | Self::ItemReferenceNotFound { .. } => 400,
+            Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
@@ -103,6 +117,13 @@ impl GatewayError {
                 let (kind, param) = match self {
                     Self::Unauthorized => ("authentication_error", None),
                     Self::ModelNotFound { .. } => ("invalid_request_error", Some("model")),
+                    Self::PreviousResponseNotFound(_) => {
+                        ("invalid_request_error", Some("previous_response_id"))
+                    }
+                    Self::ItemReferenceNotFound { param, .. } => {
+                        ("invalid_request_error", Some(param.as_str()))
+                    }
+                    Self::ResponseNotFound(_) => ("invalid_request_error", None),
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)
                     | Self::UnsupportedMediaType

@@ -102,7 +102,9 @@ async fn handle(
             GatewayError::BodyUnreadable(rejection.body_text())
         }
     })?;
-    let req = parse_request(&bytes)?;
+    let mut req = parse_request(&bytes)?;
+    let stored = req.store.unwrap_or(true) && state.store.is_some();
+    let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
     let mut canonical = normalize(&req, &Limits::default())?;
     open_sealed(
         &mut canonical.turns,
@@ -195,7 +197,15 @@ async fn handle(
         let meta = ResponseMeta {
             id: ids::new("resp"),
             created_at: time::now(),
-            stored: false,
+            stored,
+        };
+        let persist = match (&state.store, stored) {
+            (Some(store), true) => Some(Persist {
+                store: store.clone(),
+                input_items: turn_items.clone(),
+                expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
+            }),
+            _ => None,
         };
         let header = diagnostics_header(&diagnostics);
         let echo_tools = plan.echo_tools.clone();
@@ -217,21 +227,39 @@ async fn handle(
             },
         );
         let mut response = if canonical.stream {
-            stream_response(
-                upstream,
-                assembler,
+            stream_response(Pump {
+                upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
+                decoder: ChunkDecoder::new(&profile),
                 profile,
-                PumpLimits {
+                assembler: Some(assembler),
+                limits: PumpLimits {
                     keepalive: state.config.keepalive,
                     deadline: tokio::time::Instant::now() + provider.stream_timeout,
                     shutdown: state.shutdown.clone(),
                 },
                 payload,
                 echo,
-                request_id,
-            )
+                persist,
+                final_response: None,
+                pending: Vec::new(),
+                diagnostics: Vec::new(),
+                request_id: request_id.to_owned(),
+            })
         } else {
-            sync_response(upstream, assembler, &profile, payload, echo).await?
+            let response = sync_response(upstream, assembler, &profile, payload, echo).await?;
+            if let Some(persist) = persist {
+                persist.save(&response, request_id).await;
+            }
+            let body = serde_json::to_vec(&response).unwrap_or_default();
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response()
         };
         if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
             response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -273,6 +301,48 @@ pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
         })
         .collect();
     Some(parts.join(","))
+}
+
+/// What storing one response needs, kept until its end.
+struct Persist {
+    store: Arc<dyn toolbridge_store::ResponseStore>,
+    /// This turn's input items, with ids.
+    input_items: Vec<serde_json::Value>,
+    expires_at: i64,
+}
+
+impl Persist {
+    /// Stores the final response with this turn's items. It runs before the terminal event is
+    /// sent, so a client that sees `response.completed` can fetch the response at once. A failure
+    /// is logged: the answer itself already went out.
+    async fn save(self, response: &toolbridge_wire::responses::Response, request_id: &str) {
+        let status = serde_json::to_value(response.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let stored = toolbridge_store::StoredResponse {
+            id: response.id.clone(),
+            created_at: response.created_at,
+            status,
+            model: response.model.clone(),
+            previous_response_id: response.previous_response_id.clone(),
+            expires_at: Some(self.expires_at),
+            response: serde_json::to_value(response).unwrap_or_default(),
+            input_items: self.input_items,
+            output_items: response
+                .output
+                .iter()
+                .filter_map(|item| serde_json::to_value(item).ok())
+                .collect(),
+        };
+        if let Err(e) = self.store.put(&stored).await {
+            tracing::error!(
+                request_id,
+                code = e.code(),
+                "storing the response failed: {e}"
+            );
+        }
+    }
 }
 
 /// The most rounds of provider builtin calls answered within one response.
@@ -336,7 +406,7 @@ async fn sync_response(
     profile: &Profile,
     mut payload: Bytes,
     mut echo: Option<EchoRounds>,
-) -> Result<Response, GatewayError> {
+) -> Result<toolbridge_wire::responses::Response, GatewayError> {
     let mut upstream = upstream;
     let mut sink = Vec::new();
     loop {
@@ -370,17 +440,7 @@ async fn sync_response(
         (upstream, payload) = rounds.send(echoes).await?;
     }
     estimate_missing_usage(&mut assembler, &payload, &mut sink);
-    let response = assembler.finish(time::now(), &mut sink);
-    let body = serde_json::to_vec(&response).unwrap_or_default();
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response())
+    Ok(assembler.finish(time::now(), &mut sink))
 }
 
 type UpstreamSse = Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
@@ -410,6 +470,10 @@ struct Pump {
     payload: Bytes,
     /// Set when provider builtin calls are answered by the gateway.
     echo: Option<EchoRounds>,
+    /// Set when the response is stored at its end.
+    persist: Option<Persist>,
+    /// The final response, between its terminal event and its storing.
+    final_response: Option<toolbridge_wire::responses::Response>,
     pending: Vec<UpstreamEvent>,
     diagnostics: Vec<Diagnostic>,
     request_id: String,
@@ -423,8 +487,19 @@ enum Step {
 }
 
 impl Pump {
-    /// The next batch of frames; `None` after the terminal event.
+    /// The next batch of frames; `None` after the terminal event. A stored response is written
+    /// before its terminal event goes out.
     async fn next(&mut self) -> Option<Vec<Bytes>> {
+        let frames = self.step().await?;
+        if let Some(response) = self.final_response.take()
+            && let Some(persist) = self.persist.take()
+        {
+            persist.save(&response, &self.request_id).await;
+        }
+        Some(frames)
+    }
+
+    async fn step(&mut self) -> Option<Vec<Bytes>> {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
@@ -534,6 +609,7 @@ impl Pump {
             } else {
                 assembler.finish_unterminated(time::now(), &mut out)
             };
+            self.final_response = Some(response.clone());
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
         frames(&out)
@@ -546,7 +622,8 @@ impl Pump {
                 code,
                 "stream failed: {message}"
             );
-            assembler.fail(code, message, time::now(), &mut out);
+            let response = assembler.fail(code, message, time::now(), &mut out);
+            self.final_response = Some(response);
         }
         frames(&out)
     }
@@ -615,29 +692,13 @@ async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
-fn stream_response(
-    upstream: reqwest::Response,
-    mut assembler: Assembler,
-    profile: Profile,
-    limits: PumpLimits,
-    payload: Bytes,
-    echo: Option<EchoRounds>,
-    request_id: &str,
-) -> Response {
+/// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
+/// yields.
+fn stream_response(mut pump: Pump) -> Response {
     let mut start = Vec::new();
-    assembler.start(&mut start);
-    let pump = Pump {
-        upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
-        decoder: ChunkDecoder::new(&profile),
-        profile,
-        assembler: Some(assembler),
-        limits,
-        payload,
-        echo,
-        pending: Vec::new(),
-        diagnostics: Vec::new(),
-        request_id: request_id.to_owned(),
-    };
+    if let Some(assembler) = pump.assembler.as_mut() {
+        assembler.start(&mut start);
+    }
     let body = stream::iter(frames(&start))
         .chain(
             stream::unfold(pump, |mut pump| async move {

@@ -20,7 +20,21 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
-    let (state, force) = AppState::new(config).map_err(std::io::Error::other)?;
+    let (state, force) = AppState::new(config).await.map_err(std::io::Error::other)?;
+    if let Some(store) = state.store.clone() {
+        // Expired responses are deleted in the background, every ten minutes.
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
+            loop {
+                every.tick().await;
+                match store.purge_expired(crate::time::now()).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
+                    Err(e) => tracing::warn!("purging expired responses failed: {e}"),
+                }
+            }
+        });
+    }
     let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
     let signal = async move {
         shutdown.await;

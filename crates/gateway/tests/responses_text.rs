@@ -61,7 +61,7 @@ async fn sync_text_maps_request_and_fills_every_response_field() {
     assert_eq!(body["metadata"], json!({"ticket": "42"}));
     assert_eq!(body["service_tier"], "default");
     assert_eq!(body["temperature"], 0.5);
-    assert_eq!(body["store"], false);
+    assert_eq!(body["store"], true, "stored by default, as OpenAI does");
     assert_eq!(body["text"], json!({"format": {"type": "text"}}));
     assert_eq!(body["output"][0]["type"], "message");
     assert_eq!(body["output"][0]["role"], "assistant");

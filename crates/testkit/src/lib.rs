@@ -16,4 +16,18 @@ pub mod upstream;
 
 pub use process::GatewayProcess;
 pub use schema::OpenResponses;
+
+/// A fresh SQLite store URL in the temporary directory, unique per call.
+pub fn temp_store_url() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join("toolbridge-test-stores");
+    let _ = std::fs::create_dir_all(&dir);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let path = dir.join(format!("{}-{n}-{nanos}.db", std::process::id()));
+    format!("sqlite://{}", path.display())
+}
 pub use upstream::{FakeUpstream, Recorded, Reply};

@@ -40,6 +40,10 @@ impl GatewayProcess {
         if !envs.iter().any(|(name, _)| *name == "TOOLBRIDGE_LISTEN") {
             cmd.env("TOOLBRIDGE_LISTEN", "127.0.0.1:0");
         }
+        if !envs.iter().any(|(name, _)| *name == "TOOLBRIDGE_STORE_URL") {
+            // A store of its own, never a file in the working tree.
+            cmd.env("TOOLBRIDGE_STORE_URL", crate::temp_store_url());
+        }
         for (name, value) in envs {
             cmd.env(name, value);
         }

@@ -1,0 +1,125 @@
+//! Stored responses: `GET /v1/responses/{id}`, `DELETE /v1/responses/{id}` and
+//! `GET /v1/responses/{id}/input_items`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolbridge_store::{Order, Page, ResponseStore};
+
+use crate::app::AppState;
+use crate::error::GatewayError;
+
+fn store(state: &AppState, id: &str) -> Result<std::sync::Arc<dyn ResponseStore>, GatewayError> {
+    // Without a store nothing was ever stored: every id is unknown.
+    state
+        .store
+        .clone()
+        .ok_or_else(|| GatewayError::ResponseNotFound(id.to_owned()))
+}
+
+/// `GET /v1/responses/{id}`.
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let result = async {
+        let stored = store(&state, &id)?
+            .get(&id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
+        Ok::<_, GatewayError>(Json(stored.response))
+    };
+    match result.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let result = async {
+        let deleted = store(&state, &id)?
+            .delete(&id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        if !deleted {
+            return Err(GatewayError::ResponseNotFound(id.clone()));
+        }
+        Ok(Json(
+            json!({"id": id, "object": "response.deleted", "deleted": true}),
+        ))
+    };
+    match result.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Query of `input_items`.
+#[derive(Debug, Deserialize)]
+pub struct ItemsQuery {
+    after: Option<String>,
+    limit: Option<u32>,
+    order: Option<String>,
+}
+
+/// `GET /v1/responses/{id}/input_items?after&limit&order`.
+pub async fn input_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<ItemsQuery>,
+) -> Response {
+    let result = async {
+        let order = match query.order.as_deref() {
+            None | Some("desc") => Order::Desc,
+            Some("asc") => Order::Asc,
+            Some(other) => {
+                return Err(GatewayError::Request(
+                    toolbridge_core::Error::InvalidValue {
+                        param: "order".to_owned(),
+                        message: format!("`{other}` is not asc or desc"),
+                    },
+                ));
+            }
+        };
+        let limit = query.limit.unwrap_or(20);
+        if !(1..=100).contains(&limit) {
+            return Err(GatewayError::Request(
+                toolbridge_core::Error::InvalidValue {
+                    param: "limit".to_owned(),
+                    message: format!("{limit} is not between 1 and 100"),
+                },
+            ));
+        }
+        let page = Page {
+            after: query.after,
+            limit,
+            order,
+        };
+        let page = store(&state, &id)?
+            .input_items(&id, &page)
+            .await
+            .map_err(|e| match e {
+                toolbridge_store::StoreError::NotFound(after) => {
+                    GatewayError::Request(toolbridge_core::Error::InvalidValue {
+                        param: "after".to_owned(),
+                        message: format!("`{after}` is not an input item of this response"),
+                    })
+                }
+                other => GatewayError::Store(other.to_string()),
+            })?
+            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
+        let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
+        Ok(Json(json!({
+            "object": "list",
+            "first_id": id_of(page.items.first()),
+            "last_id": id_of(page.items.last()),
+            "has_more": page.has_more,
+            "data": page.items,
+        })))
+    };
+    match result.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,218 @@
+//! Ring 2: conversation state. Stored responses, `previous_response_id` chains, `item_reference`
+//! inputs, retrieval, input item pages and deletion, against the default SQLite store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+mod common;
+
+use common::Harness;
+use serde_json::{Value, json};
+use toolbridge_testkit::Reply;
+use toolbridge_testkit::chat::{chunk, completion, text_stream};
+
+#[tokio::test]
+async fn three_turns_chain_through_previous_response_id_streamed_and_not() {
+    let h = Harness::with_preset("deepseek").await;
+    h.upstream.push(Reply::json(completion("Paris.", "stop")));
+    let (status, first) = h
+        .post_json(
+            &json!({"model": "m", "instructions": "Be brief.", "input": "Capital of France?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["store"], true);
+
+    h.upstream
+        .push(Reply::sse(text_stream(&["About 2.1", " million."], "stop")));
+    let events = h
+        .post_stream(&json!({
+            "model": "m", "stream": true, "instructions": "Answer in numbers.",
+            "previous_response_id": first["id"], "input": "Its population?",
+        }))
+        .await;
+    let second = events.last().unwrap().data["response"].clone();
+    assert_eq!(second["previous_response_id"], first["id"]);
+
+    h.upstream.push(Reply::json(completion("France.", "stop")));
+    let (status, third) = h
+        .post_json(&json!({"model": "m", "previous_response_id": second["id"], "input": "Which country again?"}))
+        .await;
+    assert_eq!(status, 200, "{third}");
+    // The third upstream call carries the whole conversation, and only this turn's instructions.
+    assert_eq!(
+        h.upstream.last_body()["messages"],
+        json!([
+            {"role": "user", "content": "Capital of France?"},
+            {"role": "assistant", "content": "Paris."},
+            {"role": "user", "content": "Its population?"},
+            {"role": "assistant", "content": "About 2.1 million."},
+            {"role": "user", "content": "Which country again?"},
+        ])
+    );
+
+    // Retrieval gives back exactly what the client saw.
+    let got: Value = h
+        .client
+        .get(h.url(&format!("/v1/responses/{}", second["id"].as_str().unwrap())))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got, second);
+    h.check_response(&got);
+}
+
+#[tokio::test]
+async fn a_missing_previous_response_is_a_400_with_the_open_responses_code() {
+    let h = Harness::with_preset("generic").await;
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "previous_response_id": "resp_nope", "input": "x"}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["code"], "previous_response_not_found");
+    assert_eq!(body["error"]["param"], "previous_response_id");
+    assert!(h.upstream.requests().is_empty());
+
+    // store: false keeps nothing to chain from or retrieve.
+    h.upstream.push(Reply::json(completion("ok", "stop")));
+    let (_, unstored) = h
+        .post_json(&json!({"model": "m", "input": "x", "store": false}))
+        .await;
+    assert_eq!(unstored["store"], false);
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "previous_response_id": unstored["id"], "input": "y"}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let got = h
+        .client
+        .get(h.url(&format!(
+            "/v1/responses/{}",
+            unstored["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 404);
+    let body: Value = got.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "response_not_found");
+}
+
+#[tokio::test]
+async fn item_references_resolve_from_the_store_and_replay_reasoning() {
+    let h = Harness::with_preset("deepseek").await;
+    let tools = json!([{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]);
+    h.upstream.push(Reply::sse(vec![
+        chunk(json!({"role": "assistant", "reasoning_content": "Look it up."}), None),
+        chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]}), None),
+        chunk(json!({}), Some("tool_calls")),
+    ]));
+    let events = h
+        .post_stream(&json!({"model": "m", "stream": true, "tools": tools, "input": "find x"}))
+        .await;
+    let response = events.last().unwrap().data["response"].clone();
+    let reasoning_id = response["output"][0]["id"].clone();
+    let call_id = response["output"][1]["id"].clone();
+
+    // The AI SDK's way: earlier output items by reference.
+    h.upstream.push(Reply::json(completion("x is 42", "stop")));
+    let (status, body) = h
+        .post_json(&json!({
+            "model": "m", "tools": tools,
+            "input": [
+                {"role": "user", "content": "find x"},
+                {"type": "item_reference", "id": reasoning_id},
+                {"type": "item_reference", "id": call_id},
+                {"type": "function_call_output", "call_id": "call_1", "output": "42"},
+            ],
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let assistant = h.upstream.last_body()["messages"][1].clone();
+    assert_eq!(assistant["reasoning_content"], "Look it up.");
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
+
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": [{"role": "user", "content": "x"}, {"type": "item_reference", "id": "msg_unknown"}]}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["code"], "item_reference_not_found");
+    assert_eq!(body["error"]["param"], "input[1]");
+}
+
+#[tokio::test]
+async fn input_items_page_and_deletion() {
+    let h = Harness::with_preset("generic").await;
+    h.upstream.push(Reply::json(completion("ok", "stop")));
+    let (_, response) = h
+        .post_json(&json!({"model": "m", "input": [
+            {"role": "user", "content": "one"},
+            {"role": "user", "content": "two"},
+            {"role": "user", "content": "three"},
+        ]}))
+        .await;
+    let id = response["id"].as_str().unwrap().to_owned();
+    let page = |query: &str| {
+        let url = h.url(&format!("/v1/responses/{id}/input_items{query}"));
+        let client = h.client.clone();
+        async move {
+            client
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let texts = |page: &Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let newest = page("").await;
+    assert_eq!(newest["object"], "list");
+    assert_eq!(
+        texts(&newest),
+        ["three", "two", "one"],
+        "newest first by default"
+    );
+    let first_two = page("?order=asc&limit=2").await;
+    assert_eq!(texts(&first_two), ["one", "two"]);
+    assert_eq!(first_two["has_more"], true);
+    let rest = page(&format!(
+        "?order=asc&after={}",
+        first_two["last_id"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!(texts(&rest), ["three"]);
+    assert_eq!(rest["has_more"], false);
+    let bad = page("?limit=500").await;
+    assert_eq!(bad["error"]["param"], "limit");
+
+    let deleted: Value = h
+        .client
+        .delete(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted,
+        json!({"id": id, "object": "response.deleted", "deleted": true})
+    );
+    let again = h
+        .client
+        .delete(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
+}
