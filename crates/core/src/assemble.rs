@@ -291,6 +291,11 @@ impl Assembler {
         Some(echoes)
     }
 
+    /// The response as it stands before its end (status `in_progress`, no output yet shown).
+    pub fn snapshot(&self) -> Response {
+        self.response.clone()
+    }
+
     /// True while the upstream has reported no usage.
     pub fn needs_usage(&self) -> bool {
         self.usage.is_none()

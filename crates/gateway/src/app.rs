@@ -43,8 +43,13 @@ impl AppState {
                     .await
                     .map_err(|e| format!("cannot open the response store: {e}"))?;
                 // Responses a dead process left running will never finish: say so.
+                let now = crate::time::now();
+                store
+                    .heartbeat(now)
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
                 let failed = store
-                    .fail_interrupted()
+                    .fail_interrupted(now)
                     .await
                     .map_err(|e| format!("cannot open the response store: {e}"))?;
                 if failed > 0 {

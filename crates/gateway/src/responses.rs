@@ -227,6 +227,11 @@ async fn handle(
             },
         );
         let mut response = if canonical.stream {
+            if let Some(persist) = &persist {
+                persist
+                    .save_started(&assembler.snapshot(), request_id)
+                    .await;
+            }
             stream_response(Pump {
                 upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
                 decoder: ChunkDecoder::new(&profile),
@@ -315,12 +320,33 @@ impl Persist {
     /// Stores the final response with this turn's items. It runs before the terminal event is
     /// sent, so a client that sees `response.completed` can fetch the response at once. A failure
     /// is logged: the answer itself already went out.
-    async fn save(self, response: &toolbridge_wire::responses::Response, request_id: &str) {
+    /// Records a stream's response as `in_progress` when it starts: if the process dies before
+    /// the end, the next start marks it failed (never a half-written response, never a ghost).
+    async fn save_started(
+        &self,
+        response: &toolbridge_wire::responses::Response,
+        request_id: &str,
+    ) {
+        let stored = self.record(response, Vec::new());
+        if let Err(e) = self.store.put(&stored).await {
+            tracing::error!(
+                request_id,
+                code = e.code(),
+                "storing the response failed: {e}"
+            );
+        }
+    }
+
+    fn record(
+        &self,
+        response: &toolbridge_wire::responses::Response,
+        input_items: Vec<serde_json::Value>,
+    ) -> toolbridge_store::StoredResponse {
         let status = serde_json::to_value(response.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let stored = toolbridge_store::StoredResponse {
+        toolbridge_store::StoredResponse {
             id: response.id.clone(),
             created_at: response.created_at,
             status,
@@ -328,13 +354,18 @@ impl Persist {
             previous_response_id: response.previous_response_id.clone(),
             expires_at: Some(self.expires_at),
             response: serde_json::to_value(response).unwrap_or_default(),
-            input_items: self.input_items,
+            input_items,
             output_items: response
                 .output
                 .iter()
                 .filter_map(|item| serde_json::to_value(item).ok())
                 .collect(),
-        };
+        }
+    }
+
+    async fn save(mut self, response: &toolbridge_wire::responses::Response, request_id: &str) {
+        let input_items = std::mem::take(&mut self.input_items);
+        let stored = self.record(response, input_items);
         if let Err(e) = self.store.put(&stored).await {
             tracing::error!(
                 request_id,

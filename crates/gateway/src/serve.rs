@@ -20,17 +20,41 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
+    let routes = config.routes.len();
     let (state, force) = AppState::new(config).await.map_err(std::io::Error::other)?;
+    // Announced only once the store is open: a client that reads this line can use the gateway.
+    // Tests and scripts read it to find the port when listening on port 0.
+    let addr: SocketAddr = listener.local_addr()?;
+    eprintln!("toolbridge listening on http://{addr}");
+    tracing::info!(%addr, routes, "listening");
     if let Some(store) = state.store.clone() {
-        // Expired responses are deleted in the background, every ten minutes.
+        // In the background: a heartbeat (so other processes know this one's runs are alive),
+        // failing runs that dead processes left behind, and deleting expired responses.
         tokio::spawn(async move {
-            let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
+            let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(secs));
+            let mut ticks: u64 = 0;
             loop {
                 every.tick().await;
-                match store.purge_expired(crate::time::now()).await {
+                ticks += 1;
+                let now = crate::time::now();
+                if let Err(e) = store.heartbeat(now).await {
+                    tracing::warn!("store heartbeat failed: {e}");
+                }
+                match store.fail_interrupted(now).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
-                    Err(e) => tracing::warn!("purging expired responses failed: {e}"),
+                    Ok(n) => tracing::warn!(
+                        failed = n,
+                        "responses left by a stopped process marked failed"
+                    ),
+                    Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
+                }
+                if ticks % 20 == 1 {
+                    match store.purge_expired(now).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
+                        Err(e) => tracing::warn!("purging expired responses failed: {e}"),
+                    }
                 }
             }
         });
@@ -63,10 +87,6 @@ pub async fn serve_on(
 /// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> std::io::Result<()> {
     let listener = TcpListener::bind(config.listen).await?;
-    let addr: SocketAddr = listener.local_addr()?;
-    // Tests and scripts read this line to find the port when listening on port 0.
-    eprintln!("toolbridge listening on http://{addr}");
-    tracing::info!(%addr, routes = config.routes.len(), "listening");
     serve_on(listener, config, shutdown_signal()).await
 }
 

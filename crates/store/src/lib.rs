@@ -121,11 +121,20 @@ pub trait ResponseStore: Send + Sync {
         id: &'a str,
         max_depth: usize,
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>>;
-    /// Marks responses left `queued` or `in_progress` (a process died) as failed; the count.
-    fn fail_interrupted(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Records that this process is alive (call at start and every [`HEARTBEAT_SECS`]).
+    fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// Marks as failed the responses left `queued` or `in_progress` by a process that is gone:
+    /// one whose heartbeat is older than [`LEASE_SECS`] (or, on SQLite, which serves one process,
+    /// any process but this one). Their body gets `status: failed` and an error. The count.
+    fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Deletes responses whose `expires_at` is before `now`; the count.
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
 }
+
+/// How often a process records that it is alive.
+pub const HEARTBEAT_SECS: i64 = 30;
+/// How long without a heartbeat before a process's unfinished responses are failed.
+pub const LEASE_SECS: i64 = 3 * HEARTBEAT_SECS;
 
 /// The schema, in order. Each step runs once, recorded in `toolbridge_schema`.
 const MIGRATIONS: &[&str] = &[
@@ -148,12 +157,17 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (response_id, kind, position)
     )",
     "CREATE INDEX IF NOT EXISTS toolbridge_items_item_id ON toolbridge_items (item_id)",
+    "ALTER TABLE toolbridge_responses ADD COLUMN owner TEXT",
+    "CREATE TABLE IF NOT EXISTS toolbridge_instances (id TEXT PRIMARY KEY, heartbeat_at BIGINT NOT NULL)",
 ];
 
 /// The SQL store (SQLite or PostgreSQL).
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
+    /// This process's id, owner of the responses it is still producing.
+    instance: String,
+    sqlite: bool,
 }
 
 impl SqlStore {
@@ -186,23 +200,45 @@ impl SqlStore {
             })
             .connect_with(options)
             .await?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            instance: instance_id(),
+            sqlite,
+        };
         store.migrate().await?;
         Ok(store)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
+        // Several processes may start at once on one PostgreSQL database: one migrates at a time.
+        // (SQLite serialises writers itself.)
+        let mut conn = self.pool.acquire().await?;
+        if !self.sqlite {
+            sqlx::query("SELECT pg_advisory_lock(7745634)")
+                .execute(&mut *conn)
+                .await?;
+        }
+        let result = self.migrate_on(&mut conn).await;
+        if !self.sqlite {
+            sqlx::query("SELECT pg_advisory_unlock(7745634)")
+                .execute(&mut *conn)
+                .await?;
+        }
+        result
+    }
+
+    async fn migrate_on(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
         sqlx::query(
             "CREATE TABLE IF NOT EXISTS toolbridge_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
         )
-        .execute(&self.pool)
+        .execute(&mut *conn)
         .await?;
         let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM toolbridge_schema")
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *conn)
             .await?
             .try_get("n")?;
         for (version, sql) in MIGRATIONS.iter().enumerate().skip(applied.max(0) as usize) {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             sqlx::query(*sql).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO toolbridge_schema (version, applied_at) VALUES ($1, $2)")
                 .bind(version as i64 + 1)
@@ -219,11 +255,11 @@ impl SqlStore {
             serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
+            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
                previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
-               body = excluded.body",
+               body = excluded.body, owner = excluded.owner",
         )
         .bind(&r.id)
         .bind(r.created_at)
@@ -232,6 +268,7 @@ impl SqlStore {
         .bind(r.previous_response_id.as_deref())
         .bind(r.expires_at)
         .bind(body)
+        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
@@ -446,14 +483,71 @@ impl ResponseStore for SqlStore {
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>> {
         Box::pin(self.chain_inner(id, max_depth))
     }
-    fn fail_interrupted(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+    fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            Ok(sqlx::query(
-                "UPDATE toolbridge_responses SET status = 'failed' WHERE status IN ('queued', 'in_progress')",
+            sqlx::query(
+                "INSERT INTO toolbridge_instances (id, heartbeat_at) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
             )
+            .bind(&self.instance)
+            .bind(now)
             .execute(&self.pool)
-            .await?
-            .rows_affected())
+            .await?;
+            sqlx::query("DELETE FROM toolbridge_instances WHERE heartbeat_at < $1")
+                .bind(now - 10 * LEASE_SECS)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let rows = if self.sqlite {
+                sqlx::query(
+                    "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
+                     AND (owner IS NULL OR owner <> $1)",
+                )
+                .bind(&self.instance)
+                .fetch_all(&self.pool)
+                .await?
+            } else {
+                sqlx::query(
+                    "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
+                     AND (owner IS NULL OR owner NOT IN
+                          (SELECT id FROM toolbridge_instances WHERE heartbeat_at >= $1))",
+                )
+                .bind(now - LEASE_SECS)
+                .fetch_all(&self.pool)
+                .await?
+            };
+            let mut failed = 0;
+            for row in rows {
+                let id: String = row.try_get("id")?;
+                let mut body = parse(&row.try_get::<String, _>("body")?)?;
+                if let Value::Object(map) = &mut body {
+                    map.insert("status".to_owned(), Value::String("failed".to_owned()));
+                    map.insert(
+                        "error".to_owned(),
+                        serde_json::json!({
+                            "code": "server_error",
+                            "message": "the gateway process serving this response stopped before it finished",
+                        }),
+                    );
+                }
+                let body =
+                    serde_json::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                failed += sqlx::query(
+                    "UPDATE toolbridge_responses SET status = 'failed', owner = NULL, body = $2
+                     WHERE id = $1 AND status IN ('queued', 'in_progress')",
+                )
+                .bind(id)
+                .bind(body)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            }
+            Ok(failed)
         })
     }
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
@@ -476,6 +570,19 @@ impl ResponseStore for SqlStore {
             Ok(n)
         })
     }
+}
+
+fn unfinished(status: &str) -> bool {
+    matches!(status, "queued" | "in_progress")
+}
+
+/// A process id unique enough across hosts and restarts: time, pid and a counter's address.
+fn instance_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}-{:x}", nanos, std::process::id())
 }
 
 fn parse(text: &str) -> Result<Value, StoreError> {

@@ -24,7 +24,7 @@ fn response(id: &str, previous: Option<&str>, status: &str) -> StoredResponse {
     }
 }
 
-async fn suite(store: &SqlStore) {
+async fn suite(store: &SqlStore, url: &str) {
     // Put, get, replace.
     let first = response("resp_a", None, "completed");
     store.put(&first).await.unwrap();
@@ -160,7 +160,8 @@ async fn suite(store: &SqlStore) {
             .is_empty()
     );
 
-    // Interrupted runs are failed at start; expired ones purged.
+    // Runs a live process is producing are left alone; a process that starts after they were
+    // left behind fails them, body included.
     store
         .put(&response("resp_running", None, "in_progress"))
         .await
@@ -169,11 +170,20 @@ async fn suite(store: &SqlStore) {
         .put(&response("resp_queued", None, "queued"))
         .await
         .unwrap();
-    assert_eq!(store.fail_interrupted().await.unwrap(), 2);
+    store.heartbeat(1_000).await.unwrap();
     assert_eq!(
-        store.get("resp_running").await.unwrap().unwrap().status,
-        "failed"
+        store.fail_interrupted(1_000).await.unwrap(),
+        0,
+        "its own runs are alive"
     );
+    let later = 1_000 + toolbridge_store::LEASE_SECS + 1;
+    let restarted = SqlStore::open(url).await.unwrap();
+    restarted.heartbeat(later).await.unwrap();
+    assert_eq!(restarted.fail_interrupted(later).await.unwrap(), 2);
+    let running = store.get("resp_running").await.unwrap().unwrap();
+    assert_eq!(running.status, "failed");
+    assert_eq!(running.response["status"], "failed");
+    assert_eq!(running.response["error"]["code"], "server_error");
     let mut old = response("resp_old", None, "completed");
     old.expires_at = Some(10);
     store.put(&old).await.unwrap();
@@ -207,7 +217,7 @@ async fn the_suite_on_sqlite() {
     let _ = std::fs::remove_file(&path);
     let url = format!("sqlite://{}", path.display());
     let store = SqlStore::open(&url).await.unwrap();
-    suite(&store).await;
+    suite(&store, &url).await;
     // Reopening the same file keeps the data and does not migrate twice.
     drop(store);
     let again = SqlStore::open(&url).await.unwrap();
@@ -244,8 +254,9 @@ async fn the_suite_on_postgres() {
         .await
         .unwrap();
     let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap();
-    let store = SqlStore::open(&format!("{base}/{name}")).await.unwrap();
-    suite(&store).await;
+    let url = format!("{base}/{name}");
+    let store = SqlStore::open(&url).await.unwrap();
+    suite(&store, &url).await;
     drop(store);
     let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
