@@ -88,7 +88,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         max_output_tokens: req.max_output_tokens,
         max_tool_calls: req.max_tool_calls,
         store: meta.stored,
-        background: false,
+        background: req.background.unwrap_or(false),
         service_tier: req
             .service_tier
             .clone()

@@ -31,6 +31,9 @@ pub struct AppState {
     pub sealer: Arc<dyn Sealer>,
     /// Stored responses; `None` when storage is off.
     pub store: Option<Arc<dyn ResponseStore>>,
+    /// Background runs of this process, so a cancel landing here stops them at once (a cancel
+    /// landing on another process still wins through the store).
+    pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
 }
 
 impl AppState {
@@ -78,6 +81,7 @@ impl AppState {
                 shutdown: rx,
                 sealer: Arc::new(sealer),
                 store,
+                running: Arc::default(),
             },
             tx,
         ))
@@ -90,6 +94,7 @@ pub fn app(state: AppState) -> Router {
         .route("/responses", post(responses::create))
         .route("/responses/{id}", get(stored::get).delete(stored::delete))
         .route("/responses/{id}/input_items", get(stored::input_items))
+        .route("/responses/{id}/cancel", post(stored::cancel))
         .route("/models", get(models::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones

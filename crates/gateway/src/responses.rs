@@ -102,8 +102,152 @@ async fn handle(
             GatewayError::BodyUnreadable(rejection.body_text())
         }
     })?;
-    let mut req = parse_request(&bytes)?;
-    let stored = req.store.unwrap_or(true) && state.store.is_some();
+    let req = parse_request(&bytes)?;
+    if req.background == Some(true) {
+        return start_background(state, req, request_id).await;
+    }
+    respond(state, req, request_id, None).await
+}
+
+/// A background run's identity, fixed before it starts.
+#[derive(Debug, Clone)]
+struct BackgroundRun {
+    id: String,
+    created_at: i64,
+}
+
+/// `background: true`: checks the request now (a bad one is still a 400), stores it `queued`,
+/// answers with that, and runs it detached. The run is `in_progress` while it works and ends
+/// `completed`, `incomplete` or `failed`, unless a cancel lands first. Any gateway process can
+/// answer polls and cancels: the state is in the store; a cancel also stops the run at once when
+/// it lands on the process running it.
+async fn start_background(
+    state: &AppState,
+    mut req: CreateResponse,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let Some(store) = state.store.clone() else {
+        return Err(GatewayError::Request(toolbridge_core::Error::Unsupported {
+            param: "background".to_owned(),
+            message: "background responses need the response store, and storage is off".to_owned(),
+        }));
+    };
+    if req.stream == Some(true) {
+        return Err(GatewayError::Request(toolbridge_core::Error::Unsupported {
+            param: "stream".to_owned(),
+            message:
+                "background responses are not streamed by this gateway; poll GET /v1/responses/{id}"
+                    .to_owned(),
+        }));
+    }
+    if req.store == Some(false) {
+        return Err(GatewayError::Request(
+            toolbridge_core::Error::InvalidValue {
+                param: "store".to_owned(),
+                message: "a background response is stored; `store: false` contradicts it"
+                    .to_owned(),
+            },
+        ));
+    }
+    {
+        let mut probe = req.clone();
+        crate::history::expand(Some(store.as_ref()), &mut probe, false).await?;
+        let canonical = normalize(&probe, &Limits::default())?;
+        let targets =
+            state
+                .config
+                .targets(&canonical.model)
+                .ok_or_else(|| GatewayError::ModelNotFound {
+                    model: canonical.model.clone(),
+                    known: known_list(state),
+                })?;
+        if let Some(primary) = targets.first() {
+            let profile = primary.provider.profile_for(&primary.upstream_model);
+            plan_tools(
+                &canonical.tools,
+                canonical.tool_choice.as_ref(),
+                &profile.tools,
+            )?;
+        }
+    }
+    let run = BackgroundRun {
+        id: ids::new("resp"),
+        created_at: time::now(),
+    };
+    let meta = ResponseMeta {
+        id: run.id.clone(),
+        created_at: run.created_at,
+        stored: true,
+    };
+    let mut queued = skeleton(&req, &meta);
+    queued.status = toolbridge_wire::responses::ResponseStatus::Queued;
+    let persist = Persist {
+        store: store.clone(),
+        input_items: Vec::new(),
+        expires_at: run.created_at + state.config.store_ttl.as_secs() as i64,
+        guarded: true,
+    };
+    persist.save_started(&queued, request_id).await;
+
+    req.stream = Some(false);
+    let worker_state = state.clone();
+    let worker_request = request_id.to_owned();
+    let worker_run = run.clone();
+    let mut running = queued.clone();
+    running.status = toolbridge_wire::responses::ResponseStatus::InProgress;
+    let task = tokio::spawn(async move {
+        persist.save_started(&running, &worker_request).await;
+        if let Err(e) = respond(
+            &worker_state,
+            req,
+            &worker_request,
+            Some(worker_run.clone()),
+        )
+        .await
+        {
+            tracing::warn!(
+                request_id = worker_request,
+                code = e.code(),
+                "background response failed: {e}"
+            );
+            let mut failed = running;
+            failed.status = toolbridge_wire::responses::ResponseStatus::Failed;
+            failed.error = Some(toolbridge_wire::responses::ResponseError {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            });
+            persist.save(&failed, &worker_request).await;
+        }
+        if let Ok(mut running) = worker_state.running.lock() {
+            running.remove(&worker_run.id);
+        }
+    });
+    if let Ok(mut running) = state.running.lock() {
+        running.insert(run.id.clone(), task.abort_handle());
+        if task.is_finished() {
+            running.remove(&run.id);
+        }
+    }
+    let body = serde_json::to_vec(&queued).unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+/// Serves one request (not a background start).
+async fn respond(
+    state: &AppState,
+    mut req: CreateResponse,
+    request_id: &str,
+    run: Option<BackgroundRun>,
+) -> Result<Response, GatewayError> {
+    let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
     let mut canonical = normalize(&req, &Limits::default())?;
     open_sealed(
@@ -194,16 +338,24 @@ async fn handle(
         for d in &diagnostics {
             tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
         }
-        let meta = ResponseMeta {
-            id: ids::new("resp"),
-            created_at: time::now(),
-            stored,
+        let meta = match &run {
+            Some(run) => ResponseMeta {
+                id: run.id.clone(),
+                created_at: run.created_at,
+                stored,
+            },
+            None => ResponseMeta {
+                id: ids::new("resp"),
+                created_at: time::now(),
+                stored,
+            },
         };
         let persist = match (&state.store, stored) {
             (Some(store), true) => Some(Persist {
                 store: store.clone(),
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
+                guarded: run.is_some(),
             }),
             _ => None,
         };
@@ -314,6 +466,8 @@ struct Persist {
     /// This turn's input items, with ids.
     input_items: Vec<serde_json::Value>,
     expires_at: i64,
+    /// A background run: its writes never undo a cancel.
+    guarded: bool,
 }
 
 impl Persist {
@@ -328,7 +482,12 @@ impl Persist {
         request_id: &str,
     ) {
         let stored = self.record(response, Vec::new());
-        if let Err(e) = self.store.put(&stored).await {
+        let result = if self.guarded {
+            self.store.put_unless_final(&stored).await.map(|_| ())
+        } else {
+            self.store.put(&stored).await
+        };
+        if let Err(e) = result {
             tracing::error!(
                 request_id,
                 code = e.code(),
@@ -366,7 +525,12 @@ impl Persist {
     async fn save(mut self, response: &toolbridge_wire::responses::Response, request_id: &str) {
         let input_items = std::mem::take(&mut self.input_items);
         let stored = self.record(response, input_items);
-        if let Err(e) = self.store.put(&stored).await {
+        let result = if self.guarded {
+            self.store.put_unless_final(&stored).await.map(|_| ())
+        } else {
+            self.store.put(&stored).await
+        };
+        if let Err(e) = result {
             tracing::error!(
                 request_id,
                 code = e.code(),

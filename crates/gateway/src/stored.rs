@@ -123,3 +123,39 @@ pub async fn input_items(
         Err(e) => e.into_response(),
     }
 }
+
+/// `POST /v1/responses/{id}/cancel`: cancels a queued or running background response.
+pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let result = async {
+        let store = store(&state, &id)?;
+        let current = store
+            .get(&id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
+        if current.response.get("background") != Some(&Value::Bool(true)) {
+            return Err(GatewayError::Request(
+                toolbridge_core::Error::InvalidValue {
+                    param: "id".to_owned(),
+                    message: "only a background response can be cancelled".to_owned(),
+                },
+            ));
+        }
+        let updated = store
+            .cancel(&id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
+        // Stop the run at once when it runs here; the store already says it is cancelled.
+        if let Ok(mut running) = state.running.lock()
+            && let Some(handle) = running.remove(&id)
+        {
+            handle.abort();
+        }
+        Ok(Json(updated.response))
+    };
+    match result.await {
+        Ok(body) => body.into_response(),
+        Err(e) => e.into_response(),
+    }
+}

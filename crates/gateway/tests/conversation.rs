@@ -216,3 +216,102 @@ async fn input_items_page_and_deletion() {
         .unwrap();
     assert_eq!(again.status(), 404);
 }
+
+async fn poll_until(h: &Harness, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        let got: Value = h
+            .client
+            .get(h.url(&format!("/v1/responses/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&got) {
+            return got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("response {id} never reached the expected state");
+}
+
+#[tokio::test]
+async fn a_background_response_runs_detached_and_is_polled_to_completion() {
+    let h = Harness::with_preset("generic").await;
+    h.upstream.push(Reply::Delayed {
+        pause: std::time::Duration::from_millis(300),
+        reply: Box::new(Reply::json(completion("Done in the background.", "stop"))),
+    });
+    let (status, queued) = h
+        .post_json(&json!({"model": "m", "input": "work", "background": true}))
+        .await;
+    assert_eq!(status, 200, "{queued}");
+    assert_eq!(queued["status"], "queued");
+    assert_eq!(queued["background"], true);
+    h.check_response(&queued);
+    let id = queued["id"].as_str().unwrap().to_owned();
+    let finished = poll_until(&h, &id, |r| r["status"] == "completed").await;
+    assert_eq!(
+        finished["output"][0]["content"][0]["text"],
+        "Done in the background."
+    );
+    assert_eq!(finished["background"], true);
+    h.check_response(&finished);
+
+    // A streamed background request is refused up front; so is a bad one.
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "x", "background": true, "stream": true}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "stream");
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "background": true, "input": [{"role": "wizard", "content": "x"}]}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "input[0].role");
+}
+
+#[tokio::test]
+async fn a_cancelled_background_response_stays_cancelled() {
+    let h = Harness::with_preset("generic").await;
+    h.upstream.push(Reply::Delayed {
+        pause: std::time::Duration::from_millis(800),
+        reply: Box::new(Reply::json(completion("too late", "stop"))),
+    });
+    let (_, queued) = h
+        .post_json(&json!({"model": "m", "input": "slow", "background": true}))
+        .await;
+    let id = queued["id"].as_str().unwrap().to_owned();
+    poll_until(&h, &id, |r| r["status"] == "in_progress").await;
+    let cancelled: Value = h
+        .client
+        .post(h.url(&format!("/v1/responses/{id}/cancel")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["status"], "cancelled");
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let after = poll_until(&h, &id, |_| true).await;
+    assert_eq!(
+        after["status"], "cancelled",
+        "the run's end did not undo the cancel"
+    );
+
+    // Only background responses can be cancelled.
+    h.upstream.push(Reply::json(completion("ok", "stop")));
+    let (_, plain) = h.post_json(&json!({"model": "m", "input": "x"})).await;
+    let refused = h
+        .client
+        .post(h.url(&format!(
+            "/v1/responses/{}/cancel",
+            plain["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+}

@@ -100,6 +100,19 @@ impl StoreError {
 pub trait ResponseStore: Send + Sync {
     /// Writes a response and its items, replacing an earlier version with the same id.
     fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Writes a response only if it is not already final (`completed`, `incomplete`, `failed`,
+    /// `cancelled`): a background run finishing after a cancel must not undo it. False when the
+    /// stored response was already final.
+    fn put_unless_final<'a>(
+        &'a self,
+        response: &'a StoredResponse,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Cancels a queued or running response: its status and body become `cancelled`. The
+    /// response as it now stands; `None` when there is no such response.
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
     /// A response by id.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
     /// Deletes a response and its items; false when there was none.
@@ -271,9 +284,63 @@ impl SqlStore {
         .bind(unfinished(&r.status).then_some(self.instance.as_str()))
         .execute(&mut *tx)
         .await?;
+        Self::write_items(&mut tx, r).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn put_unless_final_inner(&self, r: &StoredResponse) -> Result<bool, StoreError> {
+        let body =
+            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // One transaction: the guarded update takes the row (PostgreSQL) or the database
+        // (SQLite) for writing, so a cancel either lands before it (and wins) or after it.
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
+             WHERE id = $1 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(&r.id)
+        .bind(&r.status)
+        .bind(&body)
+        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+        .bind(r.expires_at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            let inserted = sqlx::query(
+                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&r.id)
+            .bind(r.created_at)
+            .bind(&r.status)
+            .bind(&r.model)
+            .bind(r.previous_response_id.as_deref())
+            .bind(r.expires_at)
+            .bind(&body)
+            .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                // It exists and is final already.
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        Self::write_items(&mut tx, r).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn write_items(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        r: &StoredResponse,
+    ) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
             .bind(&r.id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         for (kind, items) in [("input", &r.input_items), ("output", &r.output_items)] {
             for (position, item) in items.iter().enumerate() {
@@ -287,12 +354,34 @@ impl SqlStore {
                 .bind(position as i64)
                 .bind(item.get("id").and_then(Value::as_str))
                 .bind(body)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             }
         }
-        tx.commit().await?;
         Ok(())
+    }
+
+    async fn cancel_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        let Some(mut response) = self.get_inner(id).await? else {
+            return Ok(None);
+        };
+        if !unfinished(&response.status) {
+            return Ok(Some(response));
+        }
+        response.status = "cancelled".to_owned();
+        if let Value::Object(map) = &mut response.response {
+            map.insert("status".to_owned(), Value::String("cancelled".to_owned()));
+        }
+        let body = serde_json::to_string(&response.response)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        sqlx::query(
+            "UPDATE toolbridge_responses SET status = 'cancelled', owner = NULL, body = $2 WHERE id = $1 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(id)
+        .bind(body)
+        .execute(&self.pool)
+        .await?;
+        self.get_inner(id).await
     }
 
     async fn get_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
@@ -454,6 +543,18 @@ impl SqlStore {
 }
 
 impl ResponseStore for SqlStore {
+    fn put_unless_final<'a>(
+        &'a self,
+        response: &'a StoredResponse,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.put_unless_final_inner(response))
+    }
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
+        Box::pin(self.cancel_inner(id))
+    }
     fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.put_inner(response))
     }

@@ -160,6 +160,46 @@ async fn suite(store: &SqlStore, url: &str) {
             .is_empty()
     );
 
+    // A background run finishing after a cancel does not undo it.
+    store
+        .put(&response("resp_bg", None, "in_progress"))
+        .await
+        .unwrap();
+    let cancelled = store.cancel("resp_bg").await.unwrap().unwrap();
+    assert_eq!(cancelled.status, "cancelled");
+    assert_eq!(cancelled.response["status"], "cancelled");
+    assert!(
+        !store
+            .put_unless_final(&response("resp_bg", None, "completed"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get("resp_bg").await.unwrap().unwrap().status,
+        "cancelled"
+    );
+    assert!(
+        store
+            .put_unless_final(&response("resp_fresh", None, "completed"))
+            .await
+            .unwrap()
+    );
+    store
+        .put(&response("resp_q", None, "queued"))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .put_unless_final(&response("resp_q", None, "completed"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get("resp_q").await.unwrap().unwrap().status,
+        "completed"
+    );
+    assert!(store.cancel("resp_nope").await.unwrap().is_none());
+
     // Runs a live process is producing are left alone; a process that starts after they were
     // left behind fails them, body included.
     store

@@ -32,6 +32,8 @@ pub enum Reply {
     /// An SSE body whose connection breaks after these pieces (the body fails mid-way, so the
     /// reader sees an aborted transfer, not a clean end).
     StreamThenReset { pieces: Vec<String> },
+    /// Another reply, served after a pause (a slow upstream).
+    Delayed { pause: Duration, reply: Box<Reply> },
     /// Any body.
     Raw {
         status: u16,
@@ -220,8 +222,18 @@ async fn handle(
             .or_else(|| inner.fallback.clone());
         (reply, inner.abandoned.clone())
     };
+    let mut reply = reply;
+    while let Some(Reply::Delayed {
+        pause,
+        reply: inner,
+    }) = reply
+    {
+        tokio::time::sleep(pause).await;
+        reply = Some(*inner);
+    }
     match reply {
-        None => (
+        // Unwrapped by the loop above.
+        Some(Reply::Delayed { .. }) | None => (
             StatusCode::INTERNAL_SERVER_ERROR,
             "fake upstream: no reply scripted",
         )
