@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::seal::AeadSealer;
 use crate::upstream::Upstreams;
-use crate::{models, responses, stored};
+use crate::{compact, models, responses, stored};
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_store::{ResponseStore, SqlStore};
 
@@ -92,6 +92,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/responses", post(responses::create))
+        .route("/responses/compact", post(compact::compact))
         .route("/responses/{id}", get(stored::get).delete(stored::delete))
         .route("/responses/{id}/input_items", get(stored::input_items))
         .route("/responses/{id}/cancel", post(stored::cancel))

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod compact;
 pub mod config;
 pub mod error;
 pub mod history;

@@ -249,7 +249,10 @@ async fn respond(
 ) -> Result<Response, GatewayError> {
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
+    let mut compaction_diagnostics = Vec::new();
+    crate::compact::expand_compactions(&mut req, state.sealer.as_ref(), &mut compaction_diagnostics);
     let mut canonical = normalize(&req, &Limits::default())?;
+    canonical.diagnostics.extend(compaction_diagnostics);
     open_sealed(
         &mut canonical.turns,
         state.sealer.as_ref(),

@@ -315,3 +315,93 @@ async fn a_cancelled_background_response_stays_cancelled() {
         .unwrap();
     assert_eq!(refused.status(), 400);
 }
+
+#[tokio::test]
+async fn compaction_condenses_a_conversation_into_a_sealed_item_that_later_expands() {
+    let h = Harness::with_preset("deepseek").await;
+    let compact = |body: Value| {
+        let client = h.client.clone();
+        let url = h.url("/v1/responses/compact");
+        async move {
+            let response = client.post(url).json(&body).send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, body) = compact(json!({"input": "x"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "model");
+
+    h.upstream.push(Reply::json(completion(
+        "SUMMARY: the user wants a red bike under 300 euros.",
+        "stop",
+    )));
+    let (status, compacted) = compact(json!({
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "I want a bike."},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "What colour?"}]},
+            {"role": "user", "content": "Red, under 300 euros."},
+        ],
+    }))
+    .await;
+    assert_eq!(status, 200, "{compacted}");
+    assert_eq!(compacted["object"], "response.compaction");
+    let sent = h.upstream.last_body();
+    let last = sent["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Summarize the conversation")
+    );
+    let output = compacted["output"].as_array().unwrap();
+    assert_eq!(
+        output.len(),
+        3,
+        "the two user messages and the compaction item"
+    );
+    assert_eq!(output[0]["role"], "user");
+    let item = output[2].clone();
+    assert_eq!(item["type"], "compaction");
+    let blob = item["encrypted_content"].as_str().unwrap();
+    assert!(blob.starts_with("tbr1.") && !blob.contains("bike"));
+    assert!(compacted["usage"]["total_tokens"].as_u64().unwrap() > 0);
+
+    // The next turn sends the compaction item back; the provider sees the summary.
+    h.upstream
+        .push(Reply::json(completion("Try the Urban 3.", "stop")));
+    let (status, _) = h
+        .post_json(
+            &json!({"model": "m", "input": [item, {"role": "user", "content": "Any suggestion?"}]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let messages = h.upstream.last_body()["messages"].clone();
+    assert_eq!(messages[0]["role"], "system");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("red bike under 300 euros")
+    );
+    assert_eq!(
+        messages[1],
+        json!({"role": "user", "content": "Any suggestion?"})
+    );
+
+    // A blob that is not ours is left out, and said so.
+    h.upstream.push(Reply::json(completion("ok", "stop")));
+    let (_, body) = h
+        .post_json(&json!({"model": "m", "input": [{"type": "compaction", "id": "cmp_x", "encrypted_content": "gAAAA-foreign"}, {"role": "user", "content": "hi"}]}))
+        .await;
+    assert!(
+        body["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "item_dropped")
+    );
+}
