@@ -42,6 +42,8 @@ pub struct FileConfig {
     pub store_url: Option<String>,
     /// How long a stored response is kept, in seconds. Default 30 days.
     pub store_ttl_secs: Option<u64>,
+    /// The largest response (object plus items, as JSON) that is stored. Default 16 MiB.
+    pub store_max_response_bytes: Option<usize>,
     /// Base64 32-byte keys sealing reasoning into `encrypted_content`; the first seals, all
     /// open. Every gateway process serving the same clients needs the same keys.
     #[serde(default)]
@@ -135,6 +137,8 @@ pub struct Config {
     pub store_url: Option<String>,
     /// How long stored responses are kept.
     pub store_ttl: Duration,
+    /// The largest response stored.
+    pub store_max_bytes: usize,
     /// Reasoning keys, first one sealing. Empty: a random key per process.
     pub reasoning_keys: Vec<[u8; 32]>,
     pub providers: BTreeMap<String, Provider>,
@@ -304,6 +308,7 @@ impl Config {
             keepalive_secs: None,
             store_url: None,
             store_ttl_secs: None,
+            store_max_response_bytes: None,
             reasoning_keys: Vec::new(),
             reasoning_keys_env: None,
             providers,
@@ -440,6 +445,7 @@ impl Config {
                 }
             },
             store_ttl: Duration::from_secs(file.store_ttl_secs.unwrap_or(30 * 24 * 3600)),
+            store_max_bytes: file.store_max_response_bytes.unwrap_or(16 * 1024 * 1024),
             reasoning_keys,
             providers,
             routes,

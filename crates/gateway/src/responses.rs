@@ -186,6 +186,7 @@ async fn start_background(
         input_items: Vec::new(),
         expires_at: run.created_at + state.config.store_ttl.as_secs() as i64,
         guarded: true,
+        max_bytes: state.config.store_max_bytes,
     };
     persist.save_started(&queued, request_id).await;
 
@@ -250,7 +251,11 @@ async fn respond(
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
     let mut compaction_diagnostics = Vec::new();
-    crate::compact::expand_compactions(&mut req, state.sealer.as_ref(), &mut compaction_diagnostics);
+    crate::compact::expand_compactions(
+        &mut req,
+        state.sealer.as_ref(),
+        &mut compaction_diagnostics,
+    );
     let mut canonical = normalize(&req, &Limits::default())?;
     canonical.diagnostics.extend(compaction_diagnostics);
     open_sealed(
@@ -359,6 +364,7 @@ async fn respond(
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
                 guarded: run.is_some(),
+                max_bytes: state.config.store_max_bytes,
             }),
             _ => None,
         };
@@ -471,6 +477,9 @@ struct Persist {
     expires_at: i64,
     /// A background run: its writes never undo a cancel.
     guarded: bool,
+    /// The largest response stored; a larger one is not kept (and its `in_progress` record is
+    /// removed), so it is never half-visible.
+    max_bytes: usize,
 }
 
 impl Persist {
@@ -528,6 +537,29 @@ impl Persist {
     async fn save(mut self, response: &toolbridge_wire::responses::Response, request_id: &str) {
         let input_items = std::mem::take(&mut self.input_items);
         let stored = self.record(response, input_items);
+        let size = stored.response.to_string().len()
+            + stored
+                .input_items
+                .iter()
+                .chain(&stored.output_items)
+                .map(|i| i.to_string().len())
+                .sum::<usize>();
+        if size > self.max_bytes {
+            tracing::warn!(
+                request_id,
+                size,
+                limit = self.max_bytes,
+                "the response is larger than store_max_response_bytes and was not stored"
+            );
+            if let Err(e) = self.store.delete(&stored.id).await {
+                tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "removing the unstored response failed: {e}"
+                );
+            }
+            return;
+        }
         let result = if self.guarded {
             self.store.put_unless_final(&stored).await.map(|_| ())
         } else {

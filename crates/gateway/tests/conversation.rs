@@ -405,3 +405,33 @@ async fn compaction_condenses_a_conversation_into_a_sealed_item_that_later_expan
             .any(|d| d["code"] == "item_dropped")
     );
 }
+
+#[tokio::test]
+async fn a_response_over_the_store_limit_is_not_kept() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            "store_max_response_bytes = 2000\n[providers.up]\nbase_url = \"{url}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        )
+    })
+    .await;
+    h.upstream
+        .push(Reply::sse(text_stream(&[&"long ".repeat(1000)], "stop")));
+    let events = h
+        .post_stream(&json!({"model": "m", "input": "write a lot", "stream": true}))
+        .await;
+    let id = events[0].data["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = h
+        .client
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        got.status(),
+        404,
+        "neither the response nor its in_progress record is kept"
+    );
+}
