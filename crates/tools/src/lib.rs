@@ -2,10 +2,25 @@
 //!
 //! - [`tool`]: the [`Tool`] trait every tool implements, the [`ToolContext`] a call runs under
 //!   (deadline, cancellation, output limit), and [`ToolError`] with stable codes.
+//! - [`registry`]: [`ToolRegistry`], the one guarded execution path (lookup with close-match
+//!   suggestions, schema validation of every call, deadline, cancellation, output limit), and
+//!   [`FnTool`], a tool made from an async closure.
+//! - [`typed`]: the typed tool source — tools defined by a Rust input type (schema derived with
+//!   schemars), a sealed registry, per-stage read-only selections, and typed resolve errors.
+//! - [`planner`]: intent analysis (English and Chinese, word boundaries), capabilities checked
+//!   against the registry, evidence-based ranking, validated DAG plans with output binding, and
+//!   the [`planner::Bridge`] with its optional planner fallback.
+//! - [`suggest`]: the close-match rule every "unknown name" error uses.
 //!
 //! The library knows nothing of providers or of the gateway: the gateway-executed tools build on
 //! it, and so can any agent.
 
+pub mod builtins;
+pub mod planner;
+pub mod registry;
+pub mod suggest;
 pub mod tool;
+pub mod typed;
 
+pub use registry::{FnTool, ToolInfo, ToolRegistry};
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput};

@@ -105,6 +105,46 @@ pub enum ToolError {
     /// A tool with this name is already registered.
     #[error("a tool named `{0}` is already registered")]
     Duplicate(String),
+    /// A tool name outside `[A-Za-z0-9_-]{1,64}`.
+    #[error("invalid tool name `{0}`: names are 1 to 64 of A-Z, a-z, 0-9, `_` and `-`")]
+    InvalidName(String),
+    /// A tool's parameter schema does not compile or is not an object schema.
+    #[error("invalid parameter schema for `{tool}`: {message}")]
+    InvalidSchema {
+        /// The tool whose schema is invalid.
+        tool: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The tool exists but is not offered to this stage (typed tool source).
+    #[error("tool `{tool}` is not available in stage `{stage}`")]
+    NotInStage {
+        /// The selected tool.
+        tool: String,
+        /// The stage that does not offer it.
+        stage: String,
+    },
+    /// An execution plan failed validation (cycle, missing dependency, type mismatch, bad binding).
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
+    /// One step of a multi-step plan failed; `error` is the step's own error.
+    #[error("step `{step}` failed: {error}")]
+    StepFailed {
+        /// The id of the failed step.
+        step: String,
+        /// The step's own error.
+        error: Box<ToolError>,
+    },
+    /// The planner found no capability (or no registered tool) for an intent.
+    #[error("no capability matches `{intent}`")]
+    NoCapability {
+        /// The intent text (or capability id) that found nothing.
+        intent: String,
+    },
+    /// A planner or source configuration is inconsistent (e.g. a capability names a tool that is
+    /// not registered).
+    #[error("invalid configuration: {0}")]
+    InvalidConfiguration(String),
 }
 
 impl ToolError {
@@ -120,6 +160,13 @@ impl ToolError {
             Self::Cancelled => "cancelled",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::Duplicate(_) => "duplicate_tool",
+            Self::InvalidName(_) => "invalid_tool_name",
+            Self::InvalidSchema { .. } => "invalid_schema",
+            Self::NotInStage { .. } => "not_in_stage",
+            Self::InvalidPlan(_) => "invalid_plan",
+            Self::StepFailed { .. } => "step_failed",
+            Self::NoCapability { .. } => "no_capability",
+            Self::InvalidConfiguration(_) => "invalid_configuration",
         }
     }
 }

@@ -1,0 +1,382 @@
+//! The typed tool source: a tool defined once by a Rust type, a sealed registry, and per-stage
+//! read-only views that turn a model's raw arguments into a typed value.
+//!
+//! A [`ModelToolRegistry`] collects tools, each defined by an input type `I` (its JSON Schema is
+//! derived from `I` with [`schemars`], so the schema and the parser cannot drift apart) and a
+//! resolver `Fn(I) -> O`. [`ModelToolRegistry::seal`] checks ids and compiles every schema once,
+//! giving an immutable [`SealedToolRegistry`]. [`SealedToolRegistry::select`] projects the subset
+//! one stage may use as a [`ToolSelection`]. Both implement [`ModelToolSource`], whose `resolve`
+//! validates the raw JSON against the schema, parses it into `I`, runs the resolver, and returns
+//! a typed error instead of panicking:
+//!
+//! | failure | [`ToolError`] | code |
+//! |---|---|---|
+//! | the id is not registered | [`ToolError::UnknownTool`] (close matches) | `unknown_tool` |
+//! | registered, not in this stage's selection | [`ToolError::NotInStage`] | `not_in_stage` |
+//! | the input does not match the schema or type | [`ToolError::InvalidArguments`] (JSON pointer) | `invalid_arguments` |
+//!
+//! This module does not execute anything: resolving gives a value (often an enum of actions) that
+//! the stage then acts on. Executable tools live in [`crate::registry`].
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//! use serde_json::json;
+//! use toolbridge_tools::typed::{ModelSelection, ModelToolRegistry, ModelToolSource};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Greet {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Status {}
+//!
+//! #[derive(Debug, PartialEq)]
+//! enum Action {
+//!     Greet(String),
+//!     Status,
+//! }
+//!
+//! let tools = ModelToolRegistry::new()
+//!     .tool("greet", "Greets someone.", |g: Greet| Action::Greet(g.name))
+//!     .tool("status", "Reports the status.", |_: Status| Action::Status)
+//!     .seal()?;
+//!
+//! let recognise = tools.select(["greet"])?;
+//! let action = recognise.resolve(&ModelSelection::new("greet", json!({"name": "Ada"})), "recognise")?;
+//! assert_eq!(action, Action::Greet("Ada".into()));
+//!
+//! // Registered, but not offered to this stage.
+//! let err = recognise.resolve(&ModelSelection::new("status", json!({})), "recognise").unwrap_err();
+//! assert_eq!(err.code(), "not_in_stage");
+//!
+//! // Wrong input: the error carries the JSON pointer of the failing value.
+//! let err = recognise.resolve(&ModelSelection::new("greet", json!({"name": 7})), "recognise").unwrap_err();
+//! assert!(matches!(err, toolbridge_tools::ToolError::InvalidArguments { ref path, .. } if path == "/name"));
+//! # Ok::<(), toolbridge_tools::ToolError>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+pub use schemars;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::registry::{check_arguments, compile_parameters, pointer_or_root, validate_name};
+use crate::suggest::close_matches;
+use crate::tool::ToolError;
+
+type Resolver<O> = dyn Fn(Value) -> Result<O, ToolError> + Send + Sync;
+
+/// One typed tool: an id, a description, the schema derived from its input type, and the parser
+/// plus resolver for that type.
+pub struct TypedTool<O> {
+    id: String,
+    description: String,
+    parameters: Value,
+    validator: jsonschema::Validator,
+    resolve: Box<Resolver<O>>,
+}
+
+impl<O> fmt::Debug for TypedTool<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedTool")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O> TypedTool<O> {
+    /// The id the model selects the tool by.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What the tool does, for the model.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema derived from the input type.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn resolve_input(&self, input: &Value) -> Result<O, ToolError> {
+        check_arguments(&self.validator, input)?;
+        (self.resolve)(input.clone())
+    }
+}
+
+/// A tool waiting for [`ModelToolRegistry::seal`]: the schema is derived but not yet compiled.
+struct PendingTool<O> {
+    id: String,
+    description: String,
+    parameters: Value,
+    resolve: Box<Resolver<O>>,
+}
+
+/// Collects typed tools; [`ModelToolRegistry::seal`] makes it immutable.
+pub struct ModelToolRegistry<O> {
+    pending: Vec<PendingTool<O>>,
+}
+
+impl<O> fmt::Debug for ModelToolRegistry<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.pending.iter().map(|p| &p.id))
+            .finish()
+    }
+}
+
+impl<O> Default for ModelToolRegistry<O> {
+    fn default() -> Self {
+        Self {
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl<O: 'static> ModelToolRegistry<O> {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool whose arguments are an `I` (schema derived from `I`) and whose selection
+    /// resolves to `resolve(input)`. Ids and schemas are checked by [`ModelToolRegistry::seal`].
+    pub fn tool<I, F>(
+        mut self,
+        id: impl Into<String>,
+        description: impl Into<String>,
+        resolve: F,
+    ) -> Self
+    where
+        I: DeserializeOwned + JsonSchema,
+        F: Fn(I) -> O + Send + Sync + 'static,
+    {
+        let parameters = schemars::schema_for!(I).to_value();
+        let parse = move |input: Value| -> Result<O, ToolError> {
+            let typed: I = serde_path_to_error::deserialize(input).map_err(|err| {
+                ToolError::InvalidArguments {
+                    path: pointer_from_path(err.path()),
+                    message: err.inner().to_string(),
+                }
+            })?;
+            Ok(resolve(typed))
+        };
+        self.pending.push(PendingTool {
+            id: id.into(),
+            description: description.into(),
+            parameters,
+            resolve: Box::new(parse),
+        });
+        self
+    }
+
+    /// Checks every id (`[A-Za-z0-9_-]{1,64}`, no duplicates) and compiles every schema once;
+    /// the result cannot change any more.
+    pub fn seal(self) -> Result<SealedToolRegistry<O>, ToolError> {
+        let mut tools = BTreeMap::new();
+        for pending in self.pending {
+            validate_name(&pending.id)?;
+            if tools.contains_key(&pending.id) {
+                return Err(ToolError::Duplicate(pending.id));
+            }
+            let validator = compile_parameters(&pending.id, &pending.parameters)?;
+            tools.insert(
+                pending.id.clone(),
+                TypedTool {
+                    id: pending.id,
+                    description: pending.description,
+                    parameters: pending.parameters,
+                    validator,
+                    resolve: pending.resolve,
+                },
+            );
+        }
+        Ok(SealedToolRegistry {
+            tools: Arc::new(tools),
+        })
+    }
+}
+
+/// The selection a model made: which tool, and its arguments exactly as the model produced them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSelection {
+    /// The id of the selected tool.
+    pub tool_id: String,
+    /// The raw arguments, before schema validation and parsing.
+    pub input: Value,
+}
+
+impl ModelSelection {
+    /// A selection of `tool_id` with raw `input`.
+    pub fn new(tool_id: impl Into<String>, input: Value) -> Self {
+        Self {
+            tool_id: tool_id.into(),
+            input,
+        }
+    }
+}
+
+/// What a stage needs from a source of tools: list them, and resolve one selection.
+pub trait ModelToolSource<O> {
+    /// The tools this source offers, sorted by id.
+    fn tools(&self) -> Vec<&TypedTool<O>>;
+
+    /// Validates and parses the selection's input and resolves it; `stage` names the stage for
+    /// errors. Never panics on any input.
+    fn resolve(&self, selection: &ModelSelection, stage: &str) -> Result<O, ToolError>;
+}
+
+/// An immutable set of typed tools. Cheap to clone (shared).
+pub struct SealedToolRegistry<O> {
+    tools: Arc<BTreeMap<String, TypedTool<O>>>,
+}
+
+impl<O> Clone for SealedToolRegistry<O> {
+    fn clone(&self) -> Self {
+        Self {
+            tools: Arc::clone(&self.tools),
+        }
+    }
+}
+
+impl<O> fmt::Debug for SealedToolRegistry<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.tools.keys()).finish()
+    }
+}
+
+impl<O> SealedToolRegistry<O> {
+    /// Every id, sorted.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The tool with this id.
+    pub fn get(&self, id: &str) -> Option<&TypedTool<O>> {
+        self.tools.get(id)
+    }
+
+    /// A read-only view of the tools one stage may use. Every id must be registered; an unknown
+    /// id is an [`ToolError::UnknownTool`] error with suggestions.
+    pub fn select<S: AsRef<str>>(
+        &self,
+        ids: impl IntoIterator<Item = S>,
+    ) -> Result<ToolSelection<O>, ToolError> {
+        let mut allowed = BTreeSet::new();
+        for id in ids {
+            let id = id.as_ref();
+            if !self.tools.contains_key(id) {
+                return Err(self.unknown(id));
+            }
+            allowed.insert(id.to_owned());
+        }
+        Ok(ToolSelection {
+            registry: self.clone(),
+            allowed,
+        })
+    }
+
+    fn unknown(&self, id: &str) -> ToolError {
+        ToolError::UnknownTool {
+            name: id.to_owned(),
+            suggestions: close_matches(id, self.ids()),
+        }
+    }
+
+    fn lookup(&self, id: &str) -> Result<&TypedTool<O>, ToolError> {
+        self.tools.get(id).ok_or_else(|| self.unknown(id))
+    }
+}
+
+impl<O> ModelToolSource<O> for SealedToolRegistry<O> {
+    fn tools(&self) -> Vec<&TypedTool<O>> {
+        self.tools.values().collect()
+    }
+
+    fn resolve(&self, selection: &ModelSelection, _stage: &str) -> Result<O, ToolError> {
+        self.lookup(&selection.tool_id)?
+            .resolve_input(&selection.input)
+    }
+}
+
+/// The subset of a [`SealedToolRegistry`] one stage may use; read-only.
+pub struct ToolSelection<O> {
+    registry: SealedToolRegistry<O>,
+    allowed: BTreeSet<String>,
+}
+
+impl<O> Clone for ToolSelection<O> {
+    fn clone(&self) -> Self {
+        Self {
+            registry: self.registry.clone(),
+            allowed: self.allowed.clone(),
+        }
+    }
+}
+
+impl<O> fmt::Debug for ToolSelection<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(&self.allowed).finish()
+    }
+}
+
+impl<O> ToolSelection<O> {
+    /// The ids in this view, sorted.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.allowed.iter().map(String::as_str)
+    }
+
+    /// True when `id` is offered in this view.
+    pub fn contains(&self, id: &str) -> bool {
+        self.allowed.contains(id)
+    }
+}
+
+impl<O> ModelToolSource<O> for ToolSelection<O> {
+    fn tools(&self) -> Vec<&TypedTool<O>> {
+        self.allowed
+            .iter()
+            .filter_map(|id| self.registry.get(id))
+            .collect()
+    }
+
+    fn resolve(&self, selection: &ModelSelection, stage: &str) -> Result<O, ToolError> {
+        // Not registered at all is a different mistake (a hallucinated id) from a real tool
+        // offered to another stage, so the two get different errors.
+        let tool = self.registry.lookup(&selection.tool_id)?;
+        if !self.allowed.contains(&selection.tool_id) {
+            return Err(ToolError::NotInStage {
+                tool: selection.tool_id.clone(),
+                stage: stage.to_owned(),
+            });
+        }
+        tool.resolve_input(&selection.input)
+    }
+}
+
+/// Turns serde_path_to_error's path into a JSON pointer (RFC 6901 escaping).
+fn pointer_from_path(path: &serde_path_to_error::Path) -> String {
+    let mut pointer = String::new();
+    for segment in path {
+        pointer.push('/');
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => pointer.push_str(&index.to_string()),
+            serde_path_to_error::Segment::Map { key } => {
+                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            }
+            serde_path_to_error::Segment::Enum { variant } => pointer.push_str(variant),
+            serde_path_to_error::Segment::Unknown => pointer.push('?'),
+        }
+    }
+    pointer_or_root(pointer)
+}
