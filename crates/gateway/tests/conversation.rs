@@ -435,3 +435,59 @@ async fn a_response_over_the_store_limit_is_not_kept() {
         "neither the response nor its in_progress record is kept"
     );
 }
+
+#[tokio::test]
+async fn concurrent_chains_keep_to_their_own_history() {
+    let h = Harness::with_preset("generic").await;
+    // The upstream answers each turn with the user's own words, so a mixed-up history shows.
+    h.upstream
+        .set_gate(std::sync::Arc::new(|r: &toolbridge_testkit::Recorded| {
+            let messages = r.body["messages"].as_array()?;
+            let last = messages.last()?["content"].as_str()?.to_owned();
+            Some(Reply::json(completion(&format!("echo {last}"), "stop")))
+        }));
+    let mut tasks = Vec::new();
+    for chain in 0..8 {
+        let client = h.client.clone();
+        let url = h.url("/v1/responses");
+        tasks.push(tokio::spawn(async move {
+            let mut previous: Option<String> = None;
+            for turn in 0..3 {
+                let mut body = json!({"model": "m", "input": format!("c{chain}t{turn}")});
+                if let Some(p) = &previous {
+                    body["previous_response_id"] = json!(p);
+                }
+                let response: Value = client
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    response["output"][0]["content"][0]["text"],
+                    format!("echo c{chain}t{turn}")
+                );
+                previous = Some(response["id"].as_str().unwrap().to_owned());
+            }
+            previous.unwrap()
+        }));
+    }
+    let mut last_ids = Vec::new();
+    for task in tasks {
+        last_ids.push(task.await.unwrap());
+    }
+    // Each chain's last upstream request held exactly its own five earlier messages.
+    for request in h.upstream.requests() {
+        let messages = request.body["messages"].as_array().unwrap();
+        let last = messages.last().unwrap()["content"].as_str().unwrap();
+        let chain = &last[..2];
+        for m in messages {
+            let text = m["content"].as_str().unwrap();
+            assert!(text.contains(chain), "{chain} saw `{text}`");
+        }
+    }
+    assert_eq!(last_ids.len(), 8);
+}
