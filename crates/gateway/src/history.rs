@@ -45,14 +45,15 @@ pub async fn expand(
     let mut turn_items = Vec::with_capacity(if keep { current.len() } else { 0 });
     for item in current.iter().filter(|_| keep) {
         let mut value = serde_json::to_value(item).unwrap_or(Value::Null);
-        if let Value::Object(map) = &mut value
-            && !map.contains_key("id")
-        {
-            let prefix = match map.get("type").and_then(Value::as_str) {
-                Some("message") | None => "msg",
-                Some(_) => "item",
-            };
-            map.insert("id".to_owned(), Value::String(crate::ids::new(prefix)));
+        if let Value::Object(map) = &mut value {
+            canonical_message(map);
+            if !map.contains_key("id") {
+                let prefix = match map.get("type").and_then(Value::as_str) {
+                    Some("message") | None => "msg",
+                    Some(_) => "item",
+                };
+                map.insert("id".to_owned(), Value::String(crate::ids::new(prefix)));
+            }
         }
         turn_items.push(value);
     }
@@ -85,6 +86,30 @@ pub async fn expand(
     // A request with no input and no history stays without input: normalising names it.
     req.input = (!items.is_empty()).then_some(Input::Items(items));
     Ok(turn_items)
+}
+
+/// A message as OpenAI stores it: `type: "message"` and content as a list of parts, whichever
+/// short form the client sent (`{"role":"user","content":"hi"}`).
+fn canonical_message(map: &mut Map<String, Value>) {
+    if map.get("type").and_then(Value::as_str) != Some("message") {
+        return;
+    }
+    let part_type = match map.get("role").and_then(Value::as_str) {
+        Some("assistant") => "output_text",
+        _ => "input_text",
+    };
+    if let Some(Value::String(text)) = map.get("content") {
+        let mut part = Map::new();
+        part.insert("type".to_owned(), Value::String(part_type.to_owned()));
+        part.insert("text".to_owned(), Value::String(text.clone()));
+        if part_type == "output_text" {
+            part.insert("annotations".to_owned(), Value::Array(Vec::new()));
+        }
+        map.insert(
+            "content".to_owned(),
+            Value::Array(vec![Value::Object(part)]),
+        );
+    }
 }
 
 fn is_reference(item: &InputItem) -> bool {

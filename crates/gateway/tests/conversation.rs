@@ -172,7 +172,7 @@ async fn input_items_page_and_deletion() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|i| i["content"].as_str().unwrap().to_owned())
+            .map(|i| i["content"][0]["text"].as_str().unwrap().to_owned())
             .collect()
     };
     let newest = page("").await;

@@ -142,6 +142,40 @@ pub trait ResponseStore: Send + Sync {
     fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Deletes responses whose `expires_at` is before `now`; the count.
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Creates a conversation with its first items.
+    fn create_conversation<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        items: &'a [Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// A conversation by id.
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Conversation>, StoreError>>;
+    /// Deletes a conversation and its items; false when there was none.
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Appends items at the end of a conversation; false when there is no such conversation.
+    fn append_conversation_items<'a>(
+        &'a self,
+        id: &'a str,
+        items: &'a [Value],
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// A page of a conversation's items; `None` when there is no such conversation.
+    fn conversation_items<'a>(
+        &'a self,
+        id: &'a str,
+        page: &'a Page,
+    ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>>;
+}
+
+/// A conversation: a long-lived list of items that responses read and extend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub id: String,
+    pub created_at: i64,
+    pub metadata: Value,
 }
 
 /// How often a process records that it is alive.
@@ -172,6 +206,14 @@ const MIGRATIONS: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS toolbridge_items_item_id ON toolbridge_items (item_id)",
     "ALTER TABLE toolbridge_responses ADD COLUMN owner TEXT",
     "CREATE TABLE IF NOT EXISTS toolbridge_instances (id TEXT PRIMARY KEY, heartbeat_at BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS toolbridge_conversations (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL, metadata TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS toolbridge_conversation_items (
+        conversation_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        item_id TEXT,
+        body TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, position)
+    )",
 ];
 
 /// The SQL store (SQLite or PostgreSQL).
@@ -384,6 +426,100 @@ impl SqlStore {
         self.get_inner(id).await
     }
 
+    async fn insert_conversation_items(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        id: &str,
+        items: &[Value],
+    ) -> Result<(), StoreError> {
+        let next: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(position), -1) + 1 AS next FROM toolbridge_conversation_items WHERE conversation_id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("next")?;
+        for (offset, item) in items.iter().enumerate() {
+            let body =
+                serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            sqlx::query(
+                "INSERT INTO toolbridge_conversation_items (conversation_id, position, item_id, body) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(id)
+            .bind(next + offset as i64)
+            .bind(item.get("id").and_then(Value::as_str))
+            .bind(body)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn conversation_items_inner(
+        &self,
+        id: &str,
+        page: &Page,
+    ) -> Result<Option<ItemPage>, StoreError> {
+        if self.get_conversation_inner(id).await?.is_none() {
+            return Ok(None);
+        }
+        let start = match &page.after {
+            None => None,
+            Some(after) => {
+                let row = sqlx::query(
+                    "SELECT position FROM toolbridge_conversation_items WHERE conversation_id = $1 AND item_id = $2",
+                )
+                .bind(id)
+                .bind(after)
+                .fetch_optional(&self.pool)
+                .await?;
+                match row {
+                    Some(row) => Some(row.try_get::<i64, _>("position")?),
+                    None => return Err(StoreError::NotFound(after.clone())),
+                }
+            }
+        };
+        let limit = i64::from(page.limit.clamp(1, 100));
+        let (sql, bound) = match page.order {
+            Order::Asc => (
+                "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position ASC LIMIT $3",
+                start.unwrap_or(-1),
+            ),
+            Order::Desc => (
+                "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3",
+                start.unwrap_or(i64::MAX),
+            ),
+        };
+        let rows = sqlx::query(sql)
+            .bind(id)
+            .bind(bound)
+            .bind(limit + 1)
+            .fetch_all(&self.pool)
+            .await?;
+        let has_more = rows.len() as i64 > limit;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows.into_iter().take(limit as usize) {
+            items.push(parse(&row.try_get::<String, _>("body")?)?);
+        }
+        Ok(Some(ItemPage { items, has_more }))
+    }
+
+    async fn get_conversation_inner(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        let Some(row) = sqlx::query(
+            "SELECT id, created_at, metadata FROM toolbridge_conversations WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Conversation {
+            id: row.try_get("id")?,
+            created_at: row.try_get("created_at")?,
+            metadata: parse(&row.try_get::<String, _>("metadata")?)?,
+        }))
+    }
+
     async fn get_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         let Some(row) = sqlx::query(
             "SELECT id, created_at, status, model, previous_response_id, expires_at, body FROM toolbridge_responses WHERE id = $1",
@@ -543,6 +679,78 @@ impl SqlStore {
 }
 
 impl ResponseStore for SqlStore {
+    fn create_conversation<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        items: &'a [Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let metadata = serde_json::to_string(&conversation.metadata)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let mut tx = self.pool.begin().await?;
+            sqlx::query(
+                "INSERT INTO toolbridge_conversations (id, created_at, metadata) VALUES ($1, $2, $3)",
+            )
+            .bind(&conversation.id)
+            .bind(conversation.created_at)
+            .bind(metadata)
+            .execute(&mut *tx)
+            .await?;
+            Self::insert_conversation_items(&mut tx, &conversation.id, items).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+    fn get_conversation<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Conversation>, StoreError>> {
+        Box::pin(self.get_conversation_inner(id))
+    }
+    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("DELETE FROM toolbridge_conversation_items WHERE conversation_id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query("DELETE FROM toolbridge_conversations WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n > 0)
+        })
+    }
+    fn append_conversation_items<'a>(
+        &'a self,
+        id: &'a str,
+        items: &'a [Value],
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await?;
+            let exists = sqlx::query("SELECT id FROM toolbridge_conversations WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some();
+            if !exists {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            Self::insert_conversation_items(&mut tx, id, items).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+    fn conversation_items<'a>(
+        &'a self,
+        id: &'a str,
+        page: &'a Page,
+    ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
+        Box::pin(self.conversation_items_inner(id, page))
+    }
     fn put_unless_final<'a>(
         &'a self,
         response: &'a StoredResponse,

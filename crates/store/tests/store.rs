@@ -160,6 +160,57 @@ async fn suite(store: &SqlStore, url: &str) {
             .is_empty()
     );
 
+    // Conversations: created with items, appended to, paged, deleted.
+    let conversation = toolbridge_store::Conversation {
+        id: "conv_1".to_owned(),
+        created_at: 5,
+        metadata: json!({"topic": "bikes"}),
+    };
+    store
+        .create_conversation(
+            &conversation,
+            &[json!({"id": "ci_0", "type": "message", "content": "zero"})],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_conversation("conv_1").await.unwrap().unwrap(),
+        conversation
+    );
+    assert!(
+        store
+            .append_conversation_items("conv_1", &[json!({"id": "ci_1"}), json!({"id": "ci_2"})])
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .append_conversation_items("conv_nope", &[json!({})])
+            .await
+            .unwrap()
+    );
+    let all = store
+        .conversation_items("conv_1", &page(None, 100, Order::Asc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(all).0, ["ci_0", "ci_1", "ci_2"]);
+    let newest = store
+        .conversation_items("conv_1", &page(None, 1, Order::Desc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(newest), (vec!["ci_2".to_owned()], true));
+    assert!(store.delete_conversation("conv_1").await.unwrap());
+    assert!(store.get_conversation("conv_1").await.unwrap().is_none());
+    assert!(
+        store
+            .conversation_items("conv_1", &page(None, 5, Order::Asc))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
     // A background run finishing after a cancel does not undo it.
     store
         .put(&response("resp_bg", None, "in_progress"))

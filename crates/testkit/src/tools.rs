@@ -1,6 +1,7 @@
-//! The real clients ring-3 tests drive: the OpenAI Python SDK and the Codex CLI, both installed
-//! by `scripts/test`. Each finder returns `None` when the tool is absent, so the test can say it
-//! skipped; on CI (`CI` set) an absent tool is a failure, because CI installs them.
+//! The real clients ring-3 tests drive: the OpenAI Python SDK, the Codex CLI and the Vercel AI
+//! SDK, all installed by `scripts/test`. Each finder returns `None` when the tool is absent, so
+//! the test can say it skipped; on CI (`CI` set) an absent tool is a failure, because CI installs
+//! them.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -62,6 +63,36 @@ pub fn codex() -> Option<PathBuf> {
     eprintln!(
         "SKIPPED: Codex CLI test: {} is absent; run scripts/test to install it",
         path.display()
+    );
+    None
+}
+
+/// The Vercel AI SDK (`ai` with `@ai-sdk/openai`): the folder whose `node_modules` holds them,
+/// `$TOOLBRIDGE_TEST_AISDK`, else the copy `scripts/test` installs in `.tools/aisdk`.
+pub fn aisdk() -> Option<PathBuf> {
+    let dir = std::env::var_os("TOOLBRIDGE_TEST_AISDK")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/aisdk"));
+    let installed = ["ai", "@ai-sdk/openai"].iter().all(|package| {
+        dir.join("node_modules")
+            .join(package)
+            .join("package.json")
+            .exists()
+    });
+    if installed {
+        return Some(dir);
+    }
+    if on_ci() {
+        panic!(
+            "the AI SDK is not installed in {}: scripts/test installs it on CI",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: AI SDK test: {} has no node_modules/ai and node_modules/@ai-sdk/openai; run \
+         scripts/test to install them",
+        dir.display()
     );
     None
 }
