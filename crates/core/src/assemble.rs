@@ -97,7 +97,17 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         metadata: req.metadata.clone().unwrap_or_default(),
         safety_identifier: req.safety_identifier.clone(),
         prompt_cache_key: req.prompt_cache_key.clone(),
+        conversation: conversation_id(req).map(|id| serde_json::json!({"id": id})),
         toolbridge_diagnostics: Vec::new(),
+    }
+}
+
+/// The conversation a request names: `conversation: "conv_…"` or `{"id": "conv_…"}`.
+pub fn conversation_id(req: &CreateResponse) -> Option<String> {
+    match req.extra.get("conversation")? {
+        Value::String(id) => Some(id.clone()),
+        Value::Object(obj) => obj.get("id").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::seal::AeadSealer;
 use crate::upstream::Upstreams;
-use crate::{compact, models, responses, stored};
+use crate::{compact, conversations, models, responses, stored};
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_store::{ResponseStore, SqlStore};
 
@@ -96,6 +96,15 @@ pub fn app(state: AppState) -> Router {
         .route("/responses/{id}", get(stored::get).delete(stored::delete))
         .route("/responses/{id}/input_items", get(stored::input_items))
         .route("/responses/{id}/cancel", post(stored::cancel))
+        .route("/conversations", post(conversations::create))
+        .route(
+            "/conversations/{id}",
+            get(conversations::get).delete(conversations::delete),
+        )
+        .route(
+            "/conversations/{id}/items",
+            get(conversations::list_items).post(conversations::add_items),
+        )
         .route("/models", get(models::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones

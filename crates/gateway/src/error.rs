@@ -65,6 +65,8 @@ pub enum GatewayError {
     ItemReferenceNotFound { param: String, id: String },
     #[error("response `{0}` was not found")]
     ResponseNotFound(String),
+    #[error("conversation `{0}` was not found")]
+    ConversationNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
 }
@@ -87,6 +89,7 @@ impl GatewayError {
             Self::PreviousResponseNotFound(_) => "previous_response_not_found",
             Self::ItemReferenceNotFound { .. } => "item_reference_not_found",
             Self::ResponseNotFound(_) => "response_not_found",
+            Self::ConversationNotFound(_) => "conversation_not_found",
             Self::Store(_) => "store_unavailable",
         }
     }
@@ -96,7 +99,10 @@ impl GatewayError {
             Self::Request(e) => e.status(),
             Self::Upstream(e) => e.status(),
             Self::Unauthorized => 401,
-            Self::ModelNotFound { .. } | Self::RouteNotFound(_) | Self::ResponseNotFound(_) => 404,
+            Self::ModelNotFound { .. }
+            | Self::RouteNotFound(_)
+            | Self::ResponseNotFound(_)
+            | Self::ConversationNotFound(_) => 404,
             Self::PreviousResponseNotFound(_) | Self::ItemReferenceNotFound { .. } => 400,
             Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
@@ -124,6 +130,9 @@ impl GatewayError {
                         ("invalid_request_error", Some(param.as_str()))
                     }
                     Self::ResponseNotFound(_) => ("invalid_request_error", None),
+                    Self::ConversationNotFound(_) => {
+                        ("invalid_request_error", Some("conversation"))
+                    }
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)
                     | Self::UnsupportedMediaType

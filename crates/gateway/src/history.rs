@@ -23,7 +23,18 @@ pub async fn expand(
 ) -> Result<Vec<Value>, GatewayError> {
     let has_references =
         matches!(&req.input, Some(Input::Items(items)) if items.iter().any(is_reference));
-    if req.previous_response_id.is_none() && !has_references && !keep {
+    let conversation = toolbridge_core::assemble::conversation_id(req);
+    if conversation.is_some() && req.previous_response_id.is_some() {
+        return Err(GatewayError::Request(
+            toolbridge_core::Error::InvalidValue {
+                param: "conversation".to_owned(),
+                message: "`conversation` and `previous_response_id` cannot be used together"
+                    .to_owned(),
+            },
+        ));
+    }
+    let keep = keep || conversation.is_some();
+    if req.previous_response_id.is_none() && conversation.is_none() && !has_references && !keep {
         // Nothing to resolve and nothing to keep: the request goes on as it came (Codex).
         return Ok(Vec::new());
     }
@@ -82,10 +93,69 @@ pub async fn expand(
             }
         }
     }
+    if let Some(id) = &conversation {
+        let Some(store) = store else {
+            return Err(GatewayError::ConversationNotFound(id.clone()));
+        };
+        for value in conversation_items(store, id).await? {
+            items.push(to_item(value)?);
+        }
+    }
     items.extend(current);
     // A request with no input and no history stays without input: normalising names it.
     req.input = (!items.is_empty()).then_some(Input::Items(items));
     Ok(turn_items)
+}
+
+/// Every item of a conversation, oldest first (bounded: at most 100 pages of 100).
+async fn conversation_items(
+    store: &dyn ResponseStore,
+    id: &str,
+) -> Result<Vec<Value>, GatewayError> {
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..100 {
+        let page = toolbridge_store::Page {
+            after: after.clone(),
+            limit: 100,
+            order: toolbridge_store::Order::Asc,
+        };
+        let Some(page) = store
+            .conversation_items(id, &page)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+        else {
+            return Err(GatewayError::ConversationNotFound(id.to_owned()));
+        };
+        after = page
+            .items
+            .last()
+            .and_then(|i| i.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let more = page.has_more && after.is_some();
+        all.extend(page.items);
+        if !more {
+            return Ok(all);
+        }
+    }
+    Ok(all)
+}
+
+/// This turn's items with ids, as stored: messages in OpenAI's stored shape.
+pub fn stored_items(items: Vec<Value>) -> Vec<Value> {
+    items
+        .into_iter()
+        .map(|mut value| {
+            if let Value::Object(map) = &mut value {
+                canonical_message(map);
+                if !map.contains_key("id") {
+                    map.insert("id".to_owned(), Value::String(crate::ids::new("item")));
+                }
+            }
+            value
+        })
+        .collect()
 }
 
 /// A message as OpenAI stores it: `type: "message"` and content as a list of parts, whichever

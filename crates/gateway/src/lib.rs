@@ -9,6 +9,7 @@ pub mod app;
 pub mod cli;
 pub mod compact;
 pub mod config;
+pub mod conversations;
 pub mod error;
 pub mod history;
 pub mod ids;

@@ -187,6 +187,8 @@ async fn start_background(
         expires_at: run.created_at + state.config.store_ttl.as_secs() as i64,
         guarded: true,
         max_bytes: state.config.store_max_bytes,
+        keep_response: true,
+        conversation: None,
     };
     persist.save_started(&queued, request_id).await;
 
@@ -358,13 +360,16 @@ async fn respond(
                 stored,
             },
         };
-        let persist = match (&state.store, stored) {
-            (Some(store), true) => Some(Persist {
+        let conversation = toolbridge_core::assemble::conversation_id(&req);
+        let persist = match &state.store {
+            Some(store) if stored || conversation.is_some() => Some(Persist {
                 store: store.clone(),
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
                 guarded: run.is_some(),
                 max_bytes: state.config.store_max_bytes,
+                keep_response: stored,
+                conversation: conversation.clone(),
             }),
             _ => None,
         };
@@ -480,6 +485,10 @@ struct Persist {
     /// The largest response stored; a larger one is not kept (and its `in_progress` record is
     /// removed), so it is never half-visible.
     max_bytes: usize,
+    /// Whether the response itself is stored (`store`); a conversation keeps its items either way.
+    keep_response: bool,
+    /// The conversation this turn's items and output are appended to.
+    conversation: Option<String>,
 }
 
 impl Persist {
@@ -493,6 +502,9 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) {
+        if !self.keep_response {
+            return;
+        }
         let stored = self.record(response, Vec::new());
         let result = if self.guarded {
             self.store.put_unless_final(&stored).await.map(|_| ())
@@ -537,6 +549,35 @@ impl Persist {
     async fn save(mut self, response: &toolbridge_wire::responses::Response, request_id: &str) {
         let input_items = std::mem::take(&mut self.input_items);
         let stored = self.record(response, input_items);
+        if let Some(conversation) = &self.conversation {
+            // The turn's input and what the model produced join the conversation.
+            let items: Vec<serde_json::Value> = stored
+                .input_items
+                .iter()
+                .chain(&stored.output_items)
+                .cloned()
+                .collect();
+            match self
+                .store
+                .append_conversation_items(conversation, &items)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
+                    request_id,
+                    conversation,
+                    "the conversation was deleted during the response"
+                ),
+                Err(e) => tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "extending the conversation failed: {e}"
+                ),
+            }
+        }
+        if !self.keep_response {
+            return;
+        }
         let size = stored.response.to_string().len()
             + stored
                 .input_items

@@ -491,3 +491,98 @@ async fn concurrent_chains_keep_to_their_own_history() {
     }
     assert_eq!(last_ids.len(), 8);
 }
+
+#[tokio::test]
+async fn a_conversation_collects_its_turns_and_feeds_them_back() {
+    let h = Harness::with_preset("generic").await;
+    let client = h.client.clone();
+    let created: Value = client
+        .post(h.url("/v1/conversations"))
+        .json(&json!({"metadata": {"topic": "maps"}, "items": [{"role": "user", "content": "I live in Lyon."}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["object"], "conversation");
+    assert_eq!(created["metadata"], json!({"topic": "maps"}));
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    h.upstream.push(Reply::json(completion("Noted.", "stop")));
+    let (status, first) = h
+        .post_json(
+            &json!({"model": "m", "conversation": id, "input": "Remember that.", "store": false}),
+        )
+        .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["conversation"], json!({"id": id}));
+    h.upstream.push(Reply::json(completion("Lyon.", "stop")));
+    let (_, _) = h
+        .post_json(&json!({"model": "m", "conversation": {"id": id}, "input": "Where do I live?"}))
+        .await;
+    assert_eq!(
+        h.upstream.last_body()["messages"],
+        json!([
+            {"role": "user", "content": "I live in Lyon."},
+            {"role": "user", "content": "Remember that."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "Where do I live?"},
+        ])
+    );
+
+    let items: Value = client
+        .get(h.url(&format!("/v1/conversations/{id}/items?order=asc")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let roles: Vec<&str> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "user", "assistant", "user", "assistant"]);
+
+    let added: Value = client
+        .post(h.url(&format!("/v1/conversations/{id}/items")))
+        .json(&json!({"items": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "More."}]}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(added["data"].as_array().unwrap().len(), 1);
+    assert!(added["data"][0]["id"].is_string());
+
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "conversation": id, "previous_response_id": first["id"], "input": "x"}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "conversation");
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "conversation": "conv_nope", "input": "x"}))
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "conversation_not_found");
+
+    let deleted: Value = client
+        .delete(h.url(&format!("/v1/conversations/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(deleted["deleted"], true);
+    let gone = client
+        .get(h.url(&format!("/v1/conversations/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+}

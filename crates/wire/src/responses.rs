@@ -555,6 +555,9 @@ pub struct Response {
     pub metadata: Map<String, Value>,
     pub safety_identifier: Option<String>,
     pub prompt_cache_key: Option<String>,
+    /// The conversation this response belongs to (`{"id": …}`), when the request named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Value>,
     /// toolbridge's own account of the decisions it made for this response (dropped or changed
     /// parameters, degraded tools, …). Absent when there is nothing to report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,0 +1,221 @@
+//! The Conversations API: `POST /v1/conversations`, `GET`/`DELETE /v1/conversations/{id}`,
+//! `POST`/`GET /v1/conversations/{id}/items`. A response naming `conversation` reads the
+//! conversation's items before its input and appends its input and output at its end
+//! (see `history` and `responses`).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toolbridge_store::{Conversation, Order, Page, ResponseStore};
+use toolbridge_wire::responses::InputItem;
+
+use crate::app::AppState;
+use crate::error::GatewayError;
+use crate::{ids, time};
+
+/// The most items one call may add.
+const MAX_ITEMS: usize = 1000;
+
+fn store(state: &AppState, id: &str) -> Result<std::sync::Arc<dyn ResponseStore>, GatewayError> {
+    state
+        .store
+        .clone()
+        .ok_or_else(|| GatewayError::ConversationNotFound(id.to_owned()))
+}
+
+fn store_error(e: toolbridge_store::StoreError) -> GatewayError {
+    GatewayError::Store(e.to_string())
+}
+
+fn object(c: &Conversation) -> Value {
+    json!({"id": c.id, "object": "conversation", "created_at": c.created_at, "metadata": c.metadata})
+}
+
+/// Checks items as inputs and gives them their stored shape and ids.
+fn items(value: Option<&Value>) -> Result<Vec<Value>, GatewayError> {
+    let list = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(_) => {
+            return Err(GatewayError::Request(
+                toolbridge_core::Error::InvalidValue {
+                    param: "items".to_owned(),
+                    message: "must be a list of items".to_owned(),
+                },
+            ));
+        }
+    };
+    if list.len() > MAX_ITEMS {
+        return Err(GatewayError::Request(
+            toolbridge_core::Error::InvalidValue {
+                param: "items".to_owned(),
+                message: format!("at most {MAX_ITEMS} items at once"),
+            },
+        ));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let parsed: InputItem = serde_json::from_value(item.clone()).map_err(|e| {
+            GatewayError::Request(toolbridge_core::Error::InvalidJson {
+                param: Some(format!("items[{i}]")),
+                message: format!("invalid item at `items[{i}]`: {e}"),
+            })
+        })?;
+        out.push(serde_json::to_value(parsed).unwrap_or(Value::Null));
+    }
+    Ok(crate::history::stored_items(out))
+}
+
+async fn run(result: impl std::future::Future<Output = Result<Value, GatewayError>>) -> Response {
+    match result.await {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /v1/conversations` with optional `items` and `metadata`.
+pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
+    run(async move {
+        let body: Map<String, Value> = if body.is_empty() {
+            Map::new()
+        } else {
+            serde_json::from_slice(&body).map_err(|e| {
+                GatewayError::Request(toolbridge_core::Error::InvalidJson {
+                    param: None,
+                    message: format!("the request body is not a JSON object: {e}"),
+                })
+            })?
+        };
+        let conversation = Conversation {
+            id: ids::new("conv"),
+            created_at: time::now(),
+            metadata: body.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        };
+        let items = items(body.get("items"))?;
+        store(&state, &conversation.id)?
+            .create_conversation(&conversation, &items)
+            .await
+            .map_err(store_error)?;
+        Ok(object(&conversation))
+    })
+    .await
+}
+
+/// `GET /v1/conversations/{id}`.
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    run(async move {
+        let c = store(&state, &id)?
+            .get_conversation(&id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| GatewayError::ConversationNotFound(id.clone()))?;
+        Ok(object(&c))
+    })
+    .await
+}
+
+/// `DELETE /v1/conversations/{id}`.
+pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    run(async move {
+        if !store(&state, &id)?
+            .delete_conversation(&id)
+            .await
+            .map_err(store_error)?
+        {
+            return Err(GatewayError::ConversationNotFound(id));
+        }
+        Ok(json!({"id": id, "object": "conversation.deleted", "deleted": true}))
+    })
+    .await
+}
+
+/// `POST /v1/conversations/{id}/items` with `items`.
+pub async fn add_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    run(async move {
+        let body: Map<String, Value> = serde_json::from_slice(&body).map_err(|e| {
+            GatewayError::Request(toolbridge_core::Error::InvalidJson {
+                param: None,
+                message: format!("the request body is not a JSON object: {e}"),
+            })
+        })?;
+        let items = items(body.get("items"))?;
+        if !store(&state, &id)?
+            .append_conversation_items(&id, &items)
+            .await
+            .map_err(store_error)?
+        {
+            return Err(GatewayError::ConversationNotFound(id));
+        }
+        Ok(list(items, false))
+    })
+    .await
+}
+
+/// Query of a list of items.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    after: Option<String>,
+    limit: Option<u32>,
+    order: Option<String>,
+}
+
+/// `GET /v1/conversations/{id}/items?after&limit&order`.
+pub async fn list_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    run(async move {
+        let order = match query.order.as_deref() {
+            None | Some("desc") => Order::Desc,
+            Some("asc") => Order::Asc,
+            Some(other) => {
+                return Err(GatewayError::Request(
+                    toolbridge_core::Error::InvalidValue {
+                        param: "order".to_owned(),
+                        message: format!("`{other}` is not asc or desc"),
+                    },
+                ));
+            }
+        };
+        let limit = query.limit.unwrap_or(20);
+        if !(1..=100).contains(&limit) {
+            return Err(GatewayError::Request(
+                toolbridge_core::Error::InvalidValue {
+                    param: "limit".to_owned(),
+                    message: format!("{limit} is not between 1 and 100"),
+                },
+            ));
+        }
+        let page = Page {
+            after: query.after,
+            limit,
+            order,
+        };
+        let page = store(&state, &id)?
+            .conversation_items(&id, &page)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| GatewayError::ConversationNotFound(id.clone()))?;
+        Ok(list(page.items, page.has_more))
+    })
+    .await
+}
+
+fn list(items: Vec<Value>, has_more: bool) -> Value {
+    let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
+    json!({
+        "object": "list",
+        "first_id": id_of(items.first()),
+        "last_id": id_of(items.last()),
+        "has_more": has_more,
+        "data": items,
+    })
+}

@@ -1,0 +1,710 @@
+//! The SSRF guard: which URLs and which addresses the web tools may reach.
+//!
+//! Two checks, both applied to every request and to every redirect hop:
+//!
+//! - [`SsrfPolicy::check_url`] runs before a request is built: only `http`/`https`, a host, a
+//!   permitted port, no credentials, no `localhost` names, and — because reqwest does not call a
+//!   resolver for IP literals — the literal address itself goes through [`classify_ip`]. The `url`
+//!   crate has already normalised the host, so `2130706433`, `0x7f000001`, `017700000001` and
+//!   `127.1` all arrive here as `127.0.0.1`.
+//! - [`GuardedResolver`] is the client's `reqwest::dns::Resolve`: it looks a name up, drops every
+//!   address [`classify_ip`] refuses, and hands reqwest only the addresses it checked, so the
+//!   connection goes to a checked address. There is no second lookup between the check and the
+//!   dial, which is what closes DNS rebinding (the flaw of the system this library replaces).
+//!
+//! **Test escape hatch.** [`SsrfPolicy::allow_loopback_ports`] is empty by default. A port listed
+//! there admits a *literal* loopback host (`127.0.0.1` or `[::1]`, however it is spelled) on that
+//! port only; names that resolve to loopback, and every other loopback port, stay refused. Tests
+//! use it to reach a fake backend on `127.0.0.1:PORT`; an operator may use it for a search backend
+//! on the same host. It never widens anything else.
+//!
+//! This module does not send requests; [`super::client`] does.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use url::{Host, Url};
+
+/// Why a URL or an address was refused. Each reason has a stable snake_case [`Reason::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The URL does not parse.
+    InvalidUrl,
+    /// A scheme other than `http` or `https`.
+    Scheme,
+    /// The URL has no host.
+    NoHost,
+    /// A port that is not allowed.
+    Port,
+    /// The URL carries a user name or password.
+    Credentials,
+    /// `localhost` or a `*.localhost` name.
+    LocalhostName,
+    /// A loopback address (127.0.0.0/8, ::1).
+    Loopback,
+    /// A private address (10/8, 172.16/12, 192.168/16, fec0::/10).
+    Private,
+    /// A link-local address (169.254/16, fe80::/10).
+    LinkLocal,
+    /// Carrier-grade NAT space (100.64/10).
+    Cgnat,
+    /// An IPv6 unique local address (fc00::/7).
+    UniqueLocal,
+    /// A cloud metadata endpoint (169.254.169.254, fd00:ec2::254, …).
+    Metadata,
+    /// An unspecified address (0.0.0.0, ::).
+    Unspecified,
+    /// The IPv4 broadcast address.
+    Broadcast,
+    /// A multicast address (224/4, ff00::/8).
+    Multicast,
+    /// A documentation range (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32, 3fff::/20).
+    Documentation,
+    /// Any other special-purpose range (0/8, 240/4, benchmarking, Teredo, non-global IPv6, …).
+    Reserved,
+    /// The name did not resolve to any address the guard allows.
+    Unresolvable,
+    /// A redirect chain longer than the policy allows.
+    TooManyRedirects,
+    /// A redirect without a usable `Location`.
+    BadRedirect,
+    /// A response whose content type is not on the allow-list.
+    ContentType,
+}
+
+impl Reason {
+    /// The stable code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::InvalidUrl => "invalid_url",
+            Self::Scheme => "scheme",
+            Self::NoHost => "no_host",
+            Self::Port => "port",
+            Self::Credentials => "credentials",
+            Self::LocalhostName => "localhost_name",
+            Self::Loopback => "loopback",
+            Self::Private => "private",
+            Self::LinkLocal => "link_local",
+            Self::Cgnat => "cgnat",
+            Self::UniqueLocal => "unique_local",
+            Self::Metadata => "metadata",
+            Self::Unspecified => "unspecified",
+            Self::Broadcast => "broadcast",
+            Self::Multicast => "multicast",
+            Self::Documentation => "documentation",
+            Self::Reserved => "reserved",
+            Self::Unresolvable => "unresolvable",
+            Self::TooManyRedirects => "too_many_redirects",
+            Self::BadRedirect => "bad_redirect",
+            Self::ContentType => "content_type",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A refusal: the reason and a sentence about the offending part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {detail}")]
+pub struct Refusal {
+    /// Why.
+    pub reason: Reason,
+    /// What exactly was refused.
+    pub detail: String,
+}
+
+impl Refusal {
+    /// A refusal for `reason`.
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        Self {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What the web tools may reach and how much they may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SsrfPolicy {
+    /// Ports a URL may name (the scheme's default counts as named). Default: 80 and 443.
+    pub allowed_ports: Vec<u16>,
+    /// **Test escape hatch, empty by default.** Ports on which a *literal* loopback host
+    /// (`127.0.0.1`, `[::1]`) is admitted; see the module documentation.
+    pub allow_loopback_ports: Vec<u16>,
+    /// The most redirects followed; each hop is checked like the first request. Default: 5.
+    pub max_redirects: usize,
+    /// The most bytes of a response body read. Default: 2 MiB.
+    pub max_response_bytes: usize,
+    /// The longest a whole request may take, redirects included (the call's own deadline also
+    /// applies). Default: 20 s.
+    pub timeout: Duration,
+    /// The longest connecting may take. Default: 5 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for SsrfPolicy {
+    fn default() -> Self {
+        Self {
+            allowed_ports: vec![80, 443],
+            allow_loopback_ports: Vec::new(),
+            max_redirects: 5,
+            max_response_bytes: 2 * 1024 * 1024,
+            timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SsrfPolicy {
+    /// Checks a URL before a request to it is built: scheme, host (names and literal
+    /// addresses), port and credentials.
+    pub fn check_url(&self, url: &Url) -> Result<(), Refusal> {
+        let scheme = url.scheme();
+        if scheme != "http" && scheme != "https" {
+            return Err(Refusal::new(
+                Reason::Scheme,
+                format!("scheme `{scheme}` is not http or https"),
+            ));
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| Refusal::new(Reason::NoHost, "the URL has no host"))?;
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| Refusal::new(Reason::Port, "the URL has no port"))?;
+        let mut loopback_escape = false;
+        match host {
+            Host::Domain(name) => check_name(name)?,
+            Host::Ipv4(ip) => loopback_escape = self.check_literal(IpAddr::V4(ip), port)?,
+            Host::Ipv6(ip) => loopback_escape = self.check_literal(IpAddr::V6(ip), port)?,
+        }
+        if !loopback_escape && !self.allowed_ports.contains(&port) {
+            return Err(Refusal::new(
+                Reason::Port,
+                format!("port {port} is not allowed"),
+            ));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Refusal::new(
+                Reason::Credentials,
+                "URLs with a user name or password are not fetched",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a literal address; `Ok(true)` when it is admitted through the loopback escape
+    /// hatch (which then also stands in for the port check).
+    fn check_literal(&self, ip: IpAddr, port: u16) -> Result<bool, Refusal> {
+        match classify_ip(ip) {
+            None => Ok(false),
+            Some(refusal)
+                if refusal.reason == Reason::Loopback
+                    && is_plain_loopback(ip)
+                    && self.allow_loopback_ports.contains(&port) =>
+            {
+                Ok(true)
+            }
+            Some(refusal) => Err(refusal),
+        }
+    }
+}
+
+/// `127.0.0.1` or `::1` exactly: the only addresses the escape hatch admits.
+fn is_plain_loopback(ip: IpAddr) -> bool {
+    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+}
+
+/// Names refused without a lookup: `localhost` (RFC 6761 reserves the whole `.localhost` tree)
+/// and well-known metadata names.
+fn check_name(name: &str) -> Result<(), Refusal> {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    if name == "localhost" || name.ends_with(".localhost") {
+        return Err(Refusal::new(
+            Reason::LocalhostName,
+            format!("`{name}` names this machine"),
+        ));
+    }
+    if name == "metadata.google.internal" || name == "metadata" {
+        return Err(Refusal::new(
+            Reason::Metadata,
+            format!("`{name}` is a cloud metadata endpoint"),
+        ));
+    }
+    Ok(())
+}
+
+const METADATA_V4: &[Ipv4Addr] = &[
+    Ipv4Addr::new(169, 254, 169, 254), // AWS, GCP, Azure IMDS, OpenStack, …
+    Ipv4Addr::new(169, 254, 170, 2),   // AWS ECS task metadata
+    Ipv4Addr::new(168, 63, 129, 16),   // Azure wire server (a public address)
+    Ipv4Addr::new(100, 100, 100, 200), // Alibaba Cloud
+];
+const METADATA_V6: &[Ipv6Addr] = &[Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254)];
+
+const V4_RANGES: &[(Ipv4Net, Reason, &str)] = &[
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(0, 0, 0, 0), 8),
+        Reason::Reserved,
+        "0.0.0.0/8 (this network)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(127, 0, 0, 0), 8),
+        Reason::Loopback,
+        "127.0.0.0/8",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(10, 0, 0, 0), 8),
+        Reason::Private,
+        "10.0.0.0/8",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(172, 16, 0, 0), 12),
+        Reason::Private,
+        "172.16.0.0/12",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(192, 168, 0, 0), 16),
+        Reason::Private,
+        "192.168.0.0/16",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(169, 254, 0, 0), 16),
+        Reason::LinkLocal,
+        "169.254.0.0/16",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(100, 64, 0, 0), 10),
+        Reason::Cgnat,
+        "100.64.0.0/10",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(192, 0, 0, 0), 24),
+        Reason::Reserved,
+        "192.0.0.0/24 (IETF protocol assignments)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(192, 0, 2, 0), 24),
+        Reason::Documentation,
+        "192.0.2.0/24 (TEST-NET-1)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(198, 51, 100, 0), 24),
+        Reason::Documentation,
+        "198.51.100.0/24 (TEST-NET-2)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(203, 0, 113, 0), 24),
+        Reason::Documentation,
+        "203.0.113.0/24 (TEST-NET-3)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(192, 88, 99, 0), 24),
+        Reason::Reserved,
+        "192.88.99.0/24 (6to4 relay anycast)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(198, 18, 0, 0), 15),
+        Reason::Reserved,
+        "198.18.0.0/15 (benchmarking)",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(224, 0, 0, 0), 4),
+        Reason::Multicast,
+        "224.0.0.0/4",
+    ),
+    (
+        Ipv4Net::new_assert(Ipv4Addr::new(240, 0, 0, 0), 4),
+        Reason::Reserved,
+        "240.0.0.0/4",
+    ),
+];
+
+const V6_RANGES: &[(Ipv6Net, Reason, &str)] = &[
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7),
+        Reason::UniqueLocal,
+        "fc00::/7",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10),
+        Reason::LinkLocal,
+        "fe80::/10",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10),
+        Reason::Private,
+        "fec0::/10 (site-local)",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8),
+        Reason::Multicast,
+        "ff00::/8",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0x0db8, 0, 0, 0, 0, 0, 0), 32),
+        Reason::Documentation,
+        "2001:db8::/32",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20),
+        Reason::Documentation,
+        "3fff::/20",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32),
+        Reason::Reserved,
+        "2001::/32 (Teredo)",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0x0002, 0, 0, 0, 0, 0, 0), 48),
+        Reason::Reserved,
+        "2001:2::/48 (benchmarking)",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0x0010, 0, 0, 0, 0, 0, 0), 28),
+        Reason::Reserved,
+        "2001:10::/28 (ORCHID)",
+    ),
+    (
+        Ipv6Net::new_assert(Ipv6Addr::new(0x0064, 0xff9b, 0x0001, 0, 0, 0, 0, 0), 48),
+        Reason::Reserved,
+        "64:ff9b:1::/48 (local-use NAT64)",
+    ),
+];
+
+/// The global unicast block; everything outside it (other than the embeddings handled
+/// explicitly) is refused as reserved.
+const V6_GLOBAL: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3);
+const V6_NAT64: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0x0064, 0xff9b, 0, 0, 0, 0, 0, 0), 96);
+const V6_6TO4: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16);
+
+/// Why an address must not be connected to, or `None` when it may be.
+pub fn classify_ip(ip: IpAddr) -> Option<Refusal> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<Refusal> {
+    if METADATA_V4.contains(&ip) {
+        return Some(Refusal::new(
+            Reason::Metadata,
+            format!("{ip} is a cloud metadata endpoint"),
+        ));
+    }
+    if ip.is_unspecified() {
+        return Some(Refusal::new(
+            Reason::Unspecified,
+            format!("{ip} is unspecified"),
+        ));
+    }
+    if ip.is_broadcast() {
+        return Some(Refusal::new(
+            Reason::Broadcast,
+            format!("{ip} is the broadcast address"),
+        ));
+    }
+    V4_RANGES
+        .iter()
+        .find(|(net, _, _)| net.contains(&ip))
+        .map(|(_, reason, name)| Refusal::new(*reason, format!("{ip} is in {name}")))
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<Refusal> {
+    if METADATA_V6.contains(&ip) {
+        return Some(Refusal::new(
+            Reason::Metadata,
+            format!("{ip} is a cloud metadata endpoint"),
+        ));
+    }
+    if ip.is_unspecified() {
+        return Some(Refusal::new(
+            Reason::Unspecified,
+            format!("{ip} is unspecified"),
+        ));
+    }
+    if ip.is_loopback() {
+        return Some(Refusal::new(
+            Reason::Loopback,
+            format!("{ip} is loopback"),
+        ));
+    }
+    // An IPv6 address that carries an IPv4 address reaches that IPv4 address: judge the
+    // embedded one. IPv4-compatible addresses are deprecated and refused even when the
+    // embedded address is public.
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return classify_v4(v4).map(|r| embedded(ip, "IPv4-mapped", v4, r));
+    }
+    let octets = ip.octets();
+    if octets[..12].iter().all(|b| *b == 0) {
+        let v4 = Ipv4Addr::new(octets[12], octets[13], octets[14], octets[15]);
+        return Some(match classify_v4(v4) {
+            Some(r) => embedded(ip, "IPv4-compatible", v4, r),
+            None => Refusal::new(
+                Reason::Reserved,
+                format!("{ip} is a deprecated IPv4-compatible address"),
+            ),
+        });
+    }
+    if V6_NAT64.contains(&ip) {
+        let v4 = Ipv4Addr::new(octets[12], octets[13], octets[14], octets[15]);
+        return classify_v4(v4).map(|r| embedded(ip, "NAT64", v4, r));
+    }
+    if V6_6TO4.contains(&ip) {
+        let v4 = Ipv4Addr::new(octets[2], octets[3], octets[4], octets[5]);
+        return classify_v4(v4).map(|r| embedded(ip, "6to4", v4, r));
+    }
+    if let Some((_, reason, name)) = V6_RANGES.iter().find(|(net, _, _)| net.contains(&ip)) {
+        return Some(Refusal::new(*reason, format!("{ip} is in {name}")));
+    }
+    if !V6_GLOBAL.contains(&ip) {
+        return Some(Refusal::new(
+            Reason::Reserved,
+            format!("{ip} is outside the global unicast block 2000::/3"),
+        ));
+    }
+    None
+}
+
+fn embedded(ip: Ipv6Addr, kind: &str, v4: Ipv4Addr, inner: Refusal) -> Refusal {
+    Refusal::new(
+        inner.reason,
+        format!("{ip} is {kind} and embeds {v4}: {}", inner.detail),
+    )
+}
+
+/// A boxed lookup future.
+pub type LookupFuture = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
+
+/// Turns a host name into addresses. The default asks the system resolver; tests and
+/// embedders may plug in their own (a fake table, hickory-resolver, …).
+pub trait Lookup: Send + Sync {
+    /// The addresses of `host`.
+    fn lookup(&self, host: &str) -> LookupFuture;
+}
+
+/// The system resolver (`getaddrinfo`, through tokio).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemLookup;
+
+impl Lookup for SystemLookup {
+    fn lookup(&self, host: &str) -> LookupFuture {
+        let host = host.to_owned();
+        Box::pin(async move {
+            let addrs = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            Ok(addrs.map(|a| a.ip()).collect())
+        })
+    }
+}
+
+/// The resolver the guarded client connects through: it returns only addresses that
+/// [`classify_ip`] allows, and a [`Refusal`] when none is left.
+#[derive(Clone)]
+pub struct GuardedResolver {
+    lookup: Arc<dyn Lookup>,
+}
+
+impl fmt::Debug for GuardedResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedResolver").finish_non_exhaustive()
+    }
+}
+
+impl GuardedResolver {
+    /// A resolver over `lookup`.
+    pub fn new(lookup: Arc<dyn Lookup>) -> Self {
+        Self { lookup }
+    }
+
+    /// Looks `host` up and keeps the allowed addresses (port 0: reqwest fills in the URL's).
+    pub async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, Refusal> {
+        check_name(host)?;
+        let addrs = self.lookup.lookup(host).await.map_err(|e| {
+            Refusal::new(
+                Reason::Unresolvable,
+                format!("`{host}` did not resolve: {e}"),
+            )
+        })?;
+        filter_addrs(host, &addrs)
+    }
+}
+
+/// Keeps the allowed addresses; refuses when none is left, naming the first refusal.
+pub fn filter_addrs(host: &str, addrs: &[IpAddr]) -> Result<Vec<SocketAddr>, Refusal> {
+    let mut first_refusal = None;
+    let mut allowed = Vec::new();
+    for ip in addrs {
+        match classify_ip(*ip) {
+            None => allowed.push(SocketAddr::new(*ip, 0)),
+            Some(refusal) => {
+                first_refusal.get_or_insert(refusal);
+            }
+        }
+    }
+    if !allowed.is_empty() {
+        return Ok(allowed);
+    }
+    Err(match first_refusal {
+        Some(r) => Refusal::new(r.reason, format!("`{host}` resolves to {}", r.detail)),
+        None => Refusal::new(
+            Reason::Unresolvable,
+            format!("`{host}` has no addresses"),
+        ),
+    })
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let this = self.clone();
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs = this.resolve_checked(&host).await?;
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(ip: &str) -> Option<Reason> {
+        classify_ip(ip.parse().unwrap()).map(|r| r.reason)
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for ip in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+        ] {
+            assert_eq!(reason(ip), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn special_addresses_are_refused_with_their_reason() {
+        let table = [
+            ("127.0.0.1", Reason::Loopback),
+            ("127.255.255.254", Reason::Loopback),
+            ("0.0.0.0", Reason::Unspecified),
+            ("0.1.2.3", Reason::Reserved),
+            ("10.1.2.3", Reason::Private),
+            ("172.31.255.255", Reason::Private),
+            ("192.168.0.1", Reason::Private),
+            ("169.254.1.1", Reason::LinkLocal),
+            ("169.254.169.254", Reason::Metadata),
+            ("168.63.129.16", Reason::Metadata),
+            ("100.64.0.1", Reason::Cgnat),
+            ("100.127.255.255", Reason::Cgnat),
+            ("255.255.255.255", Reason::Broadcast),
+            ("224.0.0.1", Reason::Multicast),
+            ("192.0.2.1", Reason::Documentation),
+            ("198.51.100.1", Reason::Documentation),
+            ("203.0.113.1", Reason::Documentation),
+            ("198.18.0.1", Reason::Reserved),
+            ("240.0.0.1", Reason::Reserved),
+            ("::", Reason::Unspecified),
+            ("::1", Reason::Loopback),
+            ("fc00::1", Reason::UniqueLocal),
+            ("fd12:3456::1", Reason::UniqueLocal),
+            ("fd00:ec2::254", Reason::Metadata),
+            ("fe80::1", Reason::LinkLocal),
+            ("fec0::1", Reason::Private),
+            ("ff02::1", Reason::Multicast),
+            ("2001:db8::1", Reason::Documentation),
+            ("2001::1", Reason::Reserved),
+            ("100::1", Reason::Reserved),
+            ("::ffff:127.0.0.1", Reason::Loopback),
+            ("::ffff:10.0.0.1", Reason::Private),
+            ("::ffff:169.254.169.254", Reason::Metadata),
+            ("::127.0.0.1", Reason::Loopback),
+            ("::8.8.8.8", Reason::Reserved),
+            ("64:ff9b::7f00:1", Reason::Loopback),
+            ("64:ff9b::a00:1", Reason::Private),
+            ("2002:7f00:1::", Reason::Loopback),
+            ("2002:c0a8:101::1", Reason::Private),
+        ];
+        for (ip, want) in table {
+            assert_eq!(reason(ip), Some(want), "{ip}");
+        }
+    }
+
+    #[test]
+    fn filtering_keeps_only_allowed_addresses() {
+        let addrs: Vec<IpAddr> = vec![
+            "10.0.0.1".parse().unwrap(),
+            "93.184.216.34".parse().unwrap(),
+            "127.0.0.1".parse().unwrap(),
+        ];
+        let kept = filter_addrs("mixed.test", &addrs).unwrap();
+        assert_eq!(kept, vec!["93.184.216.34:0".parse().unwrap()]);
+        let err = filter_addrs("bad.test", &addrs[2..]).unwrap_err();
+        assert_eq!(err.reason, Reason::Loopback);
+        let err = filter_addrs("empty.test", &[]).unwrap_err();
+        assert_eq!(err.reason, Reason::Unresolvable);
+    }
+
+    #[test]
+    fn the_escape_hatch_admits_only_literal_loopback_on_listed_ports() {
+        let policy = SsrfPolicy {
+            allow_loopback_ports: vec![8080],
+            ..SsrfPolicy::default()
+        };
+        let ok = |u: &str| policy.check_url(&Url::parse(u).unwrap());
+        assert!(ok("http://127.0.0.1:8080/x").is_ok());
+        assert!(ok("http://[::1]:8080/x").is_ok());
+        assert!(ok("http://127.1:8080/x").is_ok());
+        assert_eq!(
+            ok("http://127.0.0.1:8081/").unwrap_err().reason,
+            Reason::Loopback
+        );
+        assert_eq!(
+            ok("http://127.0.0.1/").unwrap_err().reason,
+            Reason::Loopback
+        );
+        assert_eq!(
+            ok("http://127.0.0.2:8080/").unwrap_err().reason,
+            Reason::Loopback
+        );
+        assert_eq!(
+            ok("http://localhost:8080/").unwrap_err().reason,
+            Reason::LocalhostName
+        );
+        assert_eq!(
+            ok("http://10.0.0.1:8080/").unwrap_err().reason,
+            Reason::Private
+        );
+        assert_eq!(
+            ok("http://example.com:8080/").unwrap_err().reason,
+            Reason::Port
+        );
+        // Without the hatch, the same URL is refused.
+        let strict = SsrfPolicy::default();
+        let url = Url::parse("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(
+            strict.check_url(&url).unwrap_err().reason,
+            Reason::Loopback
+        );
+    }
+}
