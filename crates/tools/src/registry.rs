@@ -161,6 +161,30 @@ impl ToolRegistry {
         Ok(registry)
     }
 
+    /// A registry with the built-ins that need no configuration (calculator, hash, strings, ids,
+    /// regex, json). The configured ones (web, files, pdf) come from
+    /// [`crate::builtins::configured`].
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// use serde_json::json;
+    /// use toolbridge_tools::{ToolContext, ToolRegistry};
+    ///
+    /// let registry = ToolRegistry::with_builtins().unwrap();
+    /// let out = registry
+    ///     .execute("calculator", json!({"expression": "1+1"}), &ToolContext::default())
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(out["result"], 2);
+    /// # });
+    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    /// # }
+    /// ```
+    pub fn with_builtins() -> Result<Self, ToolError> {
+        Self::with_tools(crate::builtins::all())
+    }
+
     /// Removes a tool and returns it; an unknown name is an error with suggestions.
     pub fn unregister(&mut self, name: &str) -> Result<Arc<dyn Tool>, ToolError> {
         match self.tools.remove(name) {

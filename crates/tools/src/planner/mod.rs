@@ -63,6 +63,7 @@ pub mod evidence;
 pub mod executor;
 pub mod intent;
 pub mod plan;
+pub mod sqlite_evidence;
 
 use std::sync::Arc;
 
@@ -76,6 +77,7 @@ pub use evidence::{
 pub use executor::{PlanExecutor, PlanRun};
 pub use intent::{IntentAnalyzer, IntentMatch, IntentRule, MatchedTerm, RuleBasedAnalyzer};
 pub use plan::{Binding, ExecutionPlan, PlanError, PlanStep};
+pub use sqlite_evidence::SqliteEvidenceStore;
 
 use crate::registry::ToolRegistry;
 use crate::tool::ToolError;
