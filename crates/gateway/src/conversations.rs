@@ -7,13 +7,13 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolbridge_store::{Conversation, Order, Page, ResponseStore};
+use toolbridge_store::{Conversation, ResponseStore};
 use toolbridge_wire::responses::InputItem;
 
 use crate::app::AppState;
 use crate::error::GatewayError;
+use crate::stored::{ListQuery, list_body, page_error};
 use crate::{ids, time};
 
 /// The most items one call may add.
@@ -158,14 +158,6 @@ pub async fn add_items(
     .await
 }
 
-/// Query of a list of items.
-#[derive(Debug, Deserialize)]
-pub struct ListQuery {
-    after: Option<String>,
-    limit: Option<u32>,
-    order: Option<String>,
-}
-
 /// `GET /v1/conversations/{id}/items?after&limit&order`.
 pub async fn list_items(
     State(state): State<AppState>,
@@ -173,36 +165,11 @@ pub async fn list_items(
     Query(query): Query<ListQuery>,
 ) -> Response {
     run(async move {
-        let order = match query.order.as_deref() {
-            None | Some("desc") => Order::Desc,
-            Some("asc") => Order::Asc,
-            Some(other) => {
-                return Err(GatewayError::Request(
-                    toolbridge_core::Error::InvalidValue {
-                        param: "order".to_owned(),
-                        message: format!("`{other}` is not asc or desc"),
-                    },
-                ));
-            }
-        };
-        let limit = query.limit.unwrap_or(20);
-        if !(1..=100).contains(&limit) {
-            return Err(GatewayError::Request(
-                toolbridge_core::Error::InvalidValue {
-                    param: "limit".to_owned(),
-                    message: format!("{limit} is not between 1 and 100"),
-                },
-            ));
-        }
-        let page = Page {
-            after: query.after,
-            limit,
-            order,
-        };
+        let page = query.page()?;
         let page = store(&state, &id)?
             .conversation_items(&id, &page)
             .await
-            .map_err(store_error)?
+            .map_err(page_error)?
             .ok_or_else(|| GatewayError::ConversationNotFound(id.clone()))?;
         Ok(list(page.items, page.has_more))
     })
@@ -210,12 +177,5 @@ pub async fn list_items(
 }
 
 fn list(items: Vec<Value>, has_more: bool) -> Value {
-    let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
-    json!({
-        "object": "list",
-        "first_id": id_of(items.first()),
-        "last_id": id_of(items.last()),
-        "has_more": has_more,
-        "data": items,
-    })
+    list_body(items, has_more)
 }

@@ -506,10 +506,15 @@ impl Persist {
             return;
         }
         let stored = self.record(response, Vec::new());
+        self.write(&stored, request_id).await;
+    }
+
+    /// Writes a record (guarded for background runs); a failure is logged.
+    async fn write(&self, stored: &toolbridge_store::StoredResponse, request_id: &str) {
         let result = if self.guarded {
-            self.store.put_unless_final(&stored).await.map(|_| ())
+            self.store.put_unless_final(stored).await.map(|_| ())
         } else {
-            self.store.put(&stored).await
+            self.store.put(stored).await
         };
         if let Err(e) = result {
             tracing::error!(
@@ -601,18 +606,7 @@ impl Persist {
             }
             return;
         }
-        let result = if self.guarded {
-            self.store.put_unless_final(&stored).await.map(|_| ())
-        } else {
-            self.store.put(&stored).await
-        };
-        if let Err(e) = result {
-            tracing::error!(
-                request_id,
-                code = e.code(),
-                "storing the response failed: {e}"
-            );
-        }
+        self.write(&stored, request_id).await;
     }
 }
 

@@ -55,22 +55,18 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
     }
 }
 
-/// Query of `input_items`.
+/// Query of a list of items (`after`, `limit` 1–100 default 20, `order` default `desc`).
 #[derive(Debug, Deserialize)]
-pub struct ItemsQuery {
+pub struct ListQuery {
     after: Option<String>,
     limit: Option<u32>,
     order: Option<String>,
 }
 
-/// `GET /v1/responses/{id}/input_items?after&limit&order`.
-pub async fn input_items(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    Query(query): Query<ItemsQuery>,
-) -> Response {
-    let result = async {
-        let order = match query.order.as_deref() {
+impl ListQuery {
+    /// The store's page for this query.
+    pub fn page(self) -> Result<Page, GatewayError> {
+        let order = match self.order.as_deref() {
             None | Some("desc") => Order::Desc,
             Some("asc") => Order::Asc,
             Some(other) => {
@@ -82,7 +78,7 @@ pub async fn input_items(
                 ));
             }
         };
-        let limit = query.limit.unwrap_or(20);
+        let limit = self.limit.unwrap_or(20);
         if !(1..=100).contains(&limit) {
             return Err(GatewayError::Request(
                 toolbridge_core::Error::InvalidValue {
@@ -91,32 +87,53 @@ pub async fn input_items(
                 },
             ));
         }
-        let page = Page {
-            after: query.after,
+        Ok(Page {
+            after: self.after,
             limit,
             order,
-        };
+        })
+    }
+}
+
+/// A list body: `{"object":"list","data",…,"first_id","last_id","has_more"}`.
+pub fn list_body(items: Vec<Value>, has_more: bool) -> Value {
+    let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
+    json!({
+        "object": "list",
+        "first_id": id_of(items.first()),
+        "last_id": id_of(items.last()),
+        "has_more": has_more,
+        "data": items,
+    })
+}
+
+/// A store error for a page: an unknown `after` is the client's mistake.
+pub fn page_error(e: toolbridge_store::StoreError) -> GatewayError {
+    match e {
+        toolbridge_store::StoreError::NotFound(after) => {
+            GatewayError::Request(toolbridge_core::Error::InvalidValue {
+                param: "after".to_owned(),
+                message: format!("`{after}` is not an item of this list"),
+            })
+        }
+        other => GatewayError::Store(other.to_string()),
+    }
+}
+
+/// `GET /v1/responses/{id}/input_items?after&limit&order`.
+pub async fn input_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let result = async {
+        let page = query.page()?;
         let page = store(&state, &id)?
             .input_items(&id, &page)
             .await
-            .map_err(|e| match e {
-                toolbridge_store::StoreError::NotFound(after) => {
-                    GatewayError::Request(toolbridge_core::Error::InvalidValue {
-                        param: "after".to_owned(),
-                        message: format!("`{after}` is not an input item of this response"),
-                    })
-                }
-                other => GatewayError::Store(other.to_string()),
-            })?
+            .map_err(page_error)?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
-        let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
-        Ok(Json(json!({
-            "object": "list",
-            "first_id": id_of(page.items.first()),
-            "last_id": id_of(page.items.last()),
-            "has_more": page.has_more,
-            "data": page.items,
-        })))
+        Ok::<_, GatewayError>(Json(list_body(page.items, page.has_more)))
     };
     match result.await {
         Ok(body) => body.into_response(),

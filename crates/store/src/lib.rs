@@ -216,6 +216,26 @@ const MIGRATIONS: &[&str] = &[
     )",
 ];
 
+/// The three statements that page through one ordered list: the position of the `after` item,
+/// and the next rows in either order (`$1` the owner id, `$2` the bound, `$3` the limit).
+struct PageSql {
+    position: &'static str,
+    asc: &'static str,
+    desc: &'static str,
+}
+
+const RESPONSE_INPUT_PAGES: PageSql = PageSql {
+    position: "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2",
+    asc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 ORDER BY position ASC LIMIT $3",
+    desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 ORDER BY position DESC LIMIT $3",
+};
+
+const CONVERSATION_PAGES: PageSql = PageSql {
+    position: "SELECT position FROM toolbridge_conversation_items WHERE conversation_id = $1 AND item_id = $2",
+    asc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position ASC LIMIT $3",
+    desc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3",
+};
+
 /// The SQL store (SQLite or PostgreSQL).
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -462,16 +482,19 @@ impl SqlStore {
         if self.get_conversation_inner(id).await?.is_none() {
             return Ok(None);
         }
+        self.page(id, page, &CONVERSATION_PAGES).await.map(Some)
+    }
+
+    /// One page of an ordered list of items (a response's inputs, a conversation's items).
+    async fn page(&self, id: &str, page: &Page, sql: &PageSql) -> Result<ItemPage, StoreError> {
         let start = match &page.after {
             None => None,
             Some(after) => {
-                let row = sqlx::query(
-                    "SELECT position FROM toolbridge_conversation_items WHERE conversation_id = $1 AND item_id = $2",
-                )
-                .bind(id)
-                .bind(after)
-                .fetch_optional(&self.pool)
-                .await?;
+                let row = sqlx::query(sql.position)
+                    .bind(id)
+                    .bind(after)
+                    .fetch_optional(&self.pool)
+                    .await?;
                 match row {
                     Some(row) => Some(row.try_get::<i64, _>("position")?),
                     None => return Err(StoreError::NotFound(after.clone())),
@@ -479,17 +502,11 @@ impl SqlStore {
             }
         };
         let limit = i64::from(page.limit.clamp(1, 100));
-        let (sql, bound) = match page.order {
-            Order::Asc => (
-                "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position ASC LIMIT $3",
-                start.unwrap_or(-1),
-            ),
-            Order::Desc => (
-                "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3",
-                start.unwrap_or(i64::MAX),
-            ),
+        let (query, bound) = match page.order {
+            Order::Asc => (sql.asc, start.unwrap_or(-1)),
+            Order::Desc => (sql.desc, start.unwrap_or(i64::MAX)),
         };
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query(query)
             .bind(id)
             .bind(bound)
             .bind(limit + 1)
@@ -500,7 +517,7 @@ impl SqlStore {
         for row in rows.into_iter().take(limit as usize) {
             items.push(parse(&row.try_get::<String, _>("body")?)?);
         }
-        Ok(Some(ItemPage { items, has_more }))
+        Ok(ItemPage { items, has_more })
     }
 
     async fn get_conversation_inner(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
@@ -587,48 +604,7 @@ impl SqlStore {
         if !exists {
             return Ok(None);
         }
-        let limit = i64::from(page.limit.clamp(1, 100));
-        let start = match &page.after {
-            None => None,
-            Some(after) => {
-                let row = sqlx::query(
-                    "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2",
-                )
-                .bind(id)
-                .bind(after)
-                .fetch_optional(&self.pool)
-                .await?;
-                match row {
-                    Some(row) => Some(row.try_get::<i64, _>("position")?),
-                    None => return Err(StoreError::NotFound(after.clone())),
-                }
-            }
-        };
-        let sql = match page.order {
-            Order::Asc => {
-                "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 ORDER BY position ASC LIMIT $3"
-            }
-            Order::Desc => {
-                "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 ORDER BY position DESC LIMIT $3"
-            }
-        };
-        let bound = match (page.order, start) {
-            (_, Some(p)) => p,
-            (Order::Asc, None) => -1,
-            (Order::Desc, None) => i64::MAX,
-        };
-        let rows = sqlx::query(sql)
-            .bind(id)
-            .bind(bound)
-            .bind(limit + 1)
-            .fetch_all(&self.pool)
-            .await?;
-        let has_more = rows.len() as i64 > limit;
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows.into_iter().take(limit as usize) {
-            items.push(parse(&row.try_get::<String, _>("body")?)?);
-        }
-        Ok(Some(ItemPage { items, has_more }))
+        self.page(id, page, &RESPONSE_INPUT_PAGES).await.map(Some)
     }
 
     async fn items_by_id_inner(
