@@ -1,0 +1,486 @@
+//! `POST /v1/responses`: parse, normalise, route, translate, send, reconstruct, emit.
+//!
+//! The handler holds no translation logic: it strings together the pure steps of the core and
+//! the provider dialect with the I/O of [`crate::upstream`]. Failures before the upstream
+//! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
+//! failure ends the stream with `response.failed` and a specific code.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt, stream};
+use sse_stream::SseByteStream;
+use tokio::sync::watch;
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::plan::plan as plan_tools;
+use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
+use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
+use toolbridge_providers::chat::{errors, request as chat_request, response as chat_response};
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::chat::ChatResponse;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
+
+use crate::app::AppState;
+use crate::error::GatewayError;
+use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
+use crate::{ids, time};
+
+mod echo;
+mod persist;
+mod sse;
+mod sync;
+
+use echo::{EchoRounds, MAX_ECHO_ROUNDS};
+use persist::Persist;
+use sse::{Pump, PumpLimits, estimate_missing_usage, stream_response};
+pub use sse::{frame, frames};
+use sync::sync_response;
+
+/// The header listing the diagnostics known when the answer started.
+pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
+
+/// The handler.
+pub async fn create(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request_id = ids::new("req");
+    let started = Instant::now();
+    let mut response = match handle(&state, body, &request_id).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::info!(
+                request_id,
+                status = error.status().as_u16(),
+                code = error.code(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "request refused: {error}"
+            );
+            error.into_response()
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// Parses the body, naming the JSON path of the first problem.
+pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {
+    // The fast path: a plain parse. Only a body that fails is parsed again with path tracking,
+    // which costs about a third more on a large request.
+    if let Ok(req) = serde_json::from_slice::<CreateResponse>(bytes) {
+        return Ok(req);
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
+    let req = parsed.map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let param = (path != "." && path != "?" && !path.is_empty()).then_some(path);
+        let message = match &param {
+            Some(p) => format!("invalid request body at `{p}`: {inner}"),
+            None => format!("the request body is not valid JSON: {inner}"),
+        };
+        toolbridge_core::Error::InvalidJson { param, message }
+    })?;
+    de.end().map_err(|e| toolbridge_core::Error::InvalidJson {
+        param: None,
+        message: format!("the request body has trailing data: {e}"),
+    })?;
+    Ok(req)
+}
+
+async fn handle(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            GatewayError::BodyTooLarge {
+                limit: state.config.body_limit,
+            }
+        } else {
+            GatewayError::BodyUnreadable(rejection.body_text())
+        }
+    })?;
+    let req = parse_request(&bytes)?;
+    if req.background == Some(true) {
+        return start_background(state, req, request_id).await;
+    }
+    respond(state, req, request_id, None).await
+}
+
+/// A background run's identity, fixed before it starts.
+#[derive(Debug, Clone)]
+struct BackgroundRun {
+    id: String,
+    created_at: i64,
+}
+
+/// `background: true`: checks the request now (a bad one is still a 400), stores it `queued`,
+/// answers with that, and runs it detached. The run is `in_progress` while it works and ends
+/// `completed`, `incomplete` or `failed`, unless a cancel lands first. Any gateway process can
+/// answer polls and cancels: the state is in the store; a cancel also stops the run at once when
+/// it lands on the process running it.
+async fn start_background(
+    state: &AppState,
+    mut req: CreateResponse,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let Some(store) = state.store.clone() else {
+        return Err(GatewayError::Request(toolbridge_core::Error::Unsupported {
+            param: "background".to_owned(),
+            message: "background responses need the response store, and storage is off".to_owned(),
+        }));
+    };
+    if req.stream == Some(true) {
+        return Err(GatewayError::Request(toolbridge_core::Error::Unsupported {
+            param: "stream".to_owned(),
+            message:
+                "background responses are not streamed by this gateway; poll GET /v1/responses/{id}"
+                    .to_owned(),
+        }));
+    }
+    if req.store == Some(false) {
+        return Err(GatewayError::Request(
+            toolbridge_core::Error::InvalidValue {
+                param: "store".to_owned(),
+                message: "a background response is stored; `store: false` contradicts it"
+                    .to_owned(),
+            },
+        ));
+    }
+    {
+        let mut probe = req.clone();
+        crate::history::expand(Some(store.as_ref()), &mut probe, false).await?;
+        let canonical = normalize(&probe, &Limits::default())?;
+        let targets =
+            state
+                .config
+                .targets(&canonical.model)
+                .ok_or_else(|| GatewayError::ModelNotFound {
+                    model: canonical.model.clone(),
+                    known: known_list(state),
+                })?;
+        if let Some(primary) = targets.first() {
+            let profile = primary.provider.profile_for(&primary.upstream_model);
+            plan_tools(
+                &canonical.tools,
+                canonical.tool_choice.as_ref(),
+                &profile.tools,
+            )?;
+        }
+    }
+    let run = BackgroundRun {
+        id: ids::new("resp"),
+        created_at: time::now(),
+    };
+    let meta = ResponseMeta {
+        id: run.id.clone(),
+        created_at: run.created_at,
+        stored: true,
+    };
+    let mut queued = skeleton(&req, &meta);
+    queued.status = toolbridge_wire::responses::ResponseStatus::Queued;
+    let persist = Persist {
+        store: store.clone(),
+        input_items: Vec::new(),
+        expires_at: run.created_at + state.config.store_ttl.as_secs() as i64,
+        guarded: true,
+        max_bytes: state.config.store_max_bytes,
+        keep_response: true,
+        conversation: None,
+    };
+    persist.save_started(&queued, request_id).await;
+
+    req.stream = Some(false);
+    let worker_state = state.clone();
+    let worker_request = request_id.to_owned();
+    let worker_run = run.clone();
+    let mut running = queued.clone();
+    running.status = toolbridge_wire::responses::ResponseStatus::InProgress;
+    let task = tokio::spawn(async move {
+        persist.save_started(&running, &worker_request).await;
+        if let Err(e) = respond(
+            &worker_state,
+            req,
+            &worker_request,
+            Some(worker_run.clone()),
+        )
+        .await
+        {
+            tracing::warn!(
+                request_id = worker_request,
+                code = e.code(),
+                "background response failed: {e}"
+            );
+            let mut failed = running;
+            failed.status = toolbridge_wire::responses::ResponseStatus::Failed;
+            failed.error = Some(toolbridge_wire::responses::ResponseError {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            });
+            persist.save(&failed, &worker_request).await;
+        }
+        if let Ok(mut running) = worker_state.running.lock() {
+            running.remove(&worker_run.id);
+        }
+    });
+    if let Ok(mut running) = state.running.lock() {
+        running.insert(run.id.clone(), task.abort_handle());
+        if task.is_finished() {
+            running.remove(&run.id);
+        }
+    }
+    let body = serde_json::to_vec(&queued).unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+/// Serves one request (not a background start).
+async fn respond(
+    state: &AppState,
+    mut req: CreateResponse,
+    request_id: &str,
+    run: Option<BackgroundRun>,
+) -> Result<Response, GatewayError> {
+    let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
+    let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
+    let mut compaction_diagnostics = Vec::new();
+    crate::compact::expand_compactions(
+        &mut req,
+        state.sealer.as_ref(),
+        &mut compaction_diagnostics,
+    );
+    let mut canonical = normalize(&req, &Limits::default())?;
+    canonical.diagnostics.extend(compaction_diagnostics);
+    open_sealed(
+        &mut canonical.turns,
+        state.sealer.as_ref(),
+        &mut canonical.diagnostics,
+    );
+    let targets =
+        state
+            .config
+            .targets(&canonical.model)
+            .ok_or_else(|| GatewayError::ModelNotFound {
+                model: canonical.model.clone(),
+                known: known_list(state),
+            })?;
+    let display = ReasoningDisplay::for_request(&req);
+    let mut failures: Vec<String> = Vec::new();
+    let mut last_error = None;
+    for (i, target) in targets.iter().enumerate() {
+        let provider = target.provider;
+        let upstream_model = &target.upstream_model;
+        let profile = provider.profile_for(upstream_model);
+        // The one plan of this request for this provider: the translator and the
+        // reconstruction both read it.
+        let plan = match plan_tools(
+            &canonical.tools,
+            canonical.tool_choice.as_ref(),
+            &profile.tools,
+        ) {
+            Ok(plan) => plan,
+            // The primary's refusal is the client's answer; a fallback that cannot take the
+            // request is passed over.
+            Err(e) if i == 0 => return Err(e.into()),
+            Err(e) => {
+                failures.push(format!("`{}` cannot take the request ({e})", provider.name));
+                continue;
+            }
+        };
+        let mut diagnostics = canonical.diagnostics.clone();
+        diagnostics.extend(plan.diagnostics.iter().cloned());
+        let chat = chat_request::build(
+            &canonical,
+            &plan,
+            &profile,
+            upstream_model,
+            &mut diagnostics,
+        );
+        tracing::info!(
+            request_id,
+            model = canonical.model,
+            provider = provider.name,
+            upstream_model,
+            stream = canonical.stream,
+            "forwarding"
+        );
+        // Kept (shared, not copied) for a usage estimate should the upstream report none.
+        let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
+        let upstream = match state
+            .upstreams
+            .send_chat(provider, &payload, chat.stream)
+            .await
+        {
+            Ok(upstream) => upstream,
+            Err(e) if e.allows_fallback() && i + 1 < targets.len() => {
+                tracing::warn!(
+                    request_id,
+                    provider = provider.name,
+                    code = e.code(),
+                    "falling back: {e}"
+                );
+                failures.push(format!("`{}` failed ({e})", provider.name));
+                last_error = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if !failures.is_empty() {
+            diagnostics.push(toolbridge_core::diagnostics::diag(
+                toolbridge_core::diagnostics::UPSTREAM_FALLBACK,
+                Some("model"),
+                format!(
+                    "{}; the request was served by `{}` as `{upstream_model}`",
+                    failures.join("; "),
+                    provider.name
+                ),
+            ));
+        }
+        for d in &diagnostics {
+            tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
+        }
+        let meta = match &run {
+            Some(run) => ResponseMeta {
+                id: run.id.clone(),
+                created_at: run.created_at,
+                stored,
+            },
+            None => ResponseMeta {
+                id: ids::new("resp"),
+                created_at: time::now(),
+                stored,
+            },
+        };
+        let conversation = toolbridge_core::assemble::conversation_id(&req);
+        let persist = match &state.store {
+            Some(store) if stored || conversation.is_some() => Some(Persist {
+                store: store.clone(),
+                input_items: turn_items.clone(),
+                expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
+                guarded: run.is_some(),
+                max_bytes: state.config.store_max_bytes,
+                keep_response: stored,
+                conversation: conversation.clone(),
+            }),
+            _ => None,
+        };
+        let header = diagnostics_header(&diagnostics);
+        let echo_tools = plan.echo_tools.clone();
+        let echo = (!echo_tools.is_empty()).then(|| EchoRounds {
+            upstreams: state.upstreams.clone(),
+            provider: provider.clone(),
+            chat,
+            left: MAX_ECHO_ROUNDS,
+        });
+        let assembler = Assembler::new(
+            skeleton(&req, &meta),
+            AssembleOptions {
+                contract: canonical.output.clone(),
+                diagnostics,
+                names: Arc::new(plan.names),
+                reasoning: display,
+                sealer: Some(state.sealer.clone()),
+                echo_tools,
+            },
+        );
+        let mut response = if canonical.stream {
+            if let Some(persist) = &persist {
+                persist
+                    .save_started(&assembler.snapshot(), request_id)
+                    .await;
+            }
+            stream_response(Pump {
+                upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
+                decoder: ChunkDecoder::new(&profile),
+                profile,
+                assembler: Some(assembler),
+                limits: PumpLimits {
+                    keepalive: state.config.keepalive,
+                    deadline: tokio::time::Instant::now() + provider.stream_timeout,
+                    shutdown: state.shutdown.clone(),
+                },
+                payload,
+                echo,
+                persist,
+                final_response: None,
+                pending: Vec::new(),
+                diagnostics: Vec::new(),
+                request_id: request_id.to_owned(),
+            })
+        } else {
+            let response = sync_response(upstream, assembler, &profile, payload, echo).await?;
+            if let Some(persist) = persist {
+                persist.save(&response, request_id).await;
+            }
+            let body = serde_json::to_vec(&response).unwrap_or_default();
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response()
+        };
+        if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+        }
+        return Ok(response);
+    }
+    Err(last_error.unwrap_or_else(|| {
+        GatewayError::UpstreamUnreachable(format!(
+            "no provider could take the request: {}",
+            failures.join("; ")
+        ))
+    }))
+}
+
+fn known_list(state: &AppState) -> String {
+    let known: Vec<String> = state
+        .config
+        .known_models()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.join(", ")
+    }
+}
+
+/// `code` or `code:param` for each diagnostic, comma-separated; `None` when there are none.
+pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
+    if diagnostics.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = diagnostics
+        .iter()
+        .map(|d| match &d.param {
+            Some(p) => format!("{}:{p}", d.code),
+            None => d.code.clone(),
+        })
+        .collect();
+    Some(parts.join(","))
+}

@@ -1,0 +1,317 @@
+//! A streamed answer: the pump that pulls the upstream lazily into the state machine, with
+//! keep-alives, a deadline and a forced stop, and the SSE framing of events.
+
+use super::*;
+
+pub(super) type UpstreamSse =
+    Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
+
+/// Time limits and the forced-stop signal of one stream.
+pub(super) struct PumpLimits {
+    /// Silence after which a keep-alive comment goes to the client.
+    pub(super) keepalive: Option<std::time::Duration>,
+    /// When the stream must end, whatever the upstream does.
+    pub(super) deadline: tokio::time::Instant,
+    /// Turns true when the gateway must end open streams now.
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+/// The SSE comment sent during long upstream silences; clients skip comments.
+pub(super) const KEEPALIVE: &[u8] = b": keep-alive\n\n";
+
+/// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
+/// decoder and the assembler, and yields SSE frames.
+pub(super) struct Pump {
+    pub(super) upstream: UpstreamSse,
+    pub(super) decoder: ChunkDecoder,
+    pub(super) profile: Profile,
+    pub(super) assembler: Option<Assembler>,
+    pub(super) limits: PumpLimits,
+    /// The request as sent upstream, for a usage estimate.
+    pub(super) payload: Bytes,
+    /// Set when provider builtin calls are answered by the gateway.
+    pub(super) echo: Option<EchoRounds>,
+    /// Set when the response is stored at its end.
+    pub(super) persist: Option<Persist>,
+    /// The final response, between its terminal event and its storing.
+    pub(super) final_response: Option<toolbridge_wire::responses::Response>,
+    pub(super) pending: Vec<UpstreamEvent>,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    pub(super) request_id: String,
+}
+
+pub(super) enum Step {
+    Item(Option<Result<sse_stream::Sse, sse_stream::Error>>),
+    Silence,
+    Deadline,
+    Shutdown,
+}
+
+impl Pump {
+    /// The next batch of frames; `None` after the terminal event. A stored response is written
+    /// before its terminal event goes out.
+    pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
+        let frames = self.step().await?;
+        if let Some(response) = self.final_response.take()
+            && let Some(persist) = self.persist.take()
+        {
+            persist.save(&response, &self.request_id).await;
+        }
+        Some(frames)
+    }
+
+    pub(super) async fn step(&mut self) -> Option<Vec<Bytes>> {
+        let mut out = Vec::new();
+        loop {
+            self.assembler.as_ref()?;
+            let keepalive = self.limits.keepalive;
+            let step = tokio::select! {
+                biased;
+                () = wait_for(&mut self.limits.shutdown) => Step::Shutdown,
+                () = tokio::time::sleep_until(self.limits.deadline) => Step::Deadline,
+                item = next_or_silence(&mut self.upstream, keepalive) => item,
+            };
+            match step {
+                Step::Item(Some(Ok(event))) => {
+                    let Some(data) = event.data else { continue };
+                    let flow = self.decoder.on_data(
+                        &self.profile,
+                        &data,
+                        &mut self.pending,
+                        &mut self.diagnostics,
+                    );
+                    let assembler = self.assembler.as_mut()?;
+                    for d in self.diagnostics.drain(..) {
+                        assembler.add_diagnostic(d);
+                    }
+                    for ev in self.pending.drain(..) {
+                        assembler.on_event(ev, &mut out);
+                    }
+                    match flow {
+                        Ok(Flow::Continue) if out.is_empty() => continue,
+                        Ok(Flow::Continue) => return Some(frames(&out)),
+                        Ok(Flow::Done) => match self.next_round(&mut out).await {
+                            Ok(true) => continue,
+                            Ok(false) => return Some(self.finish(out, true)),
+                            Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                        },
+                        Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                    }
+                }
+                Step::Item(Some(Err(e))) => {
+                    let (code, message) = stream_failure(&e);
+                    return Some(self.fail(code, message, out));
+                }
+                // The body ended without `[DONE]`.
+                Step::Item(None) => match self.next_round(&mut out).await {
+                    Ok(true) => continue,
+                    Ok(false) => return Some(self.finish(out, false)),
+                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                },
+                Step::Silence => {
+                    let mut batch = frames(&out);
+                    batch.push(Bytes::from_static(KEEPALIVE));
+                    return Some(batch);
+                }
+                Step::Deadline => {
+                    return Some(
+                        self.fail(
+                            "server_error",
+                            "the upstream stream went on past its deadline (stream_timeout_secs)"
+                                .to_owned(),
+                            out,
+                        ),
+                    );
+                }
+                Step::Shutdown => {
+                    return Some(self.fail(
+                        "server_shutting_down",
+                        "the gateway is shutting down; retry the request".to_owned(),
+                        out,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// When the round's only calls are provider builtins to echo, sends the next round and
+    /// switches to its stream (`Ok(true)`); `Ok(false)` when the response ends here.
+    pub(super) async fn next_round(
+        &mut self,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, GatewayError> {
+        let (Some(rounds), Some(assembler)) = (
+            self.echo.as_mut().filter(|r| r.left > 0),
+            self.assembler.as_mut(),
+        ) else {
+            return Ok(false);
+        };
+        self.decoder.finish(&mut self.pending);
+        for ev in self.pending.drain(..) {
+            assembler.on_event(ev, out);
+        }
+        let Some(echoes) = assembler.take_echoes(out) else {
+            return Ok(false);
+        };
+        let (response, payload) = rounds.send(echoes).await?;
+        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+        self.decoder = ChunkDecoder::new(&self.profile);
+        self.payload = payload;
+        Ok(true)
+    }
+
+    /// Ends the response; `done` says whether the upstream sent `[DONE]`.
+    pub(super) fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
+        if let Some(mut assembler) = self.assembler.take() {
+            self.decoder.finish(&mut self.pending);
+            for ev in self.pending.drain(..) {
+                assembler.on_event(ev, &mut out);
+            }
+            estimate_missing_usage(&mut assembler, &self.payload, &mut out);
+            let response = if done {
+                assembler.finish(time::now(), &mut out)
+            } else {
+                assembler.finish_unterminated(time::now(), &mut out)
+            };
+            self.final_response = Some(response.clone());
+            tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
+        }
+        frames(&out)
+    }
+
+    pub(super) fn fail(
+        &mut self,
+        code: &str,
+        message: String,
+        mut out: Vec<StreamEvent>,
+    ) -> Vec<Bytes> {
+        if let Some(assembler) = self.assembler.take() {
+            tracing::warn!(
+                request_id = self.request_id,
+                code,
+                "stream failed: {message}"
+            );
+            let response = assembler.fail(code, message, time::now(), &mut out);
+            self.final_response = Some(response);
+        }
+        frames(&out)
+    }
+}
+
+/// Gives a response an estimated usage (marked as such) when the upstream reported none.
+pub(super) fn estimate_missing_usage(
+    assembler: &mut Assembler,
+    payload: &[u8],
+    out: &mut Vec<StreamEvent>,
+) {
+    if !assembler.needs_usage() {
+        return;
+    }
+    let produced = assembler.produced_text();
+    if produced.is_empty() {
+        // Nothing was produced: the response fails, and a guess would only mislead.
+        return;
+    }
+    let usage = crate::usage::estimate(payload, &produced);
+    assembler.on_event(UpstreamEvent::Usage(usage), out);
+    assembler.add_diagnostic(toolbridge_core::diagnostics::diag(
+        toolbridge_core::diagnostics::USAGE_ESTIMATED,
+        Some("usage"),
+        "the upstream reported no token usage; the counts are o200k estimates",
+    ));
+}
+
+pub(super) fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
+    if let sse_stream::Error::Body(inner) = e
+        && let Some(inner) = inner.downcast_ref::<StreamError>()
+    {
+        return (
+            "server_error",
+            match inner {
+                StreamError::Idle | StreamError::TooLong => inner.to_string(),
+                StreamError::Http(_) => format!("the upstream stream broke: {inner}"),
+            },
+        );
+    }
+    (
+        "server_error",
+        format!("the upstream stream could not be read: {e}"),
+    )
+}
+
+/// The next upstream event, or [`Step::Silence`] when none came within `keepalive`.
+pub(super) async fn next_or_silence(
+    upstream: &mut UpstreamSse,
+    keepalive: Option<std::time::Duration>,
+) -> Step {
+    match keepalive {
+        None => Step::Item(upstream.next().await),
+        Some(limit) => match tokio::time::timeout(limit, upstream.next()).await {
+            Ok(item) => Step::Item(item),
+            Err(_) => Step::Silence,
+        },
+    }
+}
+
+pub(super) async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        if shutdown.changed().await.is_err() {
+            // The sender is gone: no forced stop will ever come.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
+/// yields.
+pub(super) fn stream_response(mut pump: Pump) -> Response {
+    let mut start = Vec::new();
+    if let Some(assembler) = pump.assembler.as_mut() {
+        assembler.start(&mut start);
+    }
+    let body = stream::iter(frames(&start))
+        .chain(
+            stream::unfold(pump, |mut pump| async move {
+                let frames = pump.next().await?;
+                Some((stream::iter(frames), pump))
+            })
+            .flatten(),
+        )
+        .map(Ok::<Bytes, std::convert::Infallible>);
+    (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// One SSE frame per event: `event:` and `data:` lines, LF endings.
+pub fn frames(events: &[StreamEvent]) -> Vec<Bytes> {
+    events.iter().map(frame).collect()
+}
+
+/// Encodes one event as an SSE frame.
+pub fn frame(event: &StreamEvent) -> Bytes {
+    let mut buf = Vec::with_capacity(256);
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(event.name().as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    // Serialising our own types to a Vec cannot fail (string keys only).
+    let _ = serde_json::to_writer(&mut buf, event);
+    buf.extend_from_slice(b"\n\n");
+    Bytes::from(buf)
+}
