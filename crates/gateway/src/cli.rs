@@ -48,6 +48,10 @@ pub enum Command {
         /// The Responses request body (JSON).
         request: PathBuf,
     },
+    /// Internal: run one jq query for the json tool's isolated mode (a JSON request on stdin, a
+    /// JSON answer on stdout). The gateway starts its own binary with this under a memory limit.
+    #[command(hide = true, name = "jq-worker")]
+    JqWorker,
 }
 
 /// Loads a config with the process environment, `--listen` winning over both.

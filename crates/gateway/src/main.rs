@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     match cli.command {
+        // One jq query, JSON over stdin/stdout, for the json tool's isolated mode.
+        Command::JqWorker => std::process::exit(toolbridge_tools::builtins::jq_worker_main()),
         Command::Check { config } => match load(config.as_deref(), None) {
             Ok(config) => {
                 print!("{}", describe(&config));

@@ -21,10 +21,12 @@
 //! - `halt` never reaches `std::process::exit` (jaq's `unwrap_valr` would call it), and panics are
 //!   caught.
 //!
-//! What is *not* bounded: work that needs no generator step, such as nested iteration over a
-//! large input (`[.[] as $a | .[] as $b | 1]`) or repeated doubling (`. + . | . + .`), can use CPU
-//! and memory until it ends; the caller gets `Timeout` at the deadline, but the thread runs on
-//! (holding its slot). Full isolation would need a subprocess or a WebAssembly sandbox.
+//! What is *not* bounded in process: work that needs no generator step, such as nested iteration
+//! over a large input (`[.[] as $a | .[] as $b | 1]`) or repeated doubling (`. + . | . + .`), can
+//! use CPU and memory until it ends — or until the process runs out of memory and dies; the caller
+//! gets `Timeout` at the deadline, but the thread runs on (holding its slot). The isolated mode
+//! ([`super::isolated`]) closes that gap: the same `run_query` runs in a short-lived child
+//! process ([`super::jq_worker_main`]) under an address-space limit, killed at the deadline.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -414,14 +416,29 @@ fn build_prelude() -> Result<Vec<Def<&'static str>>, String> {
         .collect())
 }
 
-/// Compiles and runs the filter on this (dedicated) thread.
-fn evaluate(
+/// Fails with `LimitExceeded` when the filter is longer than [`MAX_FILTER_BYTES`].
+pub(crate) fn check_filter_len(filter: &str) -> Result<(), ToolError> {
+    if filter.len() > MAX_FILTER_BYTES {
+        return Err(ToolError::LimitExceeded(format!(
+            "the filter is {} bytes; the limit is {MAX_FILTER_BYTES}",
+            filter.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs one query start to finish on the calling thread: the pre-checks (length, refused
+/// constructs), compilation, the step budget and the result caps. The thread must have a stack of
+/// [`STACK_BYTES`]. The in-process path calls this on its dedicated thread and the isolated
+/// worker (`worker`) in its child process, so both answer the same.
+pub(crate) fn run_query(
     filter: &str,
     input: Value,
     max_output: usize,
     deadline: Instant,
     stop: &StopFlag,
 ) -> Result<Vec<Value>, ToolError> {
+    check_filter_len(filter)?;
     check(filter)?;
     let defs = prelude()?.iter().cloned();
     let arena = Arena::default();
@@ -495,12 +512,7 @@ pub(crate) async fn query(
     input: Value,
     ctx: &ToolContext,
 ) -> Result<Vec<Value>, ToolError> {
-    if filter.len() > MAX_FILTER_BYTES {
-        return Err(ToolError::LimitExceeded(format!(
-            "the filter is {} bytes; the limit is {MAX_FILTER_BYTES}",
-            filter.len()
-        )));
-    }
+    check_filter_len(filter)?;
     let permit = tokio::time::timeout_at(ctx.deadline, SLOTS.acquire())
         .await
         .map_err(|_| ToolError::Timeout)?
@@ -511,7 +523,7 @@ pub(crate) async fn query(
     run_on_thread(ctx, "toolbridge-jq", STACK_BYTES, move |stop| {
         // The slot is held until this thread is done, even when the caller stopped waiting.
         let _permit = permit;
-        evaluate(&filter, input, max_output, deadline, stop)
+        run_query(&filter, input, max_output, deadline, stop)
     })
     .await
 }

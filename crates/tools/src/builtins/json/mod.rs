@@ -7,10 +7,20 @@
 //! and with the linear-time regex engine for `pattern`. Validation and jq run off the async runtime
 //! under the context's deadline. This module does not repair malformed JSON; a parse error is
 //! reported with its line and column.
+//!
+//! Two tools answer to the name `json` and differ only in where jq runs: [`Json`] runs it in
+//! process, where a filter that grows memory without a generator step can still exhaust the
+//! process (see [`jq`]); [`IsolatedJson`] runs each query in a short-lived worker process under a
+//! memory limit, killed at the deadline (see [`isolated`] and [`JqIsolation`]).
 
+pub mod isolated;
 pub mod jq;
 #[cfg(test)]
 mod tests;
+mod worker;
+
+pub use isolated::JqIsolation;
+pub use worker::jq_worker_main;
 
 use jsonschema::PatternOptions;
 use serde::Serialize as _;
@@ -38,9 +48,35 @@ const PATTERN_DFA_SIZE_LIMIT: usize = 2 * 1024 * 1024;
 
 const OPERATIONS: &[&str] = &["parse", "validate", "prettify", "minify", "jq", "pointer"];
 
-/// JSON utilities.
+/// JSON utilities, with jq in process.
+///
+/// jq's step budget and caps bound most filters, but not all: one that grows memory without a
+/// generator step (`"x" * 10000000000`, repeated `. + .`) can use memory until the process dies,
+/// and one that burns CPU keeps its thread busy past the deadline. Where model-written filters
+/// run, prefer [`IsolatedJson`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json;
+
+/// JSON utilities, with each jq query in a worker process under a memory limit, killed at the
+/// deadline (see [`isolated`]); every other operation runs as in [`Json`].
+#[derive(Debug, Clone)]
+pub struct IsolatedJson {
+    runner: isolated::Runner,
+}
+
+impl IsolatedJson {
+    /// A json tool whose jq queries run as `isolation` says.
+    pub fn new(isolation: JqIsolation) -> Self {
+        Self {
+            runner: isolated::Runner::new(isolation),
+        }
+    }
+
+    /// How its jq queries run.
+    pub fn isolation(&self) -> &JqIsolation {
+        self.runner.config()
+    }
+}
 
 /// How deeply a value nests, counted without recursion (a caller may hand us anything).
 fn depth(value: &Value) -> usize {
@@ -197,61 +233,114 @@ fn prettify(value: &Value, indent: usize) -> Result<String, ToolError> {
         .map_err(|e| ToolError::Failed(format!("could not format the document: {e}")))
 }
 
-impl Json {
-    async fn run(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let args = Args::new(args)?;
-        let op = args.operation()?;
-        match op {
-            "parse" => {
-                if args.raw("document").is_some() {
-                    return Err(invalid("/document", "`parse` takes JSON text in `text`"));
-                }
-                let value = parse_text(args.str("text")?, "text")?;
-                Ok(json!({"operation": op, "type": type_name(&value), "value": value}))
+/// Runs one call; `isolated` says where jq runs (`None`: in process).
+async fn run(
+    args: &Value,
+    ctx: &ToolContext,
+    isolated: Option<&isolated::Runner>,
+) -> Result<Value, ToolError> {
+    let args = Args::new(args)?;
+    let op = args.operation()?;
+    match op {
+        "parse" => {
+            if args.raw("document").is_some() {
+                return Err(invalid("/document", "`parse` takes JSON text in `text`"));
             }
-            "validate" => validate(&args, ctx).await,
-            "prettify" => {
-                let indent = args
-                    .opt_int("indent", 0, 8)?
-                    .and_then(|n| usize::try_from(n).ok())
-                    .unwrap_or(2);
-                let text = prettify(&document(&args)?, indent)?;
-                Ok(json!({"operation": op, "result": text}))
-            }
-            "minify" => {
-                let text = serde_json::to_string(&document(&args)?).map_err(|e| {
-                    ToolError::Failed(format!("could not format the document: {e}"))
-                })?;
-                Ok(json!({"operation": op, "result": text}))
-            }
-            "jq" => {
-                let filter = args.str("filter")?;
-                let input = document(&args)?;
-                let results = jq::query(filter, input, ctx).await?;
-                Ok(json!({"operation": op, "count": results.len(), "results": results}))
-            }
-            "pointer" => {
-                let pointer = args.str("pointer")?;
-                if !(pointer.is_empty() || pointer.starts_with('/')) {
-                    return Err(invalid(
-                        "/pointer",
-                        "a JSON Pointer is empty (the whole document) or starts with `/`",
-                    ));
-                }
-                let doc = document(&args)?;
-                let found = doc.pointer(pointer);
-                Ok(json!({
-                    "operation": op,
-                    "found": found.is_some(),
-                    "value": found.cloned().unwrap_or(Value::Null),
-                }))
-            }
-            other => Err(invalid(
-                "/operation",
-                format!("unknown operation `{other}`"),
-            )),
+            let value = parse_text(args.str("text")?, "text")?;
+            Ok(json!({"operation": op, "type": type_name(&value), "value": value}))
         }
+        "validate" => validate(&args, ctx).await,
+        "prettify" => {
+            let indent = args
+                .opt_int("indent", 0, 8)?
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(2);
+            let text = prettify(&document(&args)?, indent)?;
+            Ok(json!({"operation": op, "result": text}))
+        }
+        "minify" => {
+            let text = serde_json::to_string(&document(&args)?)
+                .map_err(|e| ToolError::Failed(format!("could not format the document: {e}")))?;
+            Ok(json!({"operation": op, "result": text}))
+        }
+        "jq" => {
+            let filter = args.str("filter")?;
+            let input = document(&args)?;
+            let results = match isolated {
+                Some(runner) => runner.query(filter, input, ctx).await?,
+                None => jq::query(filter, input, ctx).await?,
+            };
+            Ok(json!({"operation": op, "count": results.len(), "results": results}))
+        }
+        "pointer" => {
+            let pointer = args.str("pointer")?;
+            if !(pointer.is_empty() || pointer.starts_with('/')) {
+                return Err(invalid(
+                    "/pointer",
+                    "a JSON Pointer is empty (the whole document) or starts with `/`",
+                ));
+            }
+            let doc = document(&args)?;
+            let found = doc.pointer(pointer);
+            Ok(json!({
+                "operation": op,
+                "found": found.is_some(),
+                "value": found.cloned().unwrap_or(Value::Null),
+            }))
+        }
+        other => Err(invalid(
+            "/operation",
+            format!("unknown operation `{other}`"),
+        )),
     }
+}
+
+const DESCRIPTION: &str = "JSON utilities. parse: JSON text → value. validate: check a document against a JSON Schema (drafts 4–2020-12; no remote $ref). prettify / minify: reformat. jq: run a jq filter (no `def`s; at most 1000 results). pointer: look up an RFC 6901 JSON Pointer such as `/items/0/name`. Give the document as `document` (a JSON value) or `text` (JSON in a string).";
+
+const CAPABILITIES: &[&str] = &["json", "jq", "query", "validate", "schema", "format"];
+
+fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "operation": operation_schema(OPERATIONS, "What to do with the document."),
+            "text": {
+                "type": "string",
+                "maxLength": MAX_DOCUMENT_BYTES,
+                "description": "The document as JSON text (required by parse; otherwise an alternative to `document`). At most 1 MiB.",
+            },
+            "document": {
+                "description": "The document as a JSON value (any type), instead of `text`. At most 1 MiB serialised and 128 levels deep.",
+            },
+            "schema": {
+                "type": ["object", "boolean"],
+                "description": "validate: the JSON Schema. `$ref`s resolve within the schema only.",
+            },
+            "validate_formats": {
+                "type": "boolean",
+                "description": "validate: also check `format` keywords such as email or date-time (default false: formats are annotations).",
+            },
+            "indent": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 8,
+                "description": "prettify: spaces per level (default 2).",
+            },
+            "filter": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": jq::MAX_FILTER_BYTES,
+                "description": "jq: the filter, e.g. `.items[] | select(.price > 10) | .name`.",
+            },
+            "pointer": {
+                "type": "string",
+                "maxLength": 4096,
+                "description": "pointer: an RFC 6901 JSON Pointer, e.g. `/items/0/name` (empty for the whole document).",
+            },
+        },
+        "required": ["operation"],
+        "additionalProperties": false,
+    })
 }
 
 impl Tool for Json {
@@ -260,55 +349,15 @@ impl Tool for Json {
     }
 
     fn description(&self) -> &str {
-        "JSON utilities. parse: JSON text → value. validate: check a document against a JSON Schema (drafts 4–2020-12; no remote $ref). prettify / minify: reformat. jq: run a jq filter (no `def`s; at most 1000 results). pointer: look up an RFC 6901 JSON Pointer such as `/items/0/name`. Give the document as `document` (a JSON value) or `text` (JSON in a string)."
+        DESCRIPTION
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "operation": operation_schema(OPERATIONS, "What to do with the document."),
-                "text": {
-                    "type": "string",
-                    "maxLength": MAX_DOCUMENT_BYTES,
-                    "description": "The document as JSON text (required by parse; otherwise an alternative to `document`). At most 1 MiB.",
-                },
-                "document": {
-                    "description": "The document as a JSON value (any type), instead of `text`. At most 1 MiB serialised and 128 levels deep.",
-                },
-                "schema": {
-                    "type": ["object", "boolean"],
-                    "description": "validate: the JSON Schema. `$ref`s resolve within the schema only.",
-                },
-                "validate_formats": {
-                    "type": "boolean",
-                    "description": "validate: also check `format` keywords such as email or date-time (default false: formats are annotations).",
-                },
-                "indent": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": 8,
-                    "description": "prettify: spaces per level (default 2).",
-                },
-                "filter": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": jq::MAX_FILTER_BYTES,
-                    "description": "jq: the filter, e.g. `.items[] | select(.price > 10) | .name`.",
-                },
-                "pointer": {
-                    "type": "string",
-                    "maxLength": 4096,
-                    "description": "pointer: an RFC 6901 JSON Pointer, e.g. `/items/0/name` (empty for the whole document).",
-                },
-            },
-            "required": ["operation"],
-            "additionalProperties": false,
-        })
+        parameters()
     }
 
     fn capabilities(&self) -> &[&str] {
-        &["json", "jq", "query", "validate", "schema", "format"]
+        CAPABILITIES
     }
 
     fn execute<'a>(
@@ -318,7 +367,36 @@ impl Tool for Json {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             check_live(ctx)?;
-            bounded(Self::run(&args, ctx).await?, ctx)
+            bounded(run(&args, ctx, None).await?, ctx)
+        })
+    }
+}
+
+impl Tool for IsolatedJson {
+    fn name(&self) -> &str {
+        "json"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn parameters(&self) -> Value {
+        parameters()
+    }
+
+    fn capabilities(&self) -> &[&str] {
+        CAPABILITIES
+    }
+
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            check_live(ctx)?;
+            bounded(run(&args, ctx, Some(&self.runner)).await?, ctx)
         })
     }
 }
