@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use toolbridge_tools::builtins::{Calculator, Json, RegexTool};
+use toolbridge_tools::builtins::{Calculator, IsolatedJson, JqIsolation, Json, RegexTool};
 use toolbridge_tools::{Tool, ToolContext};
 
 /// About 10 KB of JSON: 125 items with a few fields each.
@@ -110,6 +110,16 @@ fn builtins(c: &mut Criterion) {
     c.bench_function("json/jq_prepare_only", |b| {
         b.iter(|| {
             rt.block_on(Json.execute(black_box(prepare_only.clone()), &ctx))
+                .unwrap()
+        })
+    });
+
+    // The same 10 KB query in the isolated mode: one worker process per query, so the ratio to
+    // `json/jq_query_10kb` is the price of the memory limit and the kill at the deadline.
+    let isolated = IsolatedJson::new(JqIsolation::new(env!("CARGO_BIN_EXE_toolbridge-jq-worker")));
+    c.bench_function("json/jq_query_10kb_isolated", |b| {
+        b.iter(|| {
+            rt.block_on(isolated.execute(black_box(query.clone()), &ctx))
                 .unwrap()
         })
     });
