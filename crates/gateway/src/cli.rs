@@ -1,4 +1,4 @@
-//! The `toolbridge` command line: `serve`, `check`, `--version`.
+//! The `toolbridge` command line: `serve`, `check`, `plan`, `providers`, `--version`.
 
 use std::path::PathBuf;
 
@@ -47,6 +47,19 @@ pub enum Command {
         config: Option<PathBuf>,
         /// The Responses request body (JSON).
         request: PathBuf,
+    },
+    /// Print each provider's capability matrix: what happens to every tool type, tool_choice
+    /// form and parameter, from the same profiles and planner the gateway uses.
+    Providers {
+        /// One preset, or with --config one configured provider (default: every one).
+        #[arg(long)]
+        provider: Option<String>,
+        /// The upstream model whose per-model patches apply (configured providers only).
+        #[arg(long)]
+        model: Option<String>,
+        /// A config file: its providers are shown instead of the presets.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Internal: run one jq query for the json tool's isolated mode (a JSON request on stdin, a
     /// JSON answer on stdout). The gateway starts its own binary with this under a memory limit.

@@ -13,6 +13,7 @@ pub mod conversations;
 pub mod error;
 pub mod history;
 pub mod ids;
+pub mod matrix;
 pub mod models;
 pub mod responses;
 pub mod seal;

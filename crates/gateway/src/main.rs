@@ -24,6 +24,11 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Providers {
+            provider,
+            model,
+            config,
+        } => providers(provider.as_deref(), model.as_deref(), config.as_deref()),
         Command::Plan {
             provider,
             model,
@@ -121,4 +126,55 @@ fn plan(
             ExitCode::FAILURE
         }
     }
+}
+
+/// `toolbridge providers`: the matrix of every preset, or of the providers of a config file.
+fn providers(
+    provider: Option<&str>,
+    model: Option<&str>,
+    config: Option<&std::path::Path>,
+) -> ExitCode {
+    use toolbridge_providers::profile::Profile;
+    let mut profiles = Vec::new();
+    match config {
+        Some(path) => {
+            let config = match load(Some(path), None) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            for (name, p) in &config.providers {
+                if provider.is_none_or(|wanted| wanted == name) {
+                    let mut profile = p.profile_for(model.unwrap_or_default());
+                    profile.name = format!("{name} ({})", profile.name);
+                    profiles.push(profile);
+                }
+            }
+        }
+        None => {
+            for name in Profile::preset_names() {
+                if provider.is_none_or(|wanted| wanted == *name)
+                    && let Some(p) = Profile::preset(name)
+                {
+                    profiles.push(p);
+                }
+            }
+        }
+    }
+    if profiles.is_empty() {
+        eprintln!(
+            "error: no provider `{}` (presets: {}); pass --config to name a configured provider",
+            provider.unwrap_or_default(),
+            Profile::preset_names().join(", ")
+        );
+        return ExitCode::FAILURE;
+    }
+    let reports: Vec<String> = profiles
+        .iter()
+        .map(toolbridge_gateway::matrix::report)
+        .collect();
+    print!("{}", reports.join("\n"));
+    ExitCode::SUCCESS
 }

@@ -398,3 +398,126 @@ async fn sigterm_lets_an_in_flight_stream_finish_then_exits_zero() {
     })
     .await;
 }
+
+/// `toolbridge providers` prints every preset's matrix from the real planner and profiles: the
+/// whole output is a snapshot (a profile or planner change shows up in review), and the rows
+/// users rely on most are asserted directly.
+#[tokio::test]
+async fn providers_prints_every_presets_matrix() {
+    bounded(async {
+        let mut cmd = toolbridge();
+        cmd.arg("providers");
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(status.success(), "{status}\nstderr:\n{stderr}");
+        let presets = [
+            "generic", "openai", "deepseek", "glm", "kimi", "qwen", "minimax", "mimo", "ollama",
+            "vllm",
+        ];
+        for preset in presets {
+            assert!(
+                stdout.contains(&format!("provider: {preset}\n")),
+                "no matrix for {preset}:\n{stdout}"
+            );
+        }
+        let section = |name: &str| {
+            let start = stdout.find(&format!("provider: {name}\n")).unwrap();
+            let rest = &stdout[start + 1..];
+            let end = rest
+                .find("provider: ")
+                .map_or(stdout.len(), |e| start + 1 + e);
+            stdout[start..end].to_owned()
+        };
+        let row = |section: &str, tool: &str| {
+            section
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{tool} ")))
+                .unwrap_or_else(|| panic!("no {tool} row in:\n{section}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let glm = section("glm");
+        assert_eq!(
+            row(&glm, "web_search"),
+            "web_search native as glm_tool (native_web_search)"
+        );
+        assert_eq!(
+            row(&glm, "custom"),
+            "custom degraded as apply_patch (custom_as_function)"
+        );
+        assert_eq!(row(&glm, "developer"), "developer role sent as system");
+        let kimi = section("kimi");
+        assert_eq!(
+            row(&kimi, "web_search"),
+            "web_search native as kimi_builtin (native_web_search)"
+        );
+        assert_eq!(
+            row(&kimi, "namespace"),
+            "namespace degraded as repo__read (namespace_flattened)"
+        );
+        let openai = section("openai");
+        assert_eq!(row(&openai, "developer"), "developer role kept");
+        insta::assert_snapshot!("providers_matrix", stdout);
+    })
+    .await;
+}
+
+/// With a config, the matrix is the configured provider's: its profile patches and per-model
+/// patches apply, and a name that matches nothing is an error naming the presets.
+#[tokio::test]
+async fn providers_applies_config_patches_and_refuses_unknown_names() {
+    bounded(async {
+        let dir = TempDir::new("providers");
+        let path = dir.write(
+            "toolbridge.toml",
+            r#"
+[providers.zai]
+base_url = "http://127.0.0.1:9/v1"
+preset = "glm"
+
+[providers.zai.profile.tools]
+web_search = "none"
+
+[providers.zai.models."glm-strict".profile.tools]
+unsupported = "reject"
+
+[[routes]]
+model = "*"
+provider = "zai"
+"#,
+        );
+        let mut cmd = toolbridge();
+        cmd.arg("providers").arg("--config").arg(&path);
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(status.success(), "{status}\nstderr:\n{stderr}");
+        assert!(stdout.starts_with("provider: zai (glm)\n"), "{stdout}");
+        assert!(
+            stdout.contains("web_search             ignored   as -"),
+            "the patch did not turn web_search off:\n{stdout}"
+        );
+
+        let mut cmd = toolbridge();
+        cmd.arg("providers").arg("--config").arg(&path).args([
+            "--provider",
+            "zai",
+            "--model",
+            "glm-strict",
+        ]);
+        let (status, stdout, stderr) = run(cmd).await;
+        assert!(status.success(), "{status}\nstderr:\n{stderr}");
+        assert!(
+            stdout.contains("code_interpreter       rejected"),
+            "the per-model patch did not apply:\n{stdout}"
+        );
+
+        let mut cmd = toolbridge();
+        cmd.args(["providers", "--provider", "nope"]);
+        let (status, _, stderr) = run(cmd).await;
+        assert_eq!(status.code(), Some(1));
+        assert!(
+            stderr.contains("no provider `nope`") && stderr.contains("deepseek"),
+            "{stderr}"
+        );
+    })
+    .await;
+}
