@@ -547,17 +547,7 @@ impl SqlStore {
         else {
             return Ok(None);
         };
-        let mut response = StoredResponse {
-            id: row.try_get("id")?,
-            created_at: row.try_get("created_at")?,
-            status: row.try_get("status")?,
-            model: row.try_get("model")?,
-            previous_response_id: row.try_get("previous_response_id")?,
-            expires_at: row.try_get("expires_at")?,
-            response: parse(&row.try_get::<String, _>("body")?)?,
-            input_items: Vec::new(),
-            output_items: Vec::new(),
-        };
+        let mut response = response_from_row(&row)?;
         let items = sqlx::query(
             "SELECT kind, body FROM toolbridge_items WHERE response_id = $1 ORDER BY kind, position",
         )
@@ -565,13 +555,7 @@ impl SqlStore {
         .fetch_all(&self.pool)
         .await?;
         for row in items {
-            let kind: String = row.try_get("kind")?;
-            let item = parse(&row.try_get::<String, _>("body")?)?;
-            if kind == "input" {
-                response.input_items.push(item);
-            } else {
-                response.output_items.push(item);
-            }
+            push_item(&mut response, &row)?;
         }
         Ok(Some(response))
     }
@@ -627,13 +611,23 @@ impl SqlStore {
         Ok(found)
     }
 
+    /// Two queries whatever the length: a recursive walk down `previous_response_id` (bounded by
+    /// `max_depth`, so a cycle in stored data cannot loop), then every item of the walked
+    /// responses. The rows are then checked in order for a cycle, a gap or too much depth.
     async fn chain_inner(
         &self,
         id: &str,
         max_depth: usize,
     ) -> Result<Vec<StoredResponse>, StoreError> {
-        let mut chain = Vec::new();
+        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
+        let rows = sqlx::query(CHAIN_RESPONSES)
+            .bind(id)
+            .bind(depth)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut chain = Vec::with_capacity(rows.len());
         let mut seen = HashSet::new();
+        let mut rows = rows.iter();
         let mut next = Some(id.to_owned());
         while let Some(current) = next {
             if !seen.insert(current.clone()) {
@@ -642,16 +636,89 @@ impl SqlStore {
             if chain.len() >= max_depth {
                 return Err(StoreError::TooDeep(max_depth));
             }
-            let response = self
-                .get_inner(&current)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(current.clone()))?;
+            let response = match rows.next() {
+                Some(row) => response_from_row(row)?,
+                None => return Err(StoreError::NotFound(current)),
+            };
+            if response.id != current {
+                return Err(StoreError::NotFound(current));
+            }
             next = response.previous_response_id.clone();
             chain.push(response);
+        }
+
+        let items = sqlx::query(CHAIN_ITEMS)
+            .bind(id)
+            .bind(depth)
+            .fetch_all(&self.pool)
+            .await?;
+        let index: HashMap<String, usize> = chain
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+        for row in items {
+            let owner: String = row.try_get("response_id")?;
+            if let Some(response) = index.get(&owner).and_then(|&i| chain.get_mut(i)) {
+                push_item(response, &row)?;
+            }
         }
         chain.reverse();
         Ok(chain)
     }
+}
+
+/// The recursive walk from `$1` down `previous_response_id`, at most `$2` links below it, as
+/// the head of the two chain queries.
+macro_rules! chain_walk {
+    () => {
+        "WITH RECURSIVE walk (id, previous_response_id, depth) AS (\
+         SELECT id, previous_response_id, 0 FROM toolbridge_responses WHERE id = $1 \
+         UNION ALL \
+         SELECT r.id, r.previous_response_id, w.depth + 1 FROM toolbridge_responses r \
+         JOIN walk w ON r.id = w.previous_response_id WHERE w.depth < $2) "
+    };
+}
+
+/// The walked responses, newest first.
+const CHAIN_RESPONSES: &str = concat!(
+    chain_walk!(),
+    "SELECT r.id, r.created_at, r.status, r.model, r.previous_response_id, r.expires_at, r.body \
+     FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
+);
+
+/// Every item of the walked responses.
+const CHAIN_ITEMS: &str = concat!(
+    chain_walk!(),
+    "SELECT i.response_id, i.kind, i.body FROM toolbridge_items i \
+     WHERE i.response_id IN (SELECT id FROM walk) ORDER BY i.response_id, i.kind, i.position"
+);
+
+/// A response row (`id` … `body`) without its items.
+fn response_from_row(row: &sqlx::any::AnyRow) -> Result<StoredResponse, StoreError> {
+    Ok(StoredResponse {
+        id: row.try_get("id")?,
+        created_at: row.try_get("created_at")?,
+        status: row.try_get("status")?,
+        model: row.try_get("model")?,
+        previous_response_id: row.try_get("previous_response_id")?,
+        expires_at: row.try_get("expires_at")?,
+        response: parse(&row.try_get::<String, _>("body")?)?,
+        input_items: Vec::new(),
+        output_items: Vec::new(),
+    })
+}
+
+/// Appends an item row (`kind`, `body`) to its response's input or output items.
+fn push_item(response: &mut StoredResponse, row: &sqlx::any::AnyRow) -> Result<(), StoreError> {
+    let kind: String = row.try_get("kind")?;
+    let item = parse(&row.try_get::<String, _>("body")?)?;
+    if kind == "input" {
+        response.input_items.push(item);
+    } else {
+        response.output_items.push(item);
+    }
+    Ok(())
 }
 
 impl ResponseStore for SqlStore {

@@ -54,6 +54,13 @@ async fn suite(store: &SqlStore, url: &str) {
         .map(|r| r.id)
         .collect();
     assert_eq!(chain, ["resp_a", "resp_b", "resp_c"]);
+    // Each link comes whole, with its own input and output items in order.
+    let whole = store.chain("resp_c", 10).await.unwrap();
+    for link in &whole {
+        assert_eq!(Some(link), store.get(&link.id).await.unwrap().as_ref());
+    }
+    assert!(!whole[1].input_items.is_empty() && !whole[1].output_items.is_empty());
+    assert_eq!(store.chain("resp_a", 1).await.unwrap().len(), 1);
     assert!(matches!(
         store.chain("resp_c", 2).await,
         Err(StoreError::TooDeep(2))
