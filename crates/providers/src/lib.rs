@@ -8,8 +8,10 @@
 //! Provider differences are data: a [`profile::Profile`] says what a provider accepts, and the
 //! presets in [`profile`] are the profiles of the providers we know. This crate does no I/O.
 
+pub mod anthropic;
 pub mod chat;
 pub mod error;
+pub mod gemini;
 pub mod profile;
 
 pub use error::{Error, UpstreamError};

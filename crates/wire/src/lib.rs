@@ -8,6 +8,8 @@
 //! every inbound struct keeps unknown fields in an `extra` map, so a new item type or field from a
 //! client or provider survives a round trip instead of breaking parsing.
 
+pub mod anthropic;
 pub mod chat;
 pub mod error;
+pub mod gemini;
 pub mod responses;

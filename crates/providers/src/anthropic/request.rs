@@ -1,0 +1,472 @@
+//! Canonical request → Messages request.
+//!
+//! Decisions, documented here because clients depend on them:
+//! - `instructions` and every system/developer turn go, in order, into the top-level `system`
+//!   (joined with blank lines). Developer turns are reported as [`DEVELOPER_AS_SYSTEM`]; more than
+//!   one instruction turn, or one in the middle of the conversation, as [`SYSTEM_MERGED`].
+//! - Anthropic requires user and assistant messages to alternate: consecutive turns of the same
+//!   role (tool outputs count as user turns) are merged into one message. This loses nothing, so
+//!   it is not reported.
+//! - Earlier reasoning is not replayed: Anthropic only accepts thinking blocks with the signature
+//!   it made, and core does not carry signatures yet.
+//! - Image `detail` has no Anthropic equivalent and is dropped.
+//! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
+//!   no JSON mode.
+
+use serde_json::{Map, Value, json};
+use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
+use toolbridge_core::contract::OutputContract;
+use toolbridge_core::diagnostics::{
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
+    SYSTEM_MERGED, TOOL_CHOICE_DOWNGRADED, diag,
+};
+use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
+use toolbridge_wire::anthropic::{
+    ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
+    System, TextBlock, Thinking, Tool, ToolChoice, ToolResultBlock, ToolUseBlock,
+};
+use toolbridge_wire::responses::Diagnostic;
+
+use crate::profile::Profile;
+
+/// `max_tokens` when the client set no `max_output_tokens`. Anthropic requires the field; 8192 is
+/// an answer length every current Claude model accepts. When thinking is on, its budget is added.
+pub const DEFAULT_MAX_TOKENS: u64 = 8192;
+
+/// The smallest thinking budget Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// The thinking budget for a Responses `reasoning.effort`: `none` and `minimal` turn thinking off
+/// (no `thinking` field); `low` → 1024 (Anthropic's minimum), `medium` → 4096, `high` → 16384,
+/// `xhigh` → 32768. An unknown effort is read as `medium`.
+pub fn thinking_budget(effort: &str) -> Option<u64> {
+    match effort {
+        "none" | "minimal" => None,
+        "low" => Some(MIN_THINKING_BUDGET),
+        "high" => Some(16_384),
+        "xhigh" => Some(32_768),
+        _ => Some(4096),
+    }
+}
+
+/// Translates `req` for Anthropic with `profile`, sending `upstream_model`, with the tools and
+/// names of `plan`. Every lossy decision is appended to `diagnostics`.
+pub fn build(
+    req: &CanonicalRequest,
+    plan: &ToolPlan,
+    profile: &Profile,
+    upstream_model: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> MessagesRequest {
+    let mut system = system_text(&req.turns, diagnostics);
+    output_contract(&req.output, &mut system, diagnostics);
+    let mut out = MessagesRequest {
+        model: upstream_model.to_owned(),
+        system: (!system.is_empty()).then_some(System::Text(system)),
+        messages: messages(&req.turns, plan, profile),
+        max_tokens: DEFAULT_MAX_TOKENS,
+        stream: req.stream,
+        ..MessagesRequest::default()
+    };
+    params(req, profile, &mut out, diagnostics);
+    tools(req, plan, &mut out, diagnostics);
+    for (key, value) in &profile.extra_body {
+        out.extra.insert(key.clone(), value.clone());
+    }
+    out
+}
+
+/// The text of every system/developer turn, in order.
+fn system_text(turns: &[Turn], diagnostics: &mut Vec<Diagnostic>) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut developer = false;
+    let mut moved = false;
+    let mut seen_other = false;
+    for turn in turns {
+        match turn {
+            Turn::System {
+                text,
+                developer: dev,
+            } => {
+                developer |= *dev;
+                moved |= seen_other;
+                parts.push(text);
+            }
+            _ => seen_other = true,
+        }
+    }
+    if developer {
+        diagnostics.push(diag(
+            DEVELOPER_AS_SYSTEM,
+            Some("input"),
+            "Anthropic has no developer role; developer messages were sent as the system prompt",
+        ));
+    }
+    if parts.len() > 1 || moved {
+        diagnostics.push(diag(
+            SYSTEM_MERGED,
+            Some("input"),
+            "Anthropic takes one top-level system prompt; instructions and system/developer messages were joined into it in order",
+        ));
+    }
+    parts.join("\n\n")
+}
+
+fn messages(turns: &[Turn], plan: &ToolPlan, profile: &Profile) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(turns.len());
+    for turn in turns {
+        let (role, blocks) = match turn {
+            Turn::System { .. } => continue,
+            Turn::User { parts } => ("user", parts.iter().filter_map(user_block).collect()),
+            Turn::Assistant(turn) => ("assistant", assistant_blocks(turn, plan, profile)),
+            Turn::ToolResult { call_id, output } => (
+                "user",
+                vec![ContentBlock::ToolResult(ToolResultBlock {
+                    tool_use_id: call_id.clone(),
+                    // Anthropic rejects empty text; an empty output is sent without content.
+                    content: (!output.is_empty()).then(|| MessageContent::Text(output.clone())),
+                    ..ToolResultBlock::default()
+                })],
+            ),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(Message {
+                role: last,
+                content: MessageContent::Blocks(existing),
+            }) if last == role => existing.extend(blocks),
+            _ => out.push(Message {
+                role: role.to_owned(),
+                content: MessageContent::Blocks(blocks),
+            }),
+        }
+    }
+    out
+}
+
+/// A user part as a block; `None` for empty text, which Anthropic rejects.
+fn user_block(part: &UserPart) -> Option<ContentBlock> {
+    match part {
+        UserPart::Text(text) if text.is_empty() => None,
+        UserPart::Text(text) => Some(text_block(text)),
+        UserPart::Image { url, .. } => Some(ContentBlock::Image(ImageBlock {
+            source: image_source(url),
+            extra: Map::new(),
+        })),
+    }
+}
+
+fn text_block(text: &str) -> ContentBlock {
+    ContentBlock::Text(TextBlock {
+        text: text.to_owned(),
+        extra: Map::new(),
+    })
+}
+
+/// A `data:<type>;base64,<data>` URL as a base64 source; any other URL as a url source.
+fn image_source(url: &str) -> ImageSource {
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((media_type, data)) = rest.split_once(";base64,")
+    {
+        return ImageSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        };
+    }
+    ImageSource::Url {
+        url: url.to_owned(),
+    }
+}
+
+fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<ContentBlock> {
+    let mut blocks = Vec::with_capacity(turn.tool_calls.len() + 1);
+    if let Some(text) = turn.text.as_deref().filter(|t| !t.is_empty()) {
+        blocks.push(text_block(text));
+    }
+    for call in &turn.tool_calls {
+        let identity = call.kind.identity();
+        // A call to a tool this request no longer declares keeps a provider-safe form of its name.
+        let name = plan
+            .names
+            .provider_name(&identity)
+            .map(str::to_owned)
+            .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools));
+        blocks.push(ContentBlock::ToolUse(ToolUseBlock {
+            id: call.call_id.clone(),
+            name,
+            input: call_input(&call.kind),
+            extra: Map::new(),
+        }));
+    }
+    blocks
+}
+
+/// The input of an earlier call in its degraded function form (the inverse of restoration), as
+/// the JSON object Anthropic wants. Arguments that are not a JSON object are wrapped as
+/// `{"arguments": "<text>"}` so the request stays valid.
+fn call_input(kind: &CallKind) -> Value {
+    let pick = |value: &Value, keys: &[&str]| {
+        let mut out = Map::new();
+        for key in keys {
+            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
+                out.insert((*key).to_owned(), v.clone());
+            }
+        }
+        Value::Object(out)
+    };
+    match kind {
+        CallKind::Function { arguments, .. } => match serde_json::from_str::<Value>(arguments) {
+            Ok(Value::Object(map)) => Value::Object(map),
+            _ if arguments.trim().is_empty() => json!({}),
+            _ => json!({"arguments": arguments}),
+        },
+        CallKind::Custom { input, .. } => json!({"input": input}),
+        CallKind::LocalShell { action } => pick(
+            action,
+            &["command", "working_directory", "timeout_ms", "env"],
+        ),
+        CallKind::Shell { action } => {
+            pick(action, &["commands", "timeout_ms", "max_output_length"])
+        }
+        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
+    }
+}
+
+fn params(
+    req: &CanonicalRequest,
+    profile: &Profile,
+    out: &mut MessagesRequest,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let p = &req.params;
+    let mut dropped: Vec<&str> = Vec::new();
+    if p.presence_penalty.is_some() {
+        dropped.push("presence_penalty");
+    }
+    if p.frequency_penalty.is_some() {
+        dropped.push("frequency_penalty");
+    }
+    if p.top_logprobs.is_some_and(|n| n > 0) {
+        dropped.push("top_logprobs");
+    }
+    if p.prompt_cache_key.is_some() {
+        dropped.push("prompt_cache_key");
+    }
+    if !p.stop.is_empty() {
+        out.stop_sequences = Some(p.stop.clone());
+    }
+    if let Some(user) = &p.end_user {
+        out.metadata = Some(Metadata {
+            user_id: Some(user.clone()),
+            extra: Map::new(),
+        });
+    }
+    let budget = p.reasoning_effort.as_deref().and_then(thinking_budget);
+    out.max_tokens = match (p.max_output_tokens, budget) {
+        (Some(max), _) => max,
+        (None, Some(budget)) => DEFAULT_MAX_TOKENS + budget,
+        (None, None) => DEFAULT_MAX_TOKENS,
+    };
+    if let Some(budget) = budget {
+        // The budget must stay below `max_tokens` (half of it is kept for the answer when the
+        // client's limit is smaller), and at least Anthropic's minimum.
+        let fitted = if budget < out.max_tokens {
+            budget
+        } else {
+            out.max_tokens / 2
+        };
+        if fitted < MIN_THINKING_BUDGET {
+            diagnostics.push(diag(
+                PARAM_DROPPED,
+                Some("reasoning.effort"),
+                format!(
+                    "max_output_tokens {} leaves no room for Anthropic's minimum thinking budget of {MIN_THINKING_BUDGET}; thinking was not enabled",
+                    out.max_tokens
+                ),
+            ));
+        } else {
+            if fitted != budget {
+                diagnostics.push(diag(
+                    PARAM_CLAMPED,
+                    Some("reasoning.effort"),
+                    format!(
+                        "the thinking budget {budget} was lowered to {fitted} to fit max_output_tokens {}",
+                        out.max_tokens
+                    ),
+                ));
+            }
+            out.thinking = Some(Thinking {
+                kind: "enabled".to_owned(),
+                budget_tokens: Some(fitted),
+                extra: Map::new(),
+            });
+        }
+    }
+    let thinking = out.thinking.is_some();
+    if let Some(t) = p.temperature {
+        if thinking {
+            // Anthropic rejects a temperature other than the default with thinking on.
+            dropped.push("temperature");
+        } else {
+            let [lo, hi] = profile.temperature_range;
+            let [lo, hi] = [lo.max(0.0), hi.min(1.0)];
+            let clamped = t.clamp(lo, hi);
+            out.temperature = Some(clamped);
+            if clamped != t {
+                diagnostics.push(diag(
+                    PARAM_CLAMPED,
+                    Some("temperature"),
+                    format!("temperature {t} was clamped to {clamped}, Anthropic's range is [{lo}, {hi}]"),
+                ));
+            }
+        }
+    }
+    if let Some(top_p) = p.top_p {
+        // With thinking on, Anthropic accepts top_p only in [0.95, 1].
+        let clamped = if thinking { top_p.max(0.95) } else { top_p };
+        out.top_p = Some(clamped);
+        if clamped != top_p {
+            diagnostics.push(diag(
+                PARAM_CLAMPED,
+                Some("top_p"),
+                format!("top_p {top_p} was raised to {clamped}, the least Anthropic accepts with thinking on"),
+            ));
+        }
+    }
+    if p.end_user.is_some() {
+        diagnostics.push(diag(
+            PARAM_RENAMED,
+            Some("safety_identifier"),
+            "the end-user id was sent as Anthropic's metadata.user_id",
+        ));
+    }
+    for param in dropped {
+        diagnostics.push(diag(
+            PARAM_DROPPED,
+            Some(param),
+            format!("Anthropic does not accept `{param}` here; it was not sent"),
+        ));
+    }
+}
+
+fn tools(
+    req: &CanonicalRequest,
+    plan: &ToolPlan,
+    out: &mut MessagesRequest,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if !plan.send_tools || plan.upstream.is_empty() {
+        return;
+    }
+    out.tools = Some(plan.upstream.iter().map(tool).collect());
+    let mut choice = plan.tool_choice.as_ref().map(tool_choice);
+    // Anthropic cannot force a tool while thinking: `any` and `tool` become `auto`.
+    if out.thinking.is_some()
+        && let Some(c) = &mut choice
+        && matches!(c.kind.as_str(), "any" | "tool")
+    {
+        c.kind = "auto".to_owned();
+        c.name = None;
+        diagnostics.push(diag(
+            TOOL_CHOICE_DOWNGRADED,
+            Some("tool_choice"),
+            "Anthropic cannot force tool use with thinking on; tool_choice was sent as \"auto\"",
+        ));
+    }
+    if req.params.parallel_tool_calls == Some(false) {
+        let c = choice.get_or_insert_with(|| ToolChoice {
+            kind: "auto".to_owned(),
+            ..ToolChoice::default()
+        });
+        if c.kind != "none" {
+            c.disable_parallel_tool_use = Some(true);
+        }
+    }
+    out.tool_choice = choice;
+    for (key, value) in &plan.request_flags {
+        out.extra.insert(key.clone(), value.clone());
+    }
+}
+
+fn tool(t: &UpstreamTool) -> Tool {
+    match t {
+        UpstreamTool::Function {
+            name,
+            description,
+            parameters,
+            ..
+        } => Tool {
+            name: name.clone(),
+            description: description.clone(),
+            input_schema: Some(parameters.clone()),
+            extra: Map::new(),
+        },
+        UpstreamTool::Native(value) => {
+            let mut extra = value.as_object().cloned().unwrap_or_default();
+            let name = match extra.remove("name") {
+                Some(Value::String(name)) => name,
+                _ => String::new(),
+            };
+            Tool {
+                name,
+                description: None,
+                input_schema: None,
+                extra,
+            }
+        }
+    }
+}
+
+/// The plan's Chat-shaped `tool_choice` in Anthropic's shape: `auto` → `auto`, `required` →
+/// `any`, `none` → `none`, a named function → `{type: tool, name}`.
+fn tool_choice(choice: &Value) -> ToolChoice {
+    let (kind, name) = match choice {
+        Value::String(s) if s == "required" => ("any", None),
+        Value::String(s) if s == "none" => ("none", None),
+        Value::Object(obj) => {
+            let name = obj
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| obj.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match name {
+                Some(name) => ("tool", Some(name)),
+                None => ("auto", None),
+            }
+        }
+        _ => ("auto", None),
+    };
+    ToolChoice {
+        kind: kind.to_owned(),
+        name,
+        ..ToolChoice::default()
+    }
+}
+
+/// Asks for `text.format` in the system prompt.
+fn output_contract(
+    contract: &OutputContract,
+    system: &mut String,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let instruction = match contract {
+        OutputContract::Text => return,
+        OutputContract::JsonObject => "Respond with a JSON object and nothing else.".to_owned(),
+        OutputContract::JsonSchema(schema) => format!(
+            "Respond with a JSON object and nothing else. It must match this JSON Schema ({}):\n{}",
+            schema.name, schema.schema
+        ),
+    };
+    if !system.is_empty() {
+        system.push_str("\n\n");
+    }
+    system.push_str(&instruction);
+    diagnostics.push(diag(
+        OUTPUT_CONTRACT_DEGRADED,
+        Some("text.format"),
+        "Anthropic has no JSON mode; the format was asked for in the system prompt",
+    ));
+}

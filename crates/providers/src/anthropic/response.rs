@@ -1,0 +1,61 @@
+//! Decoding a non-streamed Messages answer into the same events a stream produces, so both paths
+//! share one reconstruction.
+
+use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
+use toolbridge_wire::anthropic::{ContentBlock, MessagesResponse};
+use toolbridge_wire::responses::Diagnostic;
+
+use super::{UsageCounts, finish_reason};
+
+/// Decodes a whole answer. Tool calls are numbered by their block index, as in a stream.
+/// Thinking signatures have no event yet (see [`super::stream`]); [`thinking_blocks`] returns
+/// them for the caller to keep.
+pub fn decode(
+    response: &MessagesResponse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<UpstreamEvent> {
+    let mut out = Vec::new();
+    for (i, block) in response.content.iter().enumerate() {
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        match block {
+            ContentBlock::Text(text) => out.push(UpstreamEvent::Text(text.text.clone())),
+            ContentBlock::Thinking(thinking) => {
+                out.push(UpstreamEvent::Reasoning(thinking.thinking.clone()))
+            }
+            ContentBlock::ToolUse(call) => out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                index: Some(index),
+                id: Some(call.id.clone()),
+                name: Some(call.name.clone()),
+                arguments: call.input.to_string(),
+            })),
+            ContentBlock::RedactedThinking(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::ToolResult(_)
+            | ContentBlock::Other => {}
+        }
+    }
+    if let Some(reason) = response.stop_reason.as_deref().filter(|r| !r.is_empty()) {
+        out.push(UpstreamEvent::Finish(finish_reason(reason, diagnostics)));
+    }
+    if let Some(u) = &response.usage {
+        let mut counts = UsageCounts::default();
+        counts.update(u);
+        out.push(counts.event());
+    }
+    out
+}
+
+/// The answer's `thinking` and `redacted_thinking` blocks, for replay on the next turn.
+pub fn thinking_blocks(response: &MessagesResponse) -> Vec<ContentBlock> {
+    response
+        .content
+        .iter()
+        .filter(|b| {
+            matches!(
+                b,
+                ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_)
+            )
+        })
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,211 @@
+//! Decoding a streamed Messages answer, one server-sent event at a time.
+//!
+//! Decisions, documented here because clients depend on them:
+//! - `message_stop` ends the stream ([`Flow::Done`]); `ping` is ignored.
+//! - Tool calls are keyed by the content block `index`: a `tool_use` block start gives the id and
+//!   name, each `input_json_delta` a fragment of the arguments.
+//! - `message_start` and `message_delta` carry usage; a [`UpstreamEvent::Usage`] is emitted after
+//!   each with the counters so far (the last one wins downstream).
+//! - An `error` event fails the response ([`Error::Upstream`]).
+//! - An event or block type this decoder does not know is skipped silently (Anthropic adds new
+//!   ones, e.g. server tool blocks); a payload that is not JSON, or of the wrong shape, is skipped
+//!   with a diagnostic.
+//! - Thinking signatures (and `redacted_thinking` blocks) have no [`UpstreamEvent`] yet: core
+//!   cannot carry them to the client. The decoder keeps the whole thinking blocks, and
+//!   [`MessagesDecoder::take_thinking_blocks`] hands them over for the caller to keep for replay.
+
+use std::collections::BTreeSet;
+
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
+use toolbridge_wire::anthropic::{
+    ContentBlock, Delta, RedactedThinkingBlock, StreamEvent, ThinkingBlock,
+};
+use toolbridge_wire::responses::Diagnostic;
+
+use super::{UsageCounts, errors, finish_reason};
+use crate::Error;
+
+/// What the caller should do after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// `message_stop` was received.
+    Done,
+}
+
+/// The decoder of one streamed answer.
+#[derive(Debug, Default)]
+pub struct MessagesDecoder {
+    skipped: u32,
+    usage: UsageCounts,
+    /// Indexes of the open `tool_use` blocks.
+    tool_blocks: BTreeSet<u32>,
+    /// The thinking block being streamed, with its index.
+    thinking: Option<(u32, ThinkingBlock)>,
+    /// Finished thinking and redacted thinking blocks, in order.
+    thinking_blocks: Vec<ContentBlock>,
+}
+
+impl MessagesDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The `thinking` (with their signatures) and `redacted_thinking` blocks seen so far, in
+    /// order, leaving none behind. Anthropic requires them back unchanged on the assistant turn
+    /// that made tool calls; core has no event for them yet, so the caller keeps them.
+    pub fn take_thinking_blocks(&mut self) -> Vec<ContentBlock> {
+        self.close_thinking();
+        std::mem::take(&mut self.thinking_blocks)
+    }
+
+    /// Decodes one event (`event_name` is the SSE `event:` line, `data` its `data:` payload) into
+    /// `out`; diagnostics go to `diagnostics`.
+    pub fn on_event(
+        &mut self,
+        event_name: &str,
+        data: &str,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<Flow, Error> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let event: StreamEvent = match serde_json::from_str(data) {
+            Ok(event) => event,
+            Err(e) => {
+                self.skip(
+                    diagnostics,
+                    format!("a `{event_name}` event that is not a valid Messages event ({e})"),
+                );
+                return Ok(Flow::Continue);
+            }
+        };
+        match event {
+            StreamEvent::MessageStart { message } => {
+                if let Some(u) = &message.usage {
+                    self.usage.update(u);
+                    out.push(self.usage.event());
+                }
+            }
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => self.block_start(index, content_block, out),
+            StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
+            StreamEvent::ContentBlockStop { index } => {
+                self.tool_blocks.remove(&index);
+                if self.thinking.as_ref().is_some_and(|(i, _)| *i == index) {
+                    self.close_thinking();
+                }
+            }
+            StreamEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason.filter(|r| !r.is_empty()) {
+                    out.push(UpstreamEvent::Finish(finish_reason(&reason, diagnostics)));
+                }
+                if let Some(u) = &usage {
+                    self.usage.update(u);
+                    out.push(self.usage.event());
+                }
+            }
+            StreamEvent::MessageStop => return Ok(Flow::Done),
+            StreamEvent::Error { error } => {
+                return Err(Error::Upstream(Box::new(errors::from_stream_error(&error))));
+            }
+            StreamEvent::Ping | StreamEvent::Other => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn block_start(&mut self, index: u32, block: ContentBlock, out: &mut Vec<UpstreamEvent>) {
+        match block {
+            ContentBlock::Text(text) => {
+                if !text.text.is_empty() {
+                    out.push(UpstreamEvent::Text(text.text));
+                }
+            }
+            ContentBlock::ToolUse(call) => {
+                self.tool_blocks.insert(index);
+                // The start carries `input: {}`; the arguments follow as `input_json_delta`s.
+                let arguments = match &call.input {
+                    serde_json::Value::Object(map) if !map.is_empty() => call.input.to_string(),
+                    _ => String::new(),
+                };
+                out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                    index: Some(index),
+                    id: Some(call.id),
+                    name: Some(call.name),
+                    arguments,
+                }));
+            }
+            ContentBlock::Thinking(block) => {
+                self.close_thinking();
+                if !block.thinking.is_empty() {
+                    out.push(UpstreamEvent::Reasoning(block.thinking.clone()));
+                }
+                self.thinking = Some((index, block));
+            }
+            ContentBlock::RedactedThinking(RedactedThinkingBlock { data, extra }) => self
+                .thinking_blocks
+                .push(ContentBlock::RedactedThinking(RedactedThinkingBlock {
+                    data,
+                    extra,
+                })),
+            ContentBlock::Image(_) | ContentBlock::ToolResult(_) | ContentBlock::Other => {}
+        }
+    }
+
+    fn delta(&mut self, index: u32, delta: Delta, out: &mut Vec<UpstreamEvent>) {
+        match delta {
+            Delta::TextDelta { text } => {
+                if !text.is_empty() {
+                    out.push(UpstreamEvent::Text(text));
+                }
+            }
+            Delta::InputJsonDelta { partial_json } => {
+                if self.tool_blocks.contains(&index) && !partial_json.is_empty() {
+                    out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                        index: Some(index),
+                        id: None,
+                        name: None,
+                        arguments: partial_json,
+                    }));
+                }
+            }
+            Delta::ThinkingDelta { thinking } => {
+                if let Some((i, block)) = &mut self.thinking
+                    && *i == index
+                {
+                    block.thinking.push_str(&thinking);
+                }
+                if !thinking.is_empty() {
+                    out.push(UpstreamEvent::Reasoning(thinking));
+                }
+            }
+            Delta::SignatureDelta { signature } => {
+                if let Some((i, block)) = &mut self.thinking
+                    && *i == index
+                {
+                    block.signature.push_str(&signature);
+                }
+            }
+            Delta::Other => {}
+        }
+    }
+
+    fn close_thinking(&mut self) {
+        if let Some((_, block)) = self.thinking.take() {
+            self.thinking_blocks.push(ContentBlock::Thinking(block));
+        }
+    }
+
+    fn skip(&mut self, diagnostics: &mut Vec<Diagnostic>, what: String) {
+        self.skipped += 1;
+        // A few diagnostics are enough; a broken upstream can send thousands.
+        if self.skipped <= 3 {
+            diagnostics.push(diag(CHUNK_SKIPPED, None, format!("skipped {what}")));
+        }
+    }
+}

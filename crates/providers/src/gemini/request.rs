@@ -1,0 +1,479 @@
+//! Canonical request → Gemini `generateContent` request.
+//!
+//! Decisions, documented here because clients depend on them:
+//! - Every system and developer turn goes to `systemInstruction`, one text part each, in order;
+//!   Gemini has no developer role and no system turn in the middle of `contents`.
+//! - Assistant turns become `model` contents; their reasoning text is not replayed (Gemini takes
+//!   thinking back only as `thoughtSignature`s, which core does not carry yet, so Gemini 3 may
+//!   reject a replayed function call).
+//! - Function calls and responses carry no `id`: Gemini pairs them by name and order. A tool
+//!   output's name comes from the matching earlier call; its `response` is the output when that
+//!   is a JSON object, else `{"output": <the text>}`.
+//! - Consecutive contents of one role are merged into one (Gemini wants all the responses to one
+//!   model turn's calls in a single `user` content).
+//! - `reasoning.effort` → `thinkingConfig.thinkingBudget`: none/minimal → 0 (off), low → 1024,
+//!   medium → 8192, high → 24576, xhigh → 32768; thoughts are included whenever thinking is on.
+//! - `text.format` json_object → `responseMimeType: application/json`; json_schema → that plus
+//!   `responseSchema`, sanitised (see [`super::schema`]).
+//! - Not sent, with a diagnostic: `top_logprobs`, `safety_identifier`/`user`,
+//!   `prompt_cache_key`, `parallel_tool_calls: false`; stop sequences past Gemini's five.
+
+use serde_json::{Map, Value, json};
+use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
+use toolbridge_core::contract::OutputContract;
+use toolbridge_core::diagnostics::{
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
+    TOOL_DEGRADED, TOOL_OUTPUT_MISSING, diag,
+};
+use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
+use toolbridge_wire::gemini::{
+    Blob, Content, FileData, FunctionCall, FunctionCallingConfig, FunctionDeclaration,
+    FunctionResponse, GenerateContentRequest, GenerationConfig, Part, ThinkingConfig, Tool,
+    ToolConfig,
+};
+use toolbridge_wire::responses::Diagnostic;
+
+use super::schema;
+use crate::profile::Profile;
+
+/// The most stop sequences Gemini accepts.
+const MAX_STOP_SEQUENCES: usize = 5;
+
+/// Translates `req` for Gemini, with the tools and names of `plan`. `upstream_model` goes in the
+/// URL, not the body; it is taken for symmetry with the other dialects and unused here. Every
+/// lossy decision is appended to `diagnostics`.
+pub fn build(
+    req: &CanonicalRequest,
+    plan: &ToolPlan,
+    profile: &Profile,
+    upstream_model: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> GenerateContentRequest {
+    let _ = upstream_model;
+    let (system_instruction, contents) = contents(&req.turns, plan, profile, diagnostics);
+    let mut config = generation_config(req, plan, profile, diagnostics);
+    output_contract(&req.output, &mut config, diagnostics);
+    let (tools, tool_config) = tools(plan, diagnostics);
+    GenerateContentRequest {
+        contents,
+        system_instruction,
+        tools,
+        tool_config,
+        generation_config: (config != GenerationConfig::default()).then_some(config),
+        extra: Map::new(),
+    }
+}
+
+fn contents(
+    turns: &[Turn],
+    plan: &ToolPlan,
+    profile: &Profile,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> (Option<Content>, Vec<Content>) {
+    let mut system: Vec<Part> = Vec::new();
+    let mut developer = false;
+    let mut out: Vec<Content> = Vec::new();
+    for (i, turn) in turns.iter().enumerate() {
+        let (role, parts) = match turn {
+            Turn::System {
+                text,
+                developer: dev,
+            } => {
+                developer |= *dev;
+                system.push(Part::text(text.clone()));
+                continue;
+            }
+            Turn::User { parts } => ("user", parts.iter().map(user_part).collect()),
+            Turn::Assistant(turn) => ("model", model_parts(turn, plan, profile)),
+            Turn::ToolResult { call_id, output } => (
+                "user",
+                vec![tool_result(
+                    turns.get(..i).unwrap_or_default(),
+                    call_id,
+                    output,
+                    plan,
+                    profile,
+                    diagnostics,
+                )],
+            ),
+        };
+        push(&mut out, role, parts);
+    }
+    if developer {
+        diagnostics.push(diag(
+            DEVELOPER_AS_SYSTEM,
+            Some("input"),
+            "Gemini has no developer role; developer messages were sent in systemInstruction",
+        ));
+    }
+    if system.len() > 1 {
+        diagnostics.push(diag(
+            SYSTEM_MERGED,
+            Some("input"),
+            "Gemini takes one systemInstruction; every system message was sent in it, in order",
+        ));
+    }
+    let system = (!system.is_empty()).then(|| Content {
+        role: None,
+        parts: system,
+        extra: Map::new(),
+    });
+    (system, out)
+}
+
+/// Appends `parts` as a `role` content, merged into the previous content when it has that role.
+fn push(out: &mut Vec<Content>, role: &str, parts: Vec<Part>) {
+    if parts.is_empty() {
+        return;
+    }
+    if let Some(last) = out.last_mut()
+        && last.role.as_deref() == Some(role)
+    {
+        last.parts.extend(parts);
+        return;
+    }
+    out.push(Content {
+        role: Some(role.to_owned()),
+        parts,
+        extra: Map::new(),
+    });
+}
+
+fn user_part(part: &UserPart) -> Part {
+    match part {
+        UserPart::Text(text) => Part::text(text.clone()),
+        UserPart::Image { url, .. } => {
+            if let Some((mime_type, data)) = data_url(url) {
+                return Part {
+                    inline_data: Some(Blob { mime_type, data }),
+                    ..Part::default()
+                };
+            }
+            Part {
+                file_data: Some(FileData {
+                    mime_type: image_mime(url).map(str::to_owned),
+                    file_uri: url.clone(),
+                }),
+                ..Part::default()
+            }
+        }
+    }
+}
+
+/// `data:<mime>;base64,<data>` → (mime, data).
+fn data_url(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let mime = meta.strip_suffix(";base64")?;
+    Some((mime.to_owned(), data.to_owned()))
+}
+
+/// The image type a URL's extension names, if any.
+fn image_mime(url: &str) -> Option<&'static str> {
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(url)
+        .to_ascii_lowercase();
+    let ext = path.rsplit_once('.').map(|(_, e)| e)?;
+    Some(match ext {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "heic" => "image/heic",
+        _ => return None,
+    })
+}
+
+/// The name the provider sees for an earlier call's tool.
+fn call_name(kind: &CallKind, plan: &ToolPlan, profile: &Profile) -> String {
+    let identity = kind.identity();
+    plan.names
+        .provider_name(&identity)
+        .map(str::to_owned)
+        .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools))
+}
+
+fn model_parts(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<Part> {
+    let mut parts = Vec::new();
+    if let Some(text) = turn.text.as_ref().filter(|t| !t.is_empty()) {
+        parts.push(Part::text(text.clone()));
+    }
+    for call in &turn.tool_calls {
+        parts.push(Part {
+            function_call: Some(FunctionCall {
+                id: None,
+                name: call_name(&call.kind, plan, profile),
+                args: Some(call_args(&call.kind)),
+            }),
+            ..Part::default()
+        });
+    }
+    parts
+}
+
+/// An earlier call's arguments as the JSON object Gemini wants (the inverse of restoration).
+fn call_args(kind: &CallKind) -> Value {
+    let pick = |value: &Value, keys: &[&str]| {
+        let mut out = Map::new();
+        for key in keys {
+            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
+                out.insert((*key).to_owned(), v.clone());
+            }
+        }
+        Value::Object(out)
+    };
+    match kind {
+        CallKind::Function { arguments, .. } => match serde_json::from_str(arguments) {
+            Ok(Value::Object(obj)) => Value::Object(obj),
+            _ if arguments.trim().is_empty() => json!({}),
+            _ => json!({"arguments": arguments}),
+        },
+        CallKind::Custom { input, .. } => json!({"input": input}),
+        CallKind::LocalShell { action } => pick(
+            action,
+            &["command", "working_directory", "timeout_ms", "env"],
+        ),
+        CallKind::Shell { action } => {
+            pick(action, &["commands", "timeout_ms", "max_output_length"])
+        }
+        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
+    }
+}
+
+/// A tool output as a `functionResponse`. `earlier` are the turns before it: the nearest call
+/// with its id names it (Gemini's synthesized ids repeat from one answer to the next).
+fn tool_result(
+    earlier: &[Turn],
+    call_id: &str,
+    output: &str,
+    plan: &ToolPlan,
+    profile: &Profile,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Part {
+    let call = earlier.iter().rev().find_map(|t| match t {
+        Turn::Assistant(a) => a.tool_calls.iter().find(|c| c.call_id == call_id),
+        _ => None,
+    });
+    let name = match call {
+        Some(call) => call_name(&call.kind, plan, profile),
+        None => {
+            diagnostics.push(diag(
+                TOOL_OUTPUT_MISSING,
+                Some("input"),
+                format!(
+                    "the output of `{call_id}` has no matching call; it was sent under that id as the function name"
+                ),
+            ));
+            sanitize(call_id, &profile.tools)
+        }
+    };
+    let response = match serde_json::from_str(output) {
+        Ok(Value::Object(obj)) => Value::Object(obj),
+        _ => json!({"output": output}),
+    };
+    Part {
+        function_response: Some(FunctionResponse {
+            id: None,
+            name,
+            response,
+        }),
+        ..Part::default()
+    }
+}
+
+fn generation_config(
+    req: &CanonicalRequest,
+    plan: &ToolPlan,
+    profile: &Profile,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> GenerationConfig {
+    let p = &req.params;
+    let mut config = GenerationConfig::default();
+    let mut dropped: Vec<&str> = Vec::new();
+    if let Some(t) = p.temperature {
+        let [lo, hi] = profile.temperature_range;
+        let clamped = t.clamp(lo, hi);
+        config.temperature = Some(clamped);
+        if clamped != t {
+            diagnostics.push(diag(
+                PARAM_CLAMPED,
+                Some("temperature"),
+                format!(
+                    "temperature {t} was clamped to {clamped}, the provider's range is [{lo}, {hi}]"
+                ),
+            ));
+        }
+    }
+    config.top_p = p.top_p;
+    config.max_output_tokens = p.max_output_tokens;
+    if profile.penalties {
+        for (key, value) in [
+            ("presencePenalty", p.presence_penalty),
+            ("frequencyPenalty", p.frequency_penalty),
+        ] {
+            if let Some(v) = value {
+                config.extra.insert(key.to_owned(), json!(v));
+            }
+        }
+    } else {
+        if p.presence_penalty.is_some() {
+            dropped.push("presence_penalty");
+        }
+        if p.frequency_penalty.is_some() {
+            dropped.push("frequency_penalty");
+        }
+    }
+    if !p.stop.is_empty() {
+        if !profile.stop {
+            dropped.push("stop");
+        } else {
+            config.stop_sequences = p.stop.iter().take(MAX_STOP_SEQUENCES).cloned().collect();
+            if p.stop.len() > MAX_STOP_SEQUENCES {
+                diagnostics.push(diag(
+                    PARAM_CLAMPED,
+                    Some("stop"),
+                    format!("Gemini takes at most {MAX_STOP_SEQUENCES} stop sequences; the rest were not sent"),
+                ));
+            }
+        }
+    }
+    if p.top_logprobs.is_some_and(|n| n > 0) {
+        dropped.push("top_logprobs");
+    }
+    if p.end_user.is_some() {
+        dropped.push("safety_identifier");
+    }
+    if p.prompt_cache_key.is_some() {
+        dropped.push("prompt_cache_key");
+    }
+    if p.parallel_tool_calls == Some(false) && plan.send_tools && !plan.upstream.is_empty() {
+        dropped.push("parallel_tool_calls");
+    }
+    if let Some(effort) = &p.reasoning_effort {
+        match thinking_budget(effort) {
+            Some(budget) => {
+                config.thinking_config = Some(ThinkingConfig {
+                    thinking_budget: Some(budget),
+                    include_thoughts: Some(budget != 0),
+                })
+            }
+            None => dropped.push("reasoning.effort"),
+        }
+    }
+    for param in dropped {
+        diagnostics.push(diag(
+            PARAM_DROPPED,
+            Some(param),
+            format!("Gemini does not accept `{param}` here; it was not sent"),
+        ));
+    }
+    config
+}
+
+/// The thinking budget for a `reasoning.effort`; `None` for an effort toolbridge does not know.
+pub fn thinking_budget(effort: &str) -> Option<i64> {
+    Some(match effort {
+        "none" | "minimal" => 0,
+        "low" => 1024,
+        "medium" => 8192,
+        "high" => 24_576,
+        "xhigh" => 32_768,
+        _ => return None,
+    })
+}
+
+fn output_contract(
+    contract: &OutputContract,
+    config: &mut GenerationConfig,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    match contract {
+        OutputContract::Text => {}
+        OutputContract::JsonObject => {
+            config.response_mime_type = Some("application/json".to_owned());
+        }
+        OutputContract::JsonSchema(contract) => {
+            config.response_mime_type = Some("application/json".to_owned());
+            config.response_schema = Some(schema::sanitize(
+                &contract.schema,
+                "text.format.schema",
+                OUTPUT_CONTRACT_DEGRADED,
+                diagnostics,
+            ));
+        }
+    }
+}
+
+fn tools(plan: &ToolPlan, diagnostics: &mut Vec<Diagnostic>) -> (Vec<Tool>, Option<ToolConfig>) {
+    if !plan.send_tools || plan.upstream.is_empty() {
+        return (Vec::new(), None);
+    }
+    let mut declarations = Vec::new();
+    let mut native = Vec::new();
+    for tool in &plan.upstream {
+        match tool {
+            UpstreamTool::Function {
+                name,
+                description,
+                parameters,
+                ..
+            } => declarations.push(FunctionDeclaration {
+                name: name.clone(),
+                description: description.clone(),
+                parameters: Some(schema::sanitize(
+                    parameters,
+                    &format!("tools.{name}.parameters"),
+                    TOOL_DEGRADED,
+                    diagnostics,
+                )),
+            }),
+            UpstreamTool::Native(value) => native.push(Tool {
+                extra: value.as_object().cloned().unwrap_or_default(),
+                ..Tool::default()
+            }),
+        }
+    }
+    let mut tools = Vec::new();
+    if !declarations.is_empty() {
+        tools.push(Tool {
+            function_declarations: declarations,
+            ..Tool::default()
+        });
+    }
+    tools.extend(native);
+    let config = plan.tool_choice.as_ref().and_then(function_calling_config);
+    (
+        tools,
+        config.map(|c| ToolConfig {
+            function_calling_config: Some(c),
+            extra: Map::new(),
+        }),
+    )
+}
+
+/// The plan's Chat-shaped `tool_choice` → `functionCallingConfig`.
+fn function_calling_config(choice: &Value) -> Option<FunctionCallingConfig> {
+    let config = |mode: &str, names: Vec<String>| FunctionCallingConfig {
+        mode: Some(mode.to_owned()),
+        allowed_function_names: names,
+    };
+    match choice {
+        Value::String(mode) => match mode.as_str() {
+            "auto" => Some(config("AUTO", Vec::new())),
+            "required" => Some(config("ANY", Vec::new())),
+            "none" => Some(config("NONE", Vec::new())),
+            _ => None,
+        },
+        Value::Object(obj) => {
+            let name = obj
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| obj.get("name"))
+                .and_then(Value::as_str)?;
+            Some(config("ANY", vec![name.to_owned()]))
+        }
+        _ => None,
+    }
+}

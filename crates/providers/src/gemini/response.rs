@@ -1,0 +1,30 @@
+//! Decoding a whole `generateContent` answer into the same events a stream produces, through the
+//! same [`GeminiDecoder`], so both paths share one reconstruction.
+
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_wire::gemini::GenerateContentResponse;
+use toolbridge_wire::responses::Diagnostic;
+
+use super::stream::{GeminiDecoder, ThoughtSignature};
+use crate::Error;
+
+/// A decoded answer: its events, and the thought signatures it carried.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decoded {
+    pub events: Vec<UpstreamEvent>,
+    pub signatures: Vec<ThoughtSignature>,
+}
+
+/// Decodes a whole answer; an `error` object in it is an `Err`.
+pub fn decode(
+    response: GenerateContentResponse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Decoded, Error> {
+    let mut decoder = GeminiDecoder::new();
+    let mut events = Vec::new();
+    decoder.on_response(response, &mut events, diagnostics)?;
+    Ok(Decoded {
+        events,
+        signatures: decoder.signatures().to_vec(),
+    })
+}

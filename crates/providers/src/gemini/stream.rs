@@ -1,0 +1,213 @@
+//! Decoding a streamed Gemini answer (`streamGenerateContent?alt=sse`), one SSE `data:` payload at
+//! a time. Each payload is a whole `GenerateContentResponse` holding the next slice of output.
+//!
+//! Decisions, documented here because clients depend on them:
+//! - Only candidate 0 is read (toolbridge never asks for more).
+//! - Parts with `thought: true` are reasoning; other text parts are answer text.
+//! - Gemini sends each function call whole, in one part: each becomes one complete
+//!   [`ToolCallDelta`] with its own index, and the id `call_<n>` when Gemini gives none.
+//! - Finish reasons: `STOP` → stop, or tool calls when the answer made any; `MAX_TOKENS` →
+//!   length; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` →
+//!   content filter; `MALFORMED_FUNCTION_CALL` and `UNEXPECTED_TOOL_CALL` → an error;
+//!   `LANGUAGE`, `OTHER` and unknown reasons → stop, with a diagnostic.
+//! - `promptFeedback.blockReason` (the prompt itself was blocked) → content filter.
+//! - `usageMetadata` comes with every chunk; each is passed on and the last one wins.
+//! - A payload that is not JSON is skipped with a diagnostic; one carrying `error` fails the
+//!   response.
+//! - `thoughtSignature`s are kept in the decoder (see [`GeminiDecoder::signatures`]): core has no
+//!   event for them yet, so they are not replayed to Gemini on the next turn.
+
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UNKNOWN_FINISH_REASON, diag};
+use toolbridge_core::events::{FinishReason, ToolCallDelta, UpstreamEvent};
+use toolbridge_wire::gemini::{GenerateContentResponse, UsageMetadata};
+use toolbridge_wire::responses::{Diagnostic, InputTokensDetails, OutputTokensDetails, Usage};
+
+use super::errors;
+use crate::Error;
+
+/// A `thoughtSignature` and what it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThoughtSignature {
+    /// The id of the function call it came with (the synthesized one when Gemini gave none);
+    /// `None` when it came with a text or thought part.
+    pub call_id: Option<String>,
+    /// The part's position among all the parts of the answer, counting from 0.
+    pub part_index: usize,
+    pub signature: String,
+}
+
+/// The decoder of one Gemini answer, streamed or whole.
+#[derive(Debug, Default)]
+pub struct GeminiDecoder {
+    calls: u32,
+    parts: usize,
+    finished: bool,
+    skipped: u32,
+    signatures: Vec<ThoughtSignature>,
+}
+
+impl GeminiDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The thought signatures seen so far, in order. Gemini 3 rejects a replayed function call
+    /// without its signature; core has no event to carry them to the client yet, so the caller
+    /// must keep them itself if it wants to replay them.
+    pub fn signatures(&self) -> &[ThoughtSignature] {
+        &self.signatures
+    }
+
+    /// The signature that came with the function call `call_id`.
+    pub fn signature_for_call(&self, call_id: &str) -> Option<&str> {
+        self.signatures
+            .iter()
+            .find(|s| s.call_id.as_deref() == Some(call_id))
+            .map(|s| s.signature.as_str())
+    }
+
+    /// Decodes one `data:` payload into `out`; diagnostics go to `diagnostics`.
+    pub fn on_data(
+        &mut self,
+        data: &str,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<(), Error> {
+        let data = data.trim();
+        if data.is_empty() || data == "[DONE]" {
+            return Ok(());
+        }
+        match serde_json::from_str::<GenerateContentResponse>(data) {
+            Ok(chunk) => self.on_response(chunk, out, diagnostics),
+            Err(e) => {
+                self.skipped += 1;
+                // One broken server can send thousands; three diagnostics say enough.
+                if self.skipped <= 3 {
+                    diagnostics.push(diag(
+                        CHUNK_SKIPPED,
+                        None,
+                        format!("skipped a chunk that is not a valid Gemini response ({e})"),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Decodes one response object (a chunk, or a whole answer).
+    pub fn on_response(
+        &mut self,
+        response: GenerateContentResponse,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<(), Error> {
+        if let Some(error) = response.extra.get("error").filter(|e| !e.is_null()) {
+            return Err(Error::Upstream(Box::new(errors::from_stream_error(error))));
+        }
+        let candidate = response
+            .candidates
+            .into_iter()
+            .find(|c| c.index.unwrap_or(0) == 0);
+        if let Some(candidate) = candidate {
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                let part_index = self.parts;
+                self.parts += 1;
+                let mut call_id = None;
+                if let Some(call) = part.function_call {
+                    let index = self.calls;
+                    self.calls += 1;
+                    let id = call.id.unwrap_or_else(|| format!("call_{index}"));
+                    call_id = Some(id.clone());
+                    out.push(UpstreamEvent::ToolCall(ToolCallDelta {
+                        index: Some(index),
+                        id: Some(id),
+                        name: Some(call.name),
+                        arguments: call
+                            .args
+                            .map(|a| a.to_string())
+                            .unwrap_or_else(|| "{}".to_owned()),
+                    }));
+                } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                    if part.thought == Some(true) {
+                        out.push(UpstreamEvent::Reasoning(text));
+                    } else {
+                        out.push(UpstreamEvent::Text(text));
+                    }
+                }
+                if let Some(signature) = part.thought_signature {
+                    self.signatures.push(ThoughtSignature {
+                        call_id,
+                        part_index,
+                        signature,
+                    });
+                }
+            }
+            if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+                let finish = self.finish_reason(&reason, diagnostics);
+                self.finish(finish, out);
+            }
+        }
+        if response
+            .prompt_feedback
+            .and_then(|f| f.block_reason)
+            .is_some_and(|r| !r.is_empty() && r != "BLOCK_REASON_UNSPECIFIED")
+        {
+            self.finish(FinishReason::ContentFilter, out);
+        }
+        if let Some(u) = &response.usage_metadata {
+            out.push(UpstreamEvent::Usage(usage(u)));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, reason: FinishReason, out: &mut Vec<UpstreamEvent>) {
+        if !self.finished {
+            self.finished = true;
+            out.push(UpstreamEvent::Finish(reason));
+        }
+    }
+
+    fn finish_reason(&self, reason: &str, diagnostics: &mut Vec<Diagnostic>) -> FinishReason {
+        match reason {
+            "STOP" if self.calls > 0 => FinishReason::ToolCalls,
+            "STOP" => FinishReason::Stop,
+            "MAX_TOKENS" => FinishReason::Length,
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
+            | "IMAGE_SAFETY" => FinishReason::ContentFilter,
+            "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => FinishReason::Error {
+                code: "server_error".to_owned(),
+                message: format!("the upstream stopped with finish reason `{reason}`"),
+            },
+            _ => {
+                diagnostics.push(diag(
+                    UNKNOWN_FINISH_REASON,
+                    None,
+                    format!("finish reason `{reason}` was treated as a normal stop"),
+                ));
+                if self.calls > 0 {
+                    FinishReason::ToolCalls
+                } else {
+                    FinishReason::Stop
+                }
+            }
+        }
+    }
+}
+
+/// Neutral usage from `usageMetadata`. Gemini counts thinking apart from the answer
+/// (`thoughtsTokenCount`); OpenAI counts it inside `output_tokens`, so the two are added.
+pub fn usage(u: &UsageMetadata) -> Usage {
+    let output = u.candidates_token_count + u.thoughts_token_count;
+    Usage {
+        input_tokens: u.prompt_token_count,
+        input_tokens_details: InputTokensDetails {
+            cached_tokens: u.cached_content_token_count,
+            cache_write_tokens: 0,
+        },
+        output_tokens: output,
+        output_tokens_details: OutputTokensDetails {
+            reasoning_tokens: u.thoughts_token_count,
+        },
+        total_tokens: u.total_token_count.unwrap_or(u.prompt_token_count + output),
+    }
+}
