@@ -10,6 +10,7 @@
 
 pub mod anthropic;
 pub mod chat;
+mod degraded;
 pub mod error;
 pub mod gemini;
 pub mod profile;

@@ -13,8 +13,8 @@
 //! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
 //!   no JSON mode.
 
-use serde_json::{Map, Value, json};
-use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
+use serde_json::{Map, Value};
+use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
@@ -196,42 +196,11 @@ fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) ->
         blocks.push(ContentBlock::ToolUse(ToolUseBlock {
             id: call.call_id.clone(),
             name,
-            input: call_input(&call.kind),
+            input: crate::degraded::call_object(&call.kind),
             extra: Map::new(),
         }));
     }
     blocks
-}
-
-/// The input of an earlier call in its degraded function form (the inverse of restoration), as
-/// the JSON object Anthropic wants. Arguments that are not a JSON object are wrapped as
-/// `{"arguments": "<text>"}` so the request stays valid.
-fn call_input(kind: &CallKind) -> Value {
-    let pick = |value: &Value, keys: &[&str]| {
-        let mut out = Map::new();
-        for key in keys {
-            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
-                out.insert((*key).to_owned(), v.clone());
-            }
-        }
-        Value::Object(out)
-    };
-    match kind {
-        CallKind::Function { arguments, .. } => match serde_json::from_str::<Value>(arguments) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            _ if arguments.trim().is_empty() => json!({}),
-            _ => json!({"arguments": arguments}),
-        },
-        CallKind::Custom { input, .. } => json!({"input": input}),
-        CallKind::LocalShell { action } => pick(
-            action,
-            &["command", "working_directory", "timeout_ms", "env"],
-        ),
-        CallKind::Shell { action } => {
-            pick(action, &["commands", "timeout_ms", "max_output_length"])
-        }
-        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
-    }
 }
 
 fn params(

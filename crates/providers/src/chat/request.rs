@@ -1,7 +1,7 @@
 //! Canonical request → Chat Completions request, following the provider's [`Profile`].
 
 use serde_json::{Map, Value, json};
-use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
+use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
@@ -208,7 +208,7 @@ fn assistant(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> ChatMe
                     kind: "function".to_owned(),
                     function: ChatFunctionCall {
                         name,
-                        arguments: call_arguments(&c.kind),
+                        arguments: crate::degraded::call_text(&c.kind),
                     },
                 }
             })
@@ -220,31 +220,6 @@ fn assistant(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> ChatMe
         tool_calls,
         reasoning_content: turn.reasoning.clone(),
         ..ChatMessage::default()
-    }
-}
-
-/// The arguments of an earlier call in its degraded function form (the inverse of restoration).
-fn call_arguments(kind: &CallKind) -> String {
-    let pick = |value: &Value, keys: &[&str]| {
-        let mut out = Map::new();
-        for key in keys {
-            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
-                out.insert((*key).to_owned(), v.clone());
-            }
-        }
-        Value::Object(out).to_string()
-    };
-    match kind {
-        CallKind::Function { arguments, .. } => arguments.clone(),
-        CallKind::Custom { input, .. } => json!({"input": input}).to_string(),
-        CallKind::LocalShell { action } => pick(
-            action,
-            &["command", "working_directory", "timeout_ms", "env"],
-        ),
-        CallKind::Shell { action } => {
-            pick(action, &["commands", "timeout_ms", "max_output_length"])
-        }
-        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
     }
 }
 

@@ -205,41 +205,12 @@ fn model_parts(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<
             function_call: Some(FunctionCall {
                 id: None,
                 name: call_name(&call.kind, plan, profile),
-                args: Some(call_args(&call.kind)),
+                args: Some(crate::degraded::call_object(&call.kind)),
             }),
             ..Part::default()
         });
     }
     parts
-}
-
-/// An earlier call's arguments as the JSON object Gemini wants (the inverse of restoration).
-fn call_args(kind: &CallKind) -> Value {
-    let pick = |value: &Value, keys: &[&str]| {
-        let mut out = Map::new();
-        for key in keys {
-            if let Some(v) = value.get(*key).filter(|v| !v.is_null()) {
-                out.insert((*key).to_owned(), v.clone());
-            }
-        }
-        Value::Object(out)
-    };
-    match kind {
-        CallKind::Function { arguments, .. } => match serde_json::from_str(arguments) {
-            Ok(Value::Object(obj)) => Value::Object(obj),
-            _ if arguments.trim().is_empty() => json!({}),
-            _ => json!({"arguments": arguments}),
-        },
-        CallKind::Custom { input, .. } => json!({"input": input}),
-        CallKind::LocalShell { action } => pick(
-            action,
-            &["command", "working_directory", "timeout_ms", "env"],
-        ),
-        CallKind::Shell { action } => {
-            pick(action, &["commands", "timeout_ms", "max_output_length"])
-        }
-        CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
-    }
 }
 
 /// A tool output as a `functionResponse`. `earlier` are the turns before it: the nearest call
