@@ -80,3 +80,61 @@ impl UpstreamError {
         }
     }
 }
+
+/// The most of an upstream body quoted in a message.
+pub(crate) const MAX_QUOTE: usize = 600;
+
+/// `s` cut to [`MAX_QUOTE`] bytes on a character boundary, marked with `…` when cut.
+pub(crate) fn clip(mut s: String) -> String {
+    if s.len() > MAX_QUOTE {
+        let mut end = MAX_QUOTE;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+/// What the client sees for an upstream HTTP error status, the same for every dialect:
+/// `(status, code, type)`. Dialects map their own special cases (a context overflow, an
+/// overload) first and fall back to this.
+pub(crate) fn status_mapping(status: u16) -> (u16, &'static str, &'static str) {
+    match status {
+        400 | 422 => (400, "upstream_bad_request", "invalid_request_error"),
+        401 => (401, "upstream_unauthorized", "authentication_error"),
+        403 => (403, "upstream_forbidden", "permission_error"),
+        404 => (404, "upstream_not_found", "not_found_error"),
+        408 | 504 => (504, "upstream_timeout", "server_error"),
+        413 => (413, "upstream_request_too_large", "invalid_request_error"),
+        429 => (429, "rate_limit_exceeded", "rate_limit_error"),
+        503 => (503, "upstream_unavailable", "server_error"),
+        500..=599 => (status, "upstream_server_error", "server_error"),
+        _ => (502, "upstream_error", "server_error"),
+    }
+}
+
+impl UpstreamError {
+    /// The error for an upstream HTTP error answer of `status`, mapped to `(client status, code,
+    /// type)`, quoting the upstream's `detail` (already clipped).
+    pub(crate) fn http(
+        status: u16,
+        (client_status, code, kind): (u16, &str, &str),
+        detail: &str,
+        retry_after: Option<String>,
+    ) -> Self {
+        let what = match status {
+            401 | 403 => "the upstream provider rejected the gateway's credentials",
+            _ => "the upstream provider answered",
+        };
+        Self {
+            status: client_status,
+            code: code.to_owned(),
+            kind: kind.to_owned(),
+            message: format!("{what} with HTTP {status}: {detail}"),
+            param: None,
+            retry_after,
+        }
+    }
+}

@@ -15,9 +15,7 @@
 use toolbridge_wire::anthropic::{ErrorDetail, ErrorResponse};
 
 use crate::UpstreamError;
-
-/// The most of an upstream body quoted in a message.
-const MAX_QUOTE: usize = 600;
+use crate::error::{clip, status_mapping};
 
 /// Maps an HTTP error answer.
 pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
@@ -31,34 +29,14 @@ pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> Upstr
         None => clip(String::from_utf8_lossy(body).into_owned()),
     };
     let kind_of = detail.as_ref().map(|d| d.kind.as_str()).unwrap_or_default();
-    let (client_status, code, kind) = match (status, kind_of) {
+    let mapping = match (status, kind_of) {
         (400, _) if too_long(&upstream_message) => {
             (400, "context_length_exceeded", "invalid_request_error")
         }
-        (400 | 422, _) => (400, "upstream_bad_request", "invalid_request_error"),
-        (401, _) => (401, "upstream_unauthorized", "authentication_error"),
-        (403, _) => (403, "upstream_forbidden", "permission_error"),
-        (404, _) => (404, "upstream_not_found", "not_found_error"),
-        (408 | 504, _) => (504, "upstream_timeout", "server_error"),
-        (413, _) => (413, "upstream_request_too_large", "invalid_request_error"),
-        (429, _) => (429, "rate_limit_exceeded", "rate_limit_error"),
         (529, _) | (500..=599, "overloaded_error") => (503, "upstream_overloaded", "server_error"),
-        (503, _) => (503, "upstream_unavailable", "server_error"),
-        (500..=599, _) => (status, "upstream_server_error", "server_error"),
-        _ => (502, "upstream_error", "server_error"),
+        _ => status_mapping(status),
     };
-    let what = match status {
-        401 | 403 => "the upstream provider rejected the gateway's credentials",
-        _ => "the upstream provider answered",
-    };
-    UpstreamError {
-        status: client_status,
-        code: code.to_owned(),
-        kind: kind.to_owned(),
-        message: format!("{what} with HTTP {status}: {upstream_message}"),
-        param: None,
-        retry_after,
-    }
+    UpstreamError::http(status, mapping, &upstream_message, retry_after)
 }
 
 /// Maps an `error` event sent inside a stream. The code is one a Responses client acts on:
@@ -94,16 +72,4 @@ pub fn from_stream_error(error: &ErrorDetail) -> UpstreamError {
 fn too_long(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
     lower.contains("prompt is too long") || lower.contains("context window")
-}
-
-fn clip(mut s: String) -> String {
-    if s.len() > MAX_QUOTE {
-        let mut end = MAX_QUOTE;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-    s
 }

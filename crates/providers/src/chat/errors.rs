@@ -11,42 +11,23 @@
 use serde_json::Value;
 
 use crate::UpstreamError;
-
-/// The most of an upstream body quoted in a message.
-const MAX_QUOTE: usize = 600;
+use crate::error::{clip, status_mapping};
 
 /// Maps an HTTP error answer.
 pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
     let (upstream_message, upstream_code) = describe(body);
-    let (client_status, code, kind) = match status {
-        400 | 422 => (400, "upstream_bad_request", "invalid_request_error"),
-        401 => (401, "upstream_unauthorized", "authentication_error"),
-        403 => (403, "upstream_forbidden", "permission_error"),
-        404 => (404, "upstream_not_found", "not_found_error"),
-        408 | 504 => (504, "upstream_timeout", "server_error"),
-        413 => (413, "upstream_request_too_large", "invalid_request_error"),
-        429 => (429, "rate_limit_exceeded", "rate_limit_error"),
-        503 => (503, "upstream_unavailable", "server_error"),
-        500..=599 => (status, "upstream_server_error", "server_error"),
-        _ => (502, "upstream_error", "server_error"),
-    };
+    let (client_status, code, kind) = status_mapping(status);
     // A quota error is not a rate limit: clients must not retry it.
     let code = match (status, upstream_code.as_deref()) {
         (429, Some("insufficient_quota")) => "insufficient_quota",
         _ => code,
     };
-    let what = match status {
-        401 | 403 => "the upstream provider rejected the gateway's credentials",
-        _ => "the upstream provider answered",
-    };
-    UpstreamError {
-        status: client_status,
-        code: code.to_owned(),
-        kind: kind.to_owned(),
-        message: format!("{what} with HTTP {status}: {upstream_message}"),
-        param: None,
+    UpstreamError::http(
+        status,
+        (client_status, code, kind),
+        &upstream_message,
         retry_after,
-    }
+    )
 }
 
 /// Maps an error object sent inside a stream (or inside a 200 body). The code is one a
@@ -167,18 +148,6 @@ fn describe(body: &[u8]) -> (String, Option<String>) {
 
 fn quote(body: &[u8]) -> String {
     clip(String::from_utf8_lossy(body).into_owned())
-}
-
-fn clip(mut s: String) -> String {
-    if s.len() > MAX_QUOTE {
-        let mut end = MAX_QUOTE;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-    s
 }
 
 /// An error reported inside an HTTP 200 answer: a top-level `error` object, or MiniMax's

@@ -13,6 +13,7 @@ use serde_json::Value;
 use toolbridge_wire::gemini::{ErrorBody, ErrorDetail};
 
 use crate::UpstreamError;
+use crate::error::{clip, status_mapping};
 
 /// Maps an HTTP error answer.
 pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
@@ -21,40 +22,19 @@ pub fn from_http(status: u16, body: &[u8], retry_after: Option<String>) -> Upstr
     };
     let detail = parsed.error;
     let canonical = detail.status.clone().unwrap_or_default();
-    let (client_status, code, kind) = match (status, canonical.as_str()) {
-        (400, _) if too_long(&detail.message) => {
+    let mapping = match status {
+        400 if too_long(&detail.message) => {
             (400, "context_length_exceeded", "invalid_request_error")
         }
-        (400 | 422, _) => (400, "upstream_bad_request", "invalid_request_error"),
-        (401, _) => (401, "upstream_unauthorized", "authentication_error"),
-        (403, _) => (403, "upstream_forbidden", "permission_error"),
-        (404, _) => (404, "upstream_not_found", "not_found_error"),
-        (408 | 504, _) => (504, "upstream_timeout", "server_error"),
-        (429, _) => (429, "rate_limit_exceeded", "rate_limit_error"),
-        (503, _) => (503, "upstream_unavailable", "server_error"),
-        (500..=599, _) => (status, "upstream_server_error", "server_error"),
-        _ => (502, "upstream_error", "server_error"),
+        _ => status_mapping(status),
     };
-    let what = match status {
-        401 | 403 => "the upstream provider rejected the gateway's credentials",
-        _ => "the upstream provider answered",
-    };
-    let label = if canonical.is_empty() {
-        String::new()
+    let quoted = if canonical.is_empty() {
+        clip(detail.message.clone())
     } else {
-        format!(" ({canonical})")
+        clip(format!("{} ({canonical})", detail.message))
     };
-    UpstreamError {
-        status: client_status,
-        code: code.to_owned(),
-        kind: kind.to_owned(),
-        message: format!(
-            "{what} with HTTP {status}{label}: {}",
-            clip(&detail.message)
-        ),
-        param: None,
-        retry_after: retry_after.or_else(|| retry_delay(&detail)),
-    }
+    let retry_after = retry_after.or_else(|| retry_delay(&detail));
+    UpstreamError::http(status, mapping, &quoted, retry_after)
 }
 
 /// Maps an `error` object sent inside a stream or a 200 body.
@@ -62,9 +42,9 @@ pub fn from_stream_error(error: &Value) -> UpstreamError {
     let detail: ErrorDetail = serde_json::from_value(error.clone()).unwrap_or_default();
     let status = detail.status.as_deref().unwrap_or_default();
     let message = if detail.message.is_empty() {
-        clip(&error.to_string())
+        clip(error.to_string())
     } else {
-        clip(&detail.message)
+        clip(detail.message.clone())
     };
     let (http, code, kind) = if status == "RESOURCE_EXHAUSTED" || detail.code == Some(429) {
         (429, "rate_limit_exceeded", "rate_limit_error")
@@ -97,18 +77,4 @@ fn retry_delay(detail: &ErrorDetail) -> Option<String> {
         let seconds: f64 = delay.strip_suffix('s')?.parse().ok()?;
         Some(format!("{}", seconds.ceil()))
     })
-}
-
-/// The most of an upstream message quoted.
-const MAX_QUOTE: usize = 600;
-
-fn clip(s: &str) -> String {
-    if s.len() <= MAX_QUOTE {
-        return s.to_owned();
-    }
-    let mut end = MAX_QUOTE;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
