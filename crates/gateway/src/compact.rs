@@ -20,6 +20,7 @@ use toolbridge_wire::responses::{
 };
 
 use crate::app::AppState;
+use crate::config::Dialect;
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::{ids, time};
@@ -103,6 +104,14 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let target = targets
         .first()
         .ok_or_else(|| GatewayError::UpstreamUnreachable("no provider".to_owned()))?;
+    // The summary round is a Chat request; other dialects are not wired here yet.
+    if target.provider.dialect != Dialect::Chat {
+        return Err(GatewayError::UnsupportedDialect {
+            what: "`/v1/responses/compact`",
+            provider: target.provider.name.clone(),
+            dialect: target.provider.dialect.as_str(),
+        });
+    }
     let profile = target.provider.profile_for(&target.upstream_model);
     let plan = toolbridge_core::plan::ToolPlan::default();
     let mut chat = chat_request::build(
@@ -117,7 +126,7 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
     let upstream = state
         .upstreams
-        .send_chat(target.provider, &payload, false)
+        .send(target.provider, &payload, false)
         .await?;
     let answer: ChatResponse =
         serde_json::from_slice(&read_capped(upstream, MAX_RESPONSE_BODY).await?).map_err(|e| {

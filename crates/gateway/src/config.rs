@@ -60,7 +60,7 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderFile {
-    /// The wire dialect. Only `chat` (Chat Completions) so far.
+    /// The wire dialect: `chat` (Chat Completions, the default) or `anthropic` (Messages).
     #[serde(default = "default_dialect")]
     pub dialect: String,
     pub base_url: String,
@@ -145,10 +145,42 @@ pub struct Config {
     pub routes: Vec<Route>,
 }
 
+/// The wire dialect a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI Chat Completions: `POST {base_url}/chat/completions`, `Authorization: Bearer`.
+    Chat,
+    /// Anthropic Messages: `POST {base_url}/messages`, `x-api-key` and `anthropic-version`.
+    Anthropic,
+}
+
+impl Dialect {
+    /// The names accepted in the config file's `dialect` field.
+    pub const NAMES: &'static [&'static str] = &["chat", "anthropic"];
+
+    /// Reads a config file's `dialect` value.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "chat" => Some(Self::Chat),
+            "anthropic" => Some(Self::Anthropic),
+            _ => None,
+        }
+    }
+
+    /// The name as written in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
 /// A resolved provider. Its `Debug` output hides the API key.
 #[derive(Clone)]
 pub struct Provider {
     pub name: String,
+    pub dialect: Dialect,
     pub base_url: String,
     /// The upstream API key, read from the environment at load time. Never logged.
     pub api_key: Option<String>,
@@ -194,6 +226,7 @@ impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Provider")
             .field("name", &self.name)
+            .field("dialect", &self.dialect)
             .field("base_url", &self.base_url)
             .field(
                 "api_key",
@@ -542,15 +575,16 @@ pub struct KnownModel {
 
 fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, ConfigError> {
     let at = |field: &str| format!("providers.{name}.{field}");
-    if p.dialect != "chat" {
-        return Err(ConfigError::invalid(
+    let dialect = Dialect::parse(&p.dialect).ok_or_else(|| {
+        ConfigError::invalid(
             at("dialect"),
             format!(
-                "`{}` is not a supported dialect (supported: chat)",
-                p.dialect
+                "`{}` is not a supported dialect (supported: {})",
+                p.dialect,
+                Dialect::NAMES.join(", ")
             ),
-        ));
-    }
+        )
+    })?;
     let url = p.base_url.trim_end_matches('/').to_owned();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ConfigError::invalid(
@@ -575,6 +609,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
     let secs = |v: Option<u64>, default: u64| Duration::from_secs(v.unwrap_or(default));
     Ok(Provider {
         name: name.to_owned(),
+        dialect,
         base_url: url,
         api_key,
         profile: preset.patched(&p.profile),
@@ -605,5 +640,33 @@ mod tests {
         assert!(!shown.contains("sk-very-secret"), "{shown}");
         assert!(!shown.contains("tb-gateway-secret"), "{shown}");
         assert!(shown.contains("[redacted]"));
+    }
+
+    fn with_dialect(dialect: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[providers.up]\ndialect = \"{dialect}\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        );
+        let file: FileConfig = toml::from_str(&text).unwrap();
+        Config::from_file(file, &|_: &str| None)
+    }
+
+    #[test]
+    fn the_dialect_is_read_and_an_unknown_one_names_the_field() {
+        assert_eq!(
+            with_dialect("chat").unwrap().providers["up"].dialect,
+            Dialect::Chat
+        );
+        assert_eq!(
+            with_dialect("anthropic").unwrap().providers["up"].dialect,
+            Dialect::Anthropic
+        );
+        let error = with_dialect("gemini").unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::invalid(
+                "providers.up.dialect",
+                "`gemini` is not a supported dialect (supported: chat, anthropic)"
+            )
+        );
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use toolbridge_providers::chat::errors;
+use toolbridge_providers::UpstreamError;
 
-use crate::config::{Config, Provider};
+use crate::config::{Config, Dialect, Provider};
 use crate::error::GatewayError;
 
 /// The most of an upstream error body we read.
@@ -17,6 +17,60 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 pub const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
 /// The most bytes one upstream stream may send.
 pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The `anthropic-version` header sent to Anthropic providers.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// How a provider's dialect is spoken over HTTP: where requests go, how the key is sent, and how
+/// error answers are read.
+trait Transport {
+    fn path(self) -> &'static str;
+    /// Adds the dialect's headers and the key, when the provider has one.
+    fn headers(
+        self,
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder;
+    fn error(self, status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError;
+}
+
+impl Transport for Dialect {
+    fn path(self) -> &'static str {
+        match self {
+            Dialect::Chat => "/chat/completions",
+            Dialect::Anthropic => "/messages",
+        }
+    }
+
+    fn headers(
+        self,
+        request: reqwest::RequestBuilder,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        match (self, key) {
+            (Dialect::Chat, Some(key)) => request.bearer_auth(key),
+            (Dialect::Chat, None) => request,
+            (Dialect::Anthropic, key) => {
+                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+                match key {
+                    Some(key) => request.header("x-api-key", key),
+                    None => request,
+                }
+            }
+        }
+    }
+
+    fn error(self, status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
+        match self {
+            Dialect::Chat => {
+                toolbridge_providers::chat::errors::from_http(status, body, retry_after)
+            }
+            Dialect::Anthropic => {
+                toolbridge_providers::anthropic::errors::from_http(status, body, retry_after)
+            }
+        }
+    }
+}
 
 /// The HTTP clients of every provider.
 #[derive(Debug, Clone)]
@@ -39,14 +93,14 @@ impl Upstreams {
         Ok(Self { clients })
     }
 
-    /// Sends a Chat request. Returns the answer once its status is 2xx; any other status is
+    /// Sends a request body in the provider's dialect. Returns the answer once its status is 2xx; any other status is
     /// mapped into an error here, while it can still become an HTTP error for the client.
     ///
     /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
     /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
     /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
     /// upstream has answered 2xx.
-    pub async fn send_chat(
+    pub async fn send(
         &self,
         provider: &Provider,
         payload: &Bytes,
@@ -91,8 +145,9 @@ impl Upstreams {
         stream: bool,
         payload: bytes::Bytes,
     ) -> Result<reqwest::Response, GatewayError> {
+        let dialect = provider.dialect;
         let mut request = client
-            .post(format!("{}/chat/completions", provider.base_url))
+            .post(format!("{}{}", provider.base_url, dialect.path()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(payload);
         if stream {
@@ -100,9 +155,7 @@ impl Upstreams {
         } else {
             request = request.timeout(provider.request_timeout);
         }
-        if let Some(key) = &provider.api_key {
-            request = request.bearer_auth(key);
-        }
+        request = dialect.headers(request, provider.api_key.as_deref());
         let response = request.send().await.map_err(send_error)?;
         let status = response.status();
         if status.is_success() {
@@ -117,7 +170,7 @@ impl Upstreams {
             .await
             .unwrap_or_default();
         Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Upstream(Box::new(errors::from_http(
+            toolbridge_providers::Error::Upstream(Box::new(dialect.error(
                 status.as_u16(),
                 &body,
                 retry_after,

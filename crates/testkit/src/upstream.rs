@@ -71,6 +71,18 @@ impl Reply {
         }
     }
 
+    /// An SSE stream of named events, each written as an `event:` line and a `data:` line, as
+    /// Anthropic's Messages API streams (no `[DONE]` added: `message_stop` ends such a stream).
+    pub fn sse_events(events: Vec<(&str, Value)>) -> Self {
+        Self::Stream {
+            pieces: events
+                .iter()
+                .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+                .collect(),
+            pause: Duration::ZERO,
+        }
+    }
+
     /// An SSE stream of exact pieces (no `[DONE]` added).
     pub fn sse_raw(pieces: Vec<String>) -> Self {
         Self::Stream {

@@ -22,13 +22,16 @@ use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::plan::plan as plan_tools;
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
-use toolbridge_providers::chat::{errors, request as chat_request, response as chat_response};
+use toolbridge_providers::anthropic::request as anthropic_request;
+use toolbridge_providers::chat::stream::Flow;
+use toolbridge_providers::chat::{request as chat_request, response as chat_response};
 use toolbridge_providers::profile::Profile;
-use toolbridge_wire::chat::ChatResponse;
+use toolbridge_wire::anthropic::MessagesRequest;
+use toolbridge_wire::chat::{ChatRequest, ChatResponse};
 use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
 
 use crate::app::AppState;
+use crate::config::Dialect;
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
 use crate::{ids, time};
@@ -40,12 +43,45 @@ mod sync;
 
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use persist::Persist;
-use sse::{Pump, PumpLimits, estimate_missing_usage, stream_response};
+use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
 use sync::sync_response;
 
 /// The header listing the diagnostics known when the answer started.
 pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
+
+/// The request for one target, in its provider's dialect.
+enum Outgoing {
+    Chat(ChatRequest),
+    Anthropic(MessagesRequest),
+}
+
+impl Outgoing {
+    fn stream(&self) -> bool {
+        match self {
+            Self::Chat(chat) => chat.stream,
+            Self::Anthropic(messages) => messages.stream,
+        }
+    }
+
+    /// The body sent upstream.
+    fn payload(&self) -> Bytes {
+        let json = match self {
+            Self::Chat(chat) => serde_json::to_vec(chat),
+            Self::Anthropic(messages) => serde_json::to_vec(messages),
+        };
+        Bytes::from(json.unwrap_or_default())
+    }
+
+    /// The body a usage estimate reads should the upstream report none: Chat only (Anthropic
+    /// always reports usage, and the estimate reads a Chat request).
+    fn usage_basis(&self, payload: &Bytes) -> Option<Bytes> {
+        match self {
+            Self::Chat(_) => Some(payload.clone()),
+            Self::Anthropic(_) => None,
+        }
+    }
+}
 
 /// The handler.
 pub async fn create(
@@ -309,13 +345,22 @@ async fn respond(
         };
         let mut diagnostics = canonical.diagnostics.clone();
         diagnostics.extend(plan.diagnostics.iter().cloned());
-        let chat = chat_request::build(
-            &canonical,
-            &plan,
-            &profile,
-            upstream_model,
-            &mut diagnostics,
-        );
+        let outgoing = match provider.dialect {
+            Dialect::Chat => Outgoing::Chat(chat_request::build(
+                &canonical,
+                &plan,
+                &profile,
+                upstream_model,
+                &mut diagnostics,
+            )),
+            Dialect::Anthropic => Outgoing::Anthropic(anthropic_request::build(
+                &canonical,
+                &plan,
+                &profile,
+                upstream_model,
+                &mut diagnostics,
+            )),
+        };
         tracing::info!(
             request_id,
             model = canonical.model,
@@ -324,11 +369,12 @@ async fn respond(
             stream = canonical.stream,
             "forwarding"
         );
+        let payload = outgoing.payload();
         // Kept (shared, not copied) for a usage estimate should the upstream report none.
-        let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
+        let usage_basis = outgoing.usage_basis(&payload);
         let upstream = match state
             .upstreams
-            .send_chat(provider, &payload, chat.stream)
+            .send(provider, &payload, outgoing.stream())
             .await
         {
             Ok(upstream) => upstream,
@@ -385,13 +431,20 @@ async fn respond(
             _ => None,
         };
         let header = diagnostics_header(&diagnostics);
-        let echo_tools = plan.echo_tools.clone();
-        let echo = (!echo_tools.is_empty()).then(|| EchoRounds {
-            upstreams: state.upstreams.clone(),
-            provider: provider.clone(),
-            chat,
-            left: MAX_ECHO_ROUNDS,
-        });
+        // Provider builtin calls answered by echoing them back (Kimi's `$web_search`) are a
+        // Chat round trip; for other dialects such calls stay ordinary function calls.
+        let (echo_tools, echo) = match outgoing {
+            Outgoing::Chat(chat) if !plan.echo_tools.is_empty() => (
+                plan.echo_tools.clone(),
+                Some(EchoRounds {
+                    upstreams: state.upstreams.clone(),
+                    provider: provider.clone(),
+                    chat,
+                    left: MAX_ECHO_ROUNDS,
+                }),
+            ),
+            Outgoing::Chat(_) | Outgoing::Anthropic(_) => (Vec::new(), None),
+        };
         let assembler = Assembler::new(
             skeleton(&req, &meta),
             AssembleOptions {
@@ -411,7 +464,7 @@ async fn respond(
             }
             stream_response(Pump {
                 upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
-                decoder: ChunkDecoder::new(&profile),
+                decoder: Decoder::new(provider.dialect, &profile),
                 profile,
                 assembler: Some(assembler),
                 limits: PumpLimits {
@@ -419,7 +472,7 @@ async fn respond(
                     deadline: tokio::time::Instant::now() + provider.stream_timeout,
                     shutdown: state.shutdown.clone(),
                 },
-                payload,
+                usage_basis,
                 echo,
                 persist,
                 final_response: None,
@@ -428,7 +481,15 @@ async fn respond(
                 request_id: request_id.to_owned(),
             })
         } else {
-            let response = sync_response(upstream, assembler, &profile, payload, echo).await?;
+            let response = sync_response(
+                upstream,
+                assembler,
+                provider.dialect,
+                &profile,
+                usage_basis,
+                echo,
+            )
+            .await?;
             if let Some(persist) = persist {
                 persist.save(&response, request_id).await;
             }

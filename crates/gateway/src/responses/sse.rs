@@ -2,9 +2,66 @@
 //! keep-alives, a deadline and a forced stop, and the SSE framing of events.
 
 use super::*;
+use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDecoder};
+use toolbridge_providers::chat::stream::ChunkDecoder;
 
 pub(super) type UpstreamSse =
     Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
+
+/// The decoder of one streamed answer, in the provider's dialect.
+pub(super) enum Decoder {
+    /// Chat Completions chunks: only `data:` matters, `[DONE]` ends the stream.
+    Chat(ChunkDecoder),
+    /// Anthropic Messages events: `event:` names the event, `message_stop` ends the stream.
+    Anthropic(MessagesDecoder),
+}
+
+impl Decoder {
+    pub(super) fn new(dialect: Dialect, profile: &Profile) -> Self {
+        match dialect {
+            Dialect::Chat => Self::Chat(ChunkDecoder::new(profile)),
+            Dialect::Anthropic => Self::Anthropic(MessagesDecoder::new()),
+        }
+    }
+
+    /// A fresh decoder of the same dialect, for the next round's stream.
+    fn restarted(&self, profile: &Profile) -> Self {
+        match self {
+            Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
+            Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
+        }
+    }
+
+    /// Decodes one event (`event` its `event:` name, when it has one) into `out`.
+    fn on_event(
+        &mut self,
+        profile: &Profile,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<Flow, toolbridge_providers::Error> {
+        match self {
+            Self::Chat(decoder) => decoder.on_data(profile, data, out, diagnostics),
+            Self::Anthropic(decoder) => {
+                let flow = decoder.on_event(event.unwrap_or("message"), data, out, diagnostics)?;
+                Ok(match flow {
+                    AnthropicFlow::Continue => Flow::Continue,
+                    AnthropicFlow::Done => Flow::Done,
+                })
+            }
+        }
+    }
+
+    /// Flushes what the decoder holds back at the end of a stream.
+    fn finish(&mut self, out: &mut Vec<UpstreamEvent>) {
+        match self {
+            Self::Chat(decoder) => decoder.finish(out),
+            // Nothing is held back: each event is decoded whole.
+            Self::Anthropic(_) => {}
+        }
+    }
+}
 
 /// Time limits and the forced-stop signal of one stream.
 pub(super) struct PumpLimits {
@@ -23,12 +80,13 @@ pub(super) const KEEPALIVE: &[u8] = b": keep-alive\n\n";
 /// decoder and the assembler, and yields SSE frames.
 pub(super) struct Pump {
     pub(super) upstream: UpstreamSse,
-    pub(super) decoder: ChunkDecoder,
+    pub(super) decoder: Decoder,
     pub(super) profile: Profile,
     pub(super) assembler: Option<Assembler>,
     pub(super) limits: PumpLimits,
-    /// The request as sent upstream, for a usage estimate.
-    pub(super) payload: Bytes,
+    /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
+    /// need one.
+    pub(super) usage_basis: Option<Bytes>,
     /// Set when provider builtin calls are answered by the gateway.
     pub(super) echo: Option<EchoRounds>,
     /// Set when the response is stored at its end.
@@ -74,8 +132,9 @@ impl Pump {
             match step {
                 Step::Item(Some(Ok(event))) => {
                     let Some(data) = event.data else { continue };
-                    let flow = self.decoder.on_data(
+                    let flow = self.decoder.on_event(
                         &self.profile,
+                        event.event.as_deref(),
                         &data,
                         &mut self.pending,
                         &mut self.diagnostics,
@@ -155,8 +214,8 @@ impl Pump {
         };
         let (response, payload) = rounds.send(echoes).await?;
         self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
-        self.decoder = ChunkDecoder::new(&self.profile);
-        self.payload = payload;
+        self.decoder = self.decoder.restarted(&self.profile);
+        self.usage_basis = Some(payload);
         Ok(true)
     }
 
@@ -167,7 +226,7 @@ impl Pump {
             for ev in self.pending.drain(..) {
                 assembler.on_event(ev, &mut out);
             }
-            estimate_missing_usage(&mut assembler, &self.payload, &mut out);
+            estimate_missing_usage(&mut assembler, self.usage_basis.as_deref(), &mut out);
             let response = if done {
                 assembler.finish(time::now(), &mut out)
             } else {
@@ -198,12 +257,16 @@ impl Pump {
     }
 }
 
-/// Gives a response an estimated usage (marked as such) when the upstream reported none.
+/// Gives a response an estimated usage (marked as such) when the upstream reported none and
+/// the request sent (`payload`, a Chat request) is at hand.
 pub(super) fn estimate_missing_usage(
     assembler: &mut Assembler,
-    payload: &[u8],
+    payload: Option<&[u8]>,
     out: &mut Vec<StreamEvent>,
 ) {
+    let Some(payload) = payload else {
+        return;
+    };
     if !assembler.needs_usage() {
         return;
     }

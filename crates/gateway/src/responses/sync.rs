@@ -5,26 +5,17 @@ use super::*;
 pub(super) async fn sync_response(
     upstream: reqwest::Response,
     mut assembler: Assembler,
+    dialect: Dialect,
     profile: &Profile,
-    mut payload: Bytes,
+    mut usage_basis: Option<Bytes>,
     mut echo: Option<EchoRounds>,
 ) -> Result<toolbridge_wire::responses::Response, GatewayError> {
     let mut upstream = upstream;
     let mut sink = Vec::new();
     loop {
         let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
-        let chat: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
-            GatewayError::Upstream(toolbridge_providers::Error::Decode {
-                message: format!("not a Chat Completions response: {e}"),
-            })
-        })?;
-        if let Some(error) = errors::in_body(&chat) {
-            return Err(GatewayError::Upstream(
-                toolbridge_providers::Error::Upstream(Box::new(error)),
-            ));
-        }
         let mut diagnostics = Vec::new();
-        let events = chat_response::decode(profile, chat, &mut diagnostics);
+        let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
         for d in diagnostics {
             assembler.add_diagnostic(d);
         }
@@ -39,8 +30,44 @@ pub(super) async fn sync_response(
             break;
         };
         sink.clear();
+        let payload;
         (upstream, payload) = rounds.send(echoes).await?;
+        usage_basis = Some(payload);
     }
-    estimate_missing_usage(&mut assembler, &payload, &mut sink);
+    estimate_missing_usage(&mut assembler, usage_basis.as_deref(), &mut sink);
     Ok(assembler.finish(time::now(), &mut sink))
+}
+
+/// Decodes a whole answer in the provider's dialect into upstream events.
+fn decode_whole(
+    dialect: Dialect,
+    profile: &Profile,
+    body: &[u8],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<UpstreamEvent>, GatewayError> {
+    let not = |what: &str, e: serde_json::Error| {
+        GatewayError::Upstream(toolbridge_providers::Error::Decode {
+            message: format!("not a {what} response: {e}"),
+        })
+    };
+    match dialect {
+        Dialect::Chat => {
+            let chat: ChatResponse =
+                serde_json::from_slice(body).map_err(|e| not("Chat Completions", e))?;
+            if let Some(error) = toolbridge_providers::chat::errors::in_body(&chat) {
+                return Err(GatewayError::Upstream(
+                    toolbridge_providers::Error::Upstream(Box::new(error)),
+                ));
+            }
+            Ok(chat_response::decode(profile, chat, diagnostics))
+        }
+        Dialect::Anthropic => {
+            let messages: toolbridge_wire::anthropic::MessagesResponse =
+                serde_json::from_slice(body).map_err(|e| not("Anthropic Messages", e))?;
+            Ok(toolbridge_providers::anthropic::response::decode(
+                &messages,
+                diagnostics,
+            ))
+        }
+    }
 }

@@ -1,0 +1,307 @@
+//! Ring 2: the whole app in process against a fake Anthropic Messages upstream on 127.0.0.1:0
+//! (`dialect = "anthropic"`), speaking Anthropic's real wire format: JSON answers, and SSE streams
+//! with `event:` lines ending at `message_stop`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+mod common;
+
+use common::Harness;
+use serde_json::{Value, json};
+use toolbridge_testkit::Reply;
+use toolbridge_testkit::sse::types;
+
+/// A gateway routing every model to one Anthropic provider with `max_retries`.
+async fn harness(max_retries: u32) -> Harness {
+    Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.claude]
+dialect = "anthropic"
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+max_retries = {max_retries}
+
+[[routes]]
+model = "*"
+provider = "claude"
+upstream_model = "claude-test"
+"#
+        )
+    })
+    .await
+}
+
+fn message_start(input_tokens: u64) -> (&'static str, Value) {
+    (
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": input_tokens, "output_tokens": 1}
+        }}),
+    )
+}
+
+fn message_end(stop_reason: &str, output_tokens: u64) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+fn weather_tool() -> Value {
+    json!([{
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    }])
+}
+
+#[tokio::test]
+async fn streamed_text_goes_to_messages_and_comes_back_as_responses_events() {
+    let h = harness(0).await;
+    let mut events = vec![
+        message_start(12),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " there."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+    ];
+    events.extend(message_end("end_turn", 5));
+    h.upstream.push(Reply::sse_events(events));
+
+    let events = h
+        .post_stream(&json!({
+            "model": "claude",
+            "instructions": "Be brief.",
+            "input": "Say hello",
+            "stream": true,
+        }))
+        .await;
+    assert_eq!(
+        types(&events),
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["output"][0]["content"][0]["text"], "Hello there.");
+    assert_eq!(last["usage"]["input_tokens"], 12);
+    assert_eq!(last["usage"]["output_tokens"], 5);
+    assert_eq!(last["usage"]["total_tokens"], 17);
+
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 1);
+    let req = &requests[0];
+    assert_eq!(req.method, "POST");
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.headers["x-api-key"], "sk-upstream-secret");
+    assert_eq!(req.headers["anthropic-version"], "2023-06-01");
+    assert!(
+        req.headers.get("authorization").is_none(),
+        "no Bearer key for Anthropic"
+    );
+    assert_eq!(
+        req.body,
+        json!({
+            "model": "claude-test",
+            "system": "Be brief.",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hello"}]}],
+            "max_tokens": 8192,
+            "stream": true,
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_whole_tool_use_answer_becomes_a_function_call() {
+    let h = harness(0).await;
+    h.upstream.push(Reply::json(json!({
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 30, "output_tokens": 9}
+    })));
+    let (status, body) = h
+        .post_json(
+            &json!({"model": "claude", "input": "Weather in Paris?", "tools": weather_tool()}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.check_response(&body);
+    let output = body["output"].as_array().unwrap();
+    let call = output
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .unwrap_or_else(|| panic!("no function_call in {body:#}"));
+    assert_eq!(call["name"], "get_weather");
+    assert_eq!(call["call_id"], "toolu_01");
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Paris"}));
+    assert_eq!(body["usage"]["input_tokens"], 30);
+
+    let sent = h.upstream.last_body();
+    assert_eq!(sent["stream"], false);
+    assert_eq!(sent["tools"][0]["name"], "get_weather");
+    assert_eq!(
+        sent["tools"][0]["input_schema"]["properties"]["city"]["type"],
+        "string"
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_tool_call_gathers_its_arguments_from_input_json_deltas() {
+    let h = harness(0).await;
+    let delta = |partial: &str| {
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}}),
+        )
+    };
+    let mut events = vec![
+        message_start(40),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_02", "name": "get_weather", "input": {}}}),
+        ),
+        delta(""),
+        delta("{\"ci"),
+        delta("ty\": \"Par"),
+        delta("is\"}"),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+    ];
+    events.extend(message_end("tool_use", 14));
+    h.upstream.push(Reply::sse_events(events));
+
+    let events = h
+        .post_stream(&json!({"model": "claude", "input": "Weather in Paris?", "stream": true, "tools": weather_tool()}))
+        .await;
+    let kinds = types(&events);
+    assert!(
+        kinds
+            .iter()
+            .any(|t| t == "response.function_call_arguments.delta"),
+        "{kinds:?}"
+    );
+    let added = events
+        .iter()
+        .find(|e| e.data["type"] == "response.output_item.added")
+        .unwrap();
+    assert_eq!(added.data["item"]["type"], "function_call");
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "completed");
+    let call = &last["output"][0];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "get_weather");
+    assert_eq!(call["call_id"], "toolu_02");
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Paris"}));
+    assert_eq!(last["usage"]["output_tokens"], 14);
+}
+
+fn overloaded() -> Reply {
+    Reply::error(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+}
+
+#[tokio::test]
+async fn overloaded_529_is_retried_then_fails_with_an_openai_shaped_error() {
+    let h = harness(1).await;
+    h.upstream.push(overloaded());
+    h.upstream.push(overloaded());
+    let (status, body) = h
+        .post_json(&json!({"model": "claude", "input": "hi"}))
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_overloaded");
+    assert_eq!(body["error"]["type"], "server_error");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("529") && message.contains("Overloaded"),
+        "{message}"
+    );
+    assert_eq!(h.upstream.requests().len(), 2, "one try and one retry");
+}
+
+#[tokio::test]
+async fn overloaded_529_is_retried_and_the_retry_answers() {
+    let h = harness(1).await;
+    h.upstream.push(overloaded());
+    h.upstream.push(Reply::json(json!({
+        "id": "msg_3", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "Back."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 3, "output_tokens": 2}
+    })));
+    let (status, body) = h
+        .post_json(&json!({"model": "claude", "input": "hi"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["content"][0]["text"], "Back.");
+    assert_eq!(h.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn compact_on_an_anthropic_provider_is_a_clear_400() {
+    let h = harness(0).await;
+    let response = h
+        .client
+        .post(h.url("/v1/responses/compact"))
+        .json(&json!({"model": "claude", "input": "summarise this"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_dialect");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], "model");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("anthropic"),
+        "{body}"
+    );
+    assert!(h.upstream.requests().is_empty(), "nothing is sent upstream");
+}
