@@ -305,3 +305,164 @@ async fn compact_on_an_anthropic_provider_is_a_clear_400() {
     );
     assert!(h.upstream.requests().is_empty(), "nothing is sent upstream");
 }
+
+/// An `error` event after the answer started ends the stream with one `response.failed`, the
+/// text so far not completed, and a code a Responses client acts on.
+#[tokio::test]
+async fn a_mid_stream_error_event_fails_the_response_once() {
+    let h = harness(0).await;
+    let events = vec![
+        message_start(8),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Part"}}),
+        ),
+        (
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+    ];
+    h.upstream.push(Reply::sse_events(events));
+    let events = h
+        .post_stream(&json!({"model": "claude", "input": "Hi", "stream": true}))
+        .await;
+    let kinds = types(&events);
+    let terminals: Vec<&String> = kinds
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.as_str(),
+                "response.completed" | "response.failed" | "response.incomplete"
+            )
+        })
+        .collect();
+    assert_eq!(terminals, ["response.failed"], "{kinds:?}");
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "failed");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Overloaded"), "{last:#}");
+    assert!(
+        !kinds.iter().any(|t| t == "response.output_text.done"),
+        "a cut-off message must not be completed: {kinds:?}"
+    );
+}
+
+/// Streamed thinking comes back as a `reasoning` item before the message.
+#[tokio::test]
+async fn streamed_thinking_becomes_a_reasoning_item() {
+    let h = harness(0).await;
+    let mut events = vec![
+        message_start(20),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Two plus two "}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "is four."}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "4"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+    ];
+    events.extend(message_end("end_turn", 12));
+    h.upstream.push(Reply::sse_events(events));
+    let events = h
+        .post_stream(&json!({
+            "model": "claude",
+            "input": "2+2?",
+            "stream": true,
+            "reasoning": {"effort": "low"},
+        }))
+        .await;
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "completed", "{last:#}");
+    let output = last["output"].as_array().unwrap();
+    assert_eq!(output[0]["type"], "reasoning", "{last:#}");
+    assert_eq!(
+        output[0]
+            .to_string()
+            .matches("Two plus two is four.")
+            .count(),
+        1,
+        "{:#}",
+        output[0]
+    );
+    assert_eq!(output[1]["type"], "message");
+    assert_eq!(output[1]["content"][0]["text"], "4");
+    // Effort asks Anthropic for a thinking budget.
+    let sent = h.upstream.last_body();
+    assert_eq!(sent["thinking"]["type"], "enabled", "{sent:#}");
+    assert!(sent["thinking"]["budget_tokens"].as_u64().unwrap() >= 1024);
+}
+
+/// A second turn carrying the call and its output goes upstream as an assistant `tool_use` and a
+/// user `tool_result` with the same id, in Anthropic's alternating roles.
+#[tokio::test]
+async fn a_tool_round_trip_goes_upstream_as_tool_use_and_tool_result() {
+    let h = harness(0).await;
+    h.upstream.push(Reply::json(json!({
+        "id": "msg_3", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "Sunny in Paris."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 50, "output_tokens": 6}
+    })));
+    let (status, body) = h
+        .post_json(&json!({
+            "model": "claude",
+            "tools": weather_tool(),
+            "input": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"type": "function_call", "call_id": "toolu_9", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+                {"type": "function_call_output", "call_id": "toolu_9", "output": "sunny, 21C"},
+            ],
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["content"][0]["text"], "Sunny in Paris.");
+    let sent = h.upstream.last_body();
+    let messages = sent["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{sent:#}");
+    let tool_use = &messages[1]["content"][0];
+    assert_eq!(tool_use["type"], "tool_use");
+    assert_eq!(tool_use["id"], "toolu_9");
+    assert_eq!(tool_use["name"], "get_weather");
+    assert_eq!(tool_use["input"], json!({"city": "Paris"}));
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "toolu_9");
+    assert_eq!(
+        result.to_string().matches("sunny, 21C").count(),
+        1,
+        "{result:#}"
+    );
+}
