@@ -376,3 +376,229 @@ async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider() {
 async fn codex_gets_through_a_rate_limit_and_a_dropped_stream() {
     scenario(Provider::DeepSeek, "deepseek", Trouble::RateLimitAndDrop).await;
 }
+
+/// The `tool_result` blocks of an Anthropic request, in order.
+fn tool_results(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .cloned()
+        .collect()
+}
+
+/// What a real Messages API refuses: a role other than user/assistant, two turns of one role in
+/// a row, a tool without `input_schema`, and a `tool_use` not answered by a `tool_result` in the
+/// very next (user) turn.
+fn anthropic_refusal(body: &Value) -> Option<Reply> {
+    let invalid = |message: String| {
+        Some(Reply::error(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+        ))
+    };
+    let messages = body["messages"].as_array()?;
+    for (i, m) in messages.iter().enumerate() {
+        if m["role"] != "user" && m["role"] != "assistant" {
+            return invalid(format!("messages.{i}.role: unexpected role {}", m["role"]));
+        }
+        if i > 0 && messages[i - 1]["role"] == m["role"] {
+            return invalid(format!("messages.{i}: roles must alternate"));
+        }
+        for block in m["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_use" {
+                let answered = messages.get(i + 1).is_some_and(|n| {
+                    n["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|b| b["type"] == "tool_result" && b["tool_use_id"] == block["id"])
+                });
+                if !answered {
+                    return invalid(format!(
+                        "messages.{i}: tool_use ids were found without tool_result blocks immediately after: {}",
+                        block["id"]
+                    ));
+                }
+            }
+        }
+    }
+    for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+        if !tool["input_schema"].is_object() {
+            return invalid(format!("tools.{i}.input_schema: Field required"));
+        }
+    }
+    None
+}
+
+/// The scripted Claude: shell first, then the patch, then the answer, in Anthropic's events.
+fn anthropic_script(request: &Recorded) -> Reply {
+    if let Some(refused) = anthropic_refusal(&request.body) {
+        return refused;
+    }
+    let start = (
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_codex", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null, "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+    );
+    let tool_use = |id: &str, name: &str, input: Value| {
+        let text = input.to_string();
+        let (a, b) = text.split_at(text.len() / 2);
+        vec![
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": a}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": b}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+        ]
+    };
+    let end = |reason: &str| {
+        vec![
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 20}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ]
+    };
+    let mut events = vec![start];
+    match tool_results(&request.body).len() {
+        0 => {
+            events.extend(tool_use(
+                "toolu_shell_1",
+                "exec_command",
+                json!({"cmd": "echo hello-from-codex"}),
+            ));
+            events.extend(end("tool_use"));
+        }
+        1 => {
+            events.extend(tool_use(
+                "toolu_patch_2",
+                "apply_patch",
+                json!({"input": format!("*** Begin Patch\n*** Add File: created.txt\n+{FILE_CONTENT}\n*** End Patch\n")}),
+            ));
+            events.extend(end("tool_use"));
+        }
+        _ => {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ));
+            for piece in ["Created created.txt ", "after checking the workspace."] {
+                events.push((
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}),
+                ));
+            }
+            events.push((
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+            events.extend(end("end_turn"));
+        }
+    }
+    Reply::sse_events(events)
+}
+
+/// Codex's three-turn task through the Anthropic Messages dialect: the fake refuses what the
+/// real API refuses, so the test fails if a turn breaks Anthropic's role or pairing rules.
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_an_anthropic_provider() {
+    let Some(codex) = toolbridge_testkit::tools::codex() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    upstream.set_gate(Arc::new(|r: &Recorded| Some(anthropic_script(r))));
+    let scratch =
+        std::env::temp_dir().join(format!("toolbridge-codex-anthropic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config = scratch.join("toolbridge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[providers.claude]
+dialect = "anthropic"
+base_url = "{}"
+api_key_env = "ANTHROPIC_KEY"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "claude"
+upstream_model = "claude-test"
+"#,
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let gateway = GatewayProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+        &[
+            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
+            ("ANTHROPIC_KEY", "sk-ant-fake".to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ],
+    )
+    .await;
+    let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
+    assert_eq!(file, format!("{FILE_CONTENT}\n"));
+    assert_eq!(last_message.trim(), FINAL_ANSWER);
+
+    let all = upstream.requests();
+    assert_eq!(all.len(), 3, "upstream calls");
+    for r in &all {
+        assert_eq!(r.path, "/v1/messages");
+        assert_eq!(r.headers["x-api-key"], "sk-ant-fake");
+        assert_eq!(r.body["stream"], true);
+        assert!(r.body["system"].is_string() || r.body["system"].is_array());
+    }
+    // The shell's output went back as a tool_result for its tool_use.
+    let second = tool_results(&all[1].body);
+    assert_eq!(second[0]["tool_use_id"], "toolu_shell_1");
+    assert!(
+        second[0].to_string().contains("hello-from-codex"),
+        "{second:?}"
+    );
+    // The patch went back as the degraded function's input, with Codex's result.
+    let third = &all[2].body;
+    let patch_use = third["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .find(|b| b["type"] == "tool_use" && b["id"] == "toolu_patch_2")
+        .unwrap_or_else(|| panic!("no patch tool_use in {third:#}"));
+    assert_eq!(patch_use["name"], "apply_patch");
+    assert!(
+        patch_use["input"]["input"]
+            .as_str()
+            .unwrap()
+            .starts_with("*** Begin Patch")
+    );
+    let results = tool_results(third);
+    assert!(
+        results
+            .iter()
+            .any(|r| r["tool_use_id"] == "toolu_patch_2" && r.to_string().contains("created.txt")),
+        "{results:?}"
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    gateway.kill().await;
+}
