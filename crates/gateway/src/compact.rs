@@ -126,7 +126,7 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
     let upstream = state
         .upstreams
-        .send(target.provider, &payload, false)
+        .send(target.provider, &target.upstream_model, &payload, false)
         .await?;
     let answer: ChatResponse =
         serde_json::from_slice(&read_capped(upstream, MAX_RESPONSE_BODY).await?).map_err(|e| {

@@ -60,7 +60,8 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderFile {
-    /// The wire dialect: `chat` (Chat Completions, the default) or `anthropic` (Messages).
+    /// The wire dialect: `chat` (Chat Completions, the default), `anthropic` (Messages) or
+    /// `gemini` (generateContent).
     #[serde(default = "default_dialect")]
     pub dialect: String,
     pub base_url: String,
@@ -152,17 +153,21 @@ pub enum Dialect {
     Chat,
     /// Anthropic Messages: `POST {base_url}/messages`, `x-api-key` and `anthropic-version`.
     Anthropic,
+    /// Gemini generateContent: `POST {base_url}/models/{model}:generateContent` (streamed:
+    /// `:streamGenerateContent?alt=sse`), `x-goog-api-key`.
+    Gemini,
 }
 
 impl Dialect {
     /// The names accepted in the config file's `dialect` field.
-    pub const NAMES: &'static [&'static str] = &["chat", "anthropic"];
+    pub const NAMES: &'static [&'static str] = &["chat", "anthropic", "gemini"];
 
     /// Reads a config file's `dialect` value.
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "chat" => Some(Self::Chat),
             "anthropic" => Some(Self::Anthropic),
+            "gemini" => Some(Self::Gemini),
             _ => None,
         }
     }
@@ -172,6 +177,7 @@ impl Dialect {
         match self {
             Self::Chat => "chat",
             Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
         }
     }
 }
@@ -660,12 +666,16 @@ mod tests {
             with_dialect("anthropic").unwrap().providers["up"].dialect,
             Dialect::Anthropic
         );
-        let error = with_dialect("gemini").unwrap_err();
+        assert_eq!(
+            with_dialect("gemini").unwrap().providers["up"].dialect,
+            Dialect::Gemini
+        );
+        let error = with_dialect("bedrock").unwrap_err();
         assert_eq!(
             error,
             ConfigError::invalid(
                 "providers.up.dialect",
-                "`gemini` is not a supported dialect (supported: chat, anthropic)"
+                "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini)"
             )
         );
     }

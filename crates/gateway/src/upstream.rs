@@ -24,7 +24,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// How a provider's dialect is spoken over HTTP: where requests go, how the key is sent, and how
 /// error answers are read.
 trait Transport {
-    fn path(self) -> &'static str;
+    /// The path after the base URL. Gemini names the model and the streaming mode in it; the
+    /// other dialects name them in the body.
+    fn path(self, model: &str, stream: bool) -> String;
     /// Adds the dialect's headers and the key, when the provider has one.
     fn headers(
         self,
@@ -35,10 +37,15 @@ trait Transport {
 }
 
 impl Transport for Dialect {
-    fn path(self) -> &'static str {
+    fn path(self, model: &str, stream: bool) -> String {
         match self {
-            Dialect::Chat => "/chat/completions",
-            Dialect::Anthropic => "/messages",
+            Dialect::Chat => "/chat/completions".to_owned(),
+            Dialect::Anthropic => "/messages".to_owned(),
+            Dialect::Gemini if stream => format!(
+                "/models/{}:streamGenerateContent?alt=sse",
+                path_segment(model)
+            ),
+            Dialect::Gemini => format!("/models/{}:generateContent", path_segment(model)),
         }
     }
 
@@ -57,6 +64,8 @@ impl Transport for Dialect {
                     None => request,
                 }
             }
+            (Dialect::Gemini, Some(key)) => request.header("x-goog-api-key", key),
+            (Dialect::Gemini, None) => request,
         }
     }
 
@@ -68,8 +77,20 @@ impl Transport for Dialect {
             Dialect::Anthropic => {
                 toolbridge_providers::anthropic::errors::from_http(status, body, retry_after)
             }
+            Dialect::Gemini => {
+                toolbridge_providers::gemini::errors::from_http(status, body, retry_after)
+            }
         }
     }
+}
+
+/// `text` as one URL path segment: a model name may come from the client (a `*` route sends
+/// the requested name), so `/`, `?`, `#`, `%` and anything else outside the unreserved set are
+/// percent-encoded and can never change the path or add a query.
+fn path_segment(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
 }
 
 /// The HTTP clients of every provider.
@@ -93,7 +114,8 @@ impl Upstreams {
         Ok(Self { clients })
     }
 
-    /// Sends a request body in the provider's dialect. Returns the answer once its status is 2xx; any other status is
+    /// Sends a request body in the provider's dialect, for the upstream model `model` (Gemini
+    /// names it in the URL). Returns the answer once its status is 2xx; any other status is
     /// mapped into an error here, while it can still become an HTTP error for the client.
     ///
     /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
@@ -103,6 +125,7 @@ impl Upstreams {
     pub async fn send(
         &self,
         provider: &Provider,
+        model: &str,
         payload: &Bytes,
         stream: bool,
     ) -> Result<reqwest::Response, GatewayError> {
@@ -113,7 +136,7 @@ impl Upstreams {
         let mut attempt = 0u32;
         loop {
             let result = self
-                .send_once(client, provider, stream, payload.clone())
+                .send_once(client, provider, model, stream, payload.clone())
                 .await;
             let error = match result {
                 Ok(response) => return Ok(response),
@@ -142,12 +165,17 @@ impl Upstreams {
         &self,
         client: &reqwest::Client,
         provider: &Provider,
+        model: &str,
         stream: bool,
         payload: bytes::Bytes,
     ) -> Result<reqwest::Response, GatewayError> {
         let dialect = provider.dialect;
         let mut request = client
-            .post(format!("{}{}", provider.base_url, dialect.path()))
+            .post(format!(
+                "{}{}",
+                provider.base_url,
+                dialect.path(model, stream)
+            ))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(payload);
         if stream {
@@ -284,4 +312,25 @@ pub fn bounded_bytes(
     body.chain(futures::stream::once(async {
         Ok(Bytes::from_static(b"\n\n"))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gemini_model_name_stays_one_path_segment() {
+        assert_eq!(
+            Dialect::Gemini.path("gemini-2.5-flash", true),
+            "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            Dialect::Gemini.path("../../v1/x?key=1#f", false),
+            "/models/..%2F..%2Fv1%2Fx%3Fkey%3D1%23f:generateContent"
+        );
+        assert_eq!(
+            Dialect::Gemini.path("a b%", false),
+            "/models/a%20b%25:generateContent"
+        );
+    }
 }

@@ -97,6 +97,8 @@ impl Reply {
 pub struct Recorded {
     pub method: String,
     pub path: String,
+    /// The query string, without its `?` (Gemini streams with `alt=sse`).
+    pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Value,
 }
@@ -222,6 +224,7 @@ async fn handle(
     let recorded = Recorded {
         method: method.to_string(),
         path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };

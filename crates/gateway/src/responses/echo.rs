@@ -52,7 +52,7 @@ impl EchoRounds {
         let payload = Bytes::from(serde_json::to_vec(&self.chat).unwrap_or_default());
         let response = self
             .upstreams
-            .send(&self.provider, &payload, self.chat.stream)
+            .send(&self.provider, &self.chat.model, &payload, self.chat.stream)
             .await?;
         Ok((response, payload))
     }

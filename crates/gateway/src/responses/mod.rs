@@ -25,9 +25,11 @@ use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::anthropic::request as anthropic_request;
 use toolbridge_providers::chat::stream::Flow;
 use toolbridge_providers::chat::{request as chat_request, response as chat_response};
+use toolbridge_providers::gemini::request as gemini_request;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::anthropic::MessagesRequest;
 use toolbridge_wire::chat::{ChatRequest, ChatResponse};
+use toolbridge_wire::gemini::GenerateContentRequest;
 use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
 
 use crate::app::AppState;
@@ -54,6 +56,11 @@ pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 enum Outgoing {
     Chat(ChatRequest),
     Anthropic(MessagesRequest),
+    /// Gemini's body has no stream flag: streaming is chosen by the URL.
+    Gemini {
+        request: GenerateContentRequest,
+        stream: bool,
+    },
 }
 
 impl Outgoing {
@@ -61,6 +68,7 @@ impl Outgoing {
         match self {
             Self::Chat(chat) => chat.stream,
             Self::Anthropic(messages) => messages.stream,
+            Self::Gemini { stream, .. } => *stream,
         }
     }
 
@@ -69,16 +77,17 @@ impl Outgoing {
         let json = match self {
             Self::Chat(chat) => serde_json::to_vec(chat),
             Self::Anthropic(messages) => serde_json::to_vec(messages),
+            Self::Gemini { request, .. } => serde_json::to_vec(request),
         };
         Bytes::from(json.unwrap_or_default())
     }
 
     /// The body a usage estimate reads should the upstream report none: Chat only (Anthropic
-    /// always reports usage, and the estimate reads a Chat request).
+    /// and Gemini always report usage, and the estimate reads a Chat request).
     fn usage_basis(&self, payload: &Bytes) -> Option<Bytes> {
         match self {
             Self::Chat(_) => Some(payload.clone()),
-            Self::Anthropic(_) => None,
+            Self::Anthropic(_) | Self::Gemini { .. } => None,
         }
     }
 }
@@ -360,6 +369,16 @@ async fn respond(
                 upstream_model,
                 &mut diagnostics,
             )),
+            Dialect::Gemini => Outgoing::Gemini {
+                request: gemini_request::build(
+                    &canonical,
+                    &plan,
+                    &profile,
+                    upstream_model,
+                    &mut diagnostics,
+                ),
+                stream: canonical.stream,
+            },
         };
         tracing::info!(
             request_id,
@@ -374,7 +393,7 @@ async fn respond(
         let usage_basis = outgoing.usage_basis(&payload);
         let upstream = match state
             .upstreams
-            .send(provider, &payload, outgoing.stream())
+            .send(provider, upstream_model, &payload, outgoing.stream())
             .await
         {
             Ok(upstream) => upstream,
@@ -443,7 +462,9 @@ async fn respond(
                     left: MAX_ECHO_ROUNDS,
                 }),
             ),
-            Outgoing::Chat(_) | Outgoing::Anthropic(_) => (Vec::new(), None),
+            Outgoing::Chat(_) | Outgoing::Anthropic(_) | Outgoing::Gemini { .. } => {
+                (Vec::new(), None)
+            }
         };
         let assembler = Assembler::new(
             skeleton(&req, &meta),

@@ -4,6 +4,7 @@
 use super::*;
 use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDecoder};
 use toolbridge_providers::chat::stream::ChunkDecoder;
+use toolbridge_providers::gemini::stream::GeminiDecoder;
 
 pub(super) type UpstreamSse =
     Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
@@ -14,6 +15,10 @@ pub(super) enum Decoder {
     Chat(ChunkDecoder),
     /// Anthropic Messages events: `event:` names the event, `message_stop` ends the stream.
     Anthropic(MessagesDecoder),
+    /// Gemini chunks: each `data:` is a whole `GenerateContentResponse`. There is no end marker:
+    /// the stream ends with the connection, like a Chat stream without `[DONE]` (a finish reason
+    /// seen before makes that a normal end).
+    Gemini(GeminiDecoder),
 }
 
 impl Decoder {
@@ -21,6 +26,7 @@ impl Decoder {
         match dialect {
             Dialect::Chat => Self::Chat(ChunkDecoder::new(profile)),
             Dialect::Anthropic => Self::Anthropic(MessagesDecoder::new()),
+            Dialect::Gemini => Self::Gemini(GeminiDecoder::new()),
         }
     }
 
@@ -29,6 +35,7 @@ impl Decoder {
         match self {
             Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
             Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
+            Self::Gemini(_) => Self::Gemini(GeminiDecoder::new()),
         }
     }
 
@@ -50,6 +57,10 @@ impl Decoder {
                     AnthropicFlow::Done => Flow::Done,
                 })
             }
+            Self::Gemini(decoder) => {
+                decoder.on_data(data, out, diagnostics)?;
+                Ok(Flow::Continue)
+            }
         }
     }
 
@@ -58,7 +69,7 @@ impl Decoder {
         match self {
             Self::Chat(decoder) => decoder.finish(out),
             // Nothing is held back: each event is decoded whole.
-            Self::Anthropic(_) => {}
+            Self::Anthropic(_) | Self::Gemini(_) => {}
         }
     }
 }

@@ -69,5 +69,12 @@ fn decode_whole(
                 diagnostics,
             ))
         }
+        Dialect::Gemini => {
+            let answer: toolbridge_wire::gemini::GenerateContentResponse =
+                serde_json::from_slice(body).map_err(|e| not("Gemini generateContent", e))?;
+            toolbridge_providers::gemini::response::decode(answer, diagnostics)
+                .map(|decoded| decoded.events)
+                .map_err(GatewayError::Upstream)
+        }
     }
 }
