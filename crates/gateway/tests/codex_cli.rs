@@ -602,3 +602,197 @@ upstream_model = "claude-test"
     let _ = std::fs::remove_dir_all(&scratch);
     gateway.kill().await;
 }
+
+/// The `functionResponse` parts of a Gemini request, in order.
+fn function_responses(body: &Value) -> Vec<Value> {
+    body["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p.get("functionResponse").cloned())
+        .collect()
+}
+
+/// What the real Gemini API refuses: roles other than user/model, JSON Schema keywords outside
+/// its OpenAPI subset in function parameters, and a `functionCall` turn not followed by a turn
+/// answering every call by name.
+fn gemini_refusal(body: &Value) -> Option<Reply> {
+    let invalid = |message: String| {
+        Some(Reply::error(
+            400,
+            json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
+        ))
+    };
+    fn unknown_keyword(schema: &Value) -> Option<String> {
+        match schema {
+            Value::Object(map) => map.iter().find_map(|(k, v)| {
+                if matches!(
+                    k.as_str(),
+                    "additionalProperties" | "$schema" | "$ref" | "$defs"
+                ) {
+                    Some(k.clone())
+                } else if k == "properties" {
+                    v.as_object()?.values().find_map(unknown_keyword)
+                } else {
+                    unknown_keyword(v)
+                }
+            }),
+            Value::Array(items) => items.iter().find_map(unknown_keyword),
+            _ => None,
+        }
+    }
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        for f in tool["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(k) = unknown_keyword(&f["parameters"]) {
+                return invalid(format!(
+                    "Invalid JSON payload received. Unknown name \"{k}\" at 'tools[0].function_declarations'"
+                ));
+            }
+        }
+    }
+    let contents = body["contents"].as_array()?;
+    for (i, c) in contents.iter().enumerate() {
+        if c["role"] != "user" && c["role"] != "model" {
+            return invalid(format!("contents[{i}].role: unknown role {}", c["role"]));
+        }
+        let calls: Vec<&Value> = c["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("functionCall"))
+            .collect();
+        if calls.is_empty() {
+            continue;
+        }
+        let answers: Vec<&Value> = contents
+            .get(i + 1)
+            .and_then(|n| n["parts"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("functionResponse"))
+            .collect();
+        if calls.len() != answers.len()
+            || calls
+                .iter()
+                .zip(&answers)
+                .any(|(c, a)| c["name"] != a["name"])
+        {
+            return invalid(
+                "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.".to_owned(),
+            );
+        }
+    }
+    None
+}
+
+/// The scripted Gemini: shell first, then the patch, then the answer, as streamed chunks.
+fn gemini_script(request: &Recorded) -> Reply {
+    if let Some(refused) = gemini_refusal(&request.body) {
+        return refused;
+    }
+    let usage =
+        json!({"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120});
+    let chunk = |parts: Value, finish: Option<&str>| {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if let Some(f) = finish {
+            candidate["finishReason"] = json!(f);
+        }
+        let mut body = json!({"candidates": [candidate], "modelVersion": "gemini-test"});
+        if finish.is_some() {
+            body["usageMetadata"] = usage.clone();
+        }
+        format!("data: {body}\r\n\r\n")
+    };
+    let pieces = match function_responses(&request.body).len() {
+        0 => vec![chunk(
+            json!([{"functionCall": {"name": "exec_command", "args": {"cmd": "echo hello-from-codex"}}}]),
+            Some("STOP"),
+        )],
+        1 => vec![chunk(
+            json!([{"functionCall": {"name": "apply_patch", "args": {"input": format!("*** Begin Patch\n*** Add File: created.txt\n+{FILE_CONTENT}\n*** End Patch\n")}}}]),
+            Some("STOP"),
+        )],
+        _ => vec![
+            chunk(json!([{"text": "Created created.txt "}]), None),
+            chunk(
+                json!([{"text": "after checking the workspace."}]),
+                Some("STOP"),
+            ),
+        ],
+    };
+    Reply::sse_raw(pieces)
+}
+
+/// Codex's three-turn task through the Gemini dialect, against a fake that refuses what the real
+/// API refuses (Codex's tool schemas carry `additionalProperties`, which Gemini rejects).
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
+    let Some(codex) = toolbridge_testkit::tools::codex() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    upstream.set_gate(Arc::new(|r: &Recorded| Some(gemini_script(r))));
+    let scratch =
+        std::env::temp_dir().join(format!("toolbridge-codex-gemini-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config = scratch.join("toolbridge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[providers.gemini]
+dialect = "gemini"
+base_url = "{}"
+api_key_env = "GEMINI_KEY"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "gemini"
+upstream_model = "gemini-test"
+"#,
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let gateway = GatewayProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+        &[
+            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
+            ("GEMINI_KEY", "gm-fake".to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ],
+    )
+    .await;
+    let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
+    assert_eq!(file, format!("{FILE_CONTENT}\n"));
+    assert_eq!(last_message.trim(), FINAL_ANSWER);
+
+    let all = upstream.requests();
+    assert_eq!(all.len(), 3, "upstream calls");
+    for r in &all {
+        assert_eq!(r.path, "/v1/models/gemini-test:streamGenerateContent");
+        assert_eq!(r.headers["x-goog-api-key"], "gm-fake");
+    }
+    // The shell's output went back as a functionResponse named for its call.
+    let second = function_responses(&all[1].body);
+    assert_eq!(second[0]["name"], "exec_command");
+    assert!(
+        second[0].to_string().contains("hello-from-codex"),
+        "{second:?}"
+    );
+    // Both earlier calls and both results went back on the third turn, in order.
+    let third = function_responses(&all[2].body);
+    let names: Vec<&str> = third.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["exec_command", "apply_patch"], "{third:?}");
+    assert!(third[1].to_string().contains("created.txt"), "{third:?}");
+    let _ = std::fs::remove_dir_all(&scratch);
+    gateway.kill().await;
+}

@@ -15,7 +15,8 @@ pub(super) enum Decoder {
     Chat(ChunkDecoder),
     /// Anthropic Messages events: `event:` names the event, `message_stop` ends the stream.
     Anthropic(MessagesDecoder),
-    /// Gemini chunks: each `data:` is a whole `GenerateContentResponse`. There is no end marker:
+    /// Gemini chunks: each `data:` is a whole `GenerateContentResponse`. Calls without an id get
+    /// one unique to this answer (a client keys calls by id across turns). There is no end marker:
     /// the stream ends with the connection, like a Chat stream without `[DONE]` (a finish reason
     /// seen before makes that a normal end).
     Gemini(GeminiDecoder),
@@ -26,7 +27,7 @@ impl Decoder {
         match dialect {
             Dialect::Chat => Self::Chat(ChunkDecoder::new(profile)),
             Dialect::Anthropic => Self::Anthropic(MessagesDecoder::new()),
-            Dialect::Gemini => Self::Gemini(GeminiDecoder::new()),
+            Dialect::Gemini => Self::Gemini(GeminiDecoder::with_call_prefix(ids::new("call"))),
         }
     }
 
@@ -35,7 +36,7 @@ impl Decoder {
         match self {
             Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
             Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
-            Self::Gemini(_) => Self::Gemini(GeminiDecoder::new()),
+            Self::Gemini(_) => Self::Gemini(GeminiDecoder::with_call_prefix(ids::new("call"))),
         }
     }
 

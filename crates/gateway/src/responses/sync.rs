@@ -72,7 +72,7 @@ fn decode_whole(
         Dialect::Gemini => {
             let answer: toolbridge_wire::gemini::GenerateContentResponse =
                 serde_json::from_slice(body).map_err(|e| not("Gemini generateContent", e))?;
-            toolbridge_providers::gemini::response::decode(answer, diagnostics)
+            toolbridge_providers::gemini::response::decode(answer, &ids::new("call"), diagnostics)
                 .map(|decoded| decoded.events)
                 .map_err(GatewayError::Upstream)
         }

@@ -15,12 +15,14 @@ pub struct Decoded {
     pub signatures: Vec<ThoughtSignature>,
 }
 
-/// Decodes a whole answer; an `error` object in it is an `Err`.
+/// Decodes a whole answer; an `error` object in it is an `Err`. Calls without an id are named
+/// `<call_prefix>_<n>` (see [`GeminiDecoder::with_call_prefix`]).
 pub fn decode(
     response: GenerateContentResponse,
+    call_prefix: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Decoded, Error> {
-    let mut decoder = GeminiDecoder::new();
+    let mut decoder = GeminiDecoder::with_call_prefix(call_prefix);
     let mut events = Vec::new();
     decoder.on_response(response, &mut events, diagnostics)?;
     Ok(Decoded {

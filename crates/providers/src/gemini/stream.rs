@@ -5,7 +5,8 @@
 //! - Only candidate 0 is read (toolbridge never asks for more).
 //! - Parts with `thought: true` are reasoning; other text parts are answer text.
 //! - Gemini sends each function call whole, in one part: each becomes one complete
-//!   [`ToolCallDelta`] with its own index, and the id `call_<n>` when Gemini gives none.
+//!   [`ToolCallDelta`] with its own index, and the id `<prefix>_<n>` when Gemini gives none
+//!   (`call_<n>` by default; see [`GeminiDecoder::with_call_prefix`]).
 //! - Finish reasons: `STOP` → stop, or tool calls when the answer made any; `MAX_TOKENS` →
 //!   length; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` →
 //!   content filter; `MALFORMED_FUNCTION_CALL` and `UNEXPECTED_TOOL_CALL` → an error;
@@ -39,6 +40,10 @@ pub struct ThoughtSignature {
 /// The decoder of one Gemini answer, streamed or whole.
 #[derive(Debug, Default)]
 pub struct GeminiDecoder {
+    /// The start of the ids given to calls Gemini sends without one (`<prefix>_<n>`). Gemini's
+    /// calls rarely carry ids, and a client keys calls by id across turns, so the caller passes
+    /// a prefix unique to this answer; the default, `call`, suits one answer alone.
+    call_prefix: Option<String>,
     calls: u32,
     parts: usize,
     finished: bool,
@@ -49,6 +54,14 @@ pub struct GeminiDecoder {
 impl GeminiDecoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder naming id-less calls `<prefix>_<n>`; pass a prefix unique to this answer.
+    pub fn with_call_prefix(prefix: impl Into<String>) -> Self {
+        Self {
+            call_prefix: Some(prefix.into()),
+            ..Self::default()
+        }
     }
 
     /// The thought signatures seen so far, in order. Gemini 3 rejects a replayed function call
@@ -116,7 +129,8 @@ impl GeminiDecoder {
                 if let Some(call) = part.function_call {
                     let index = self.calls;
                     self.calls += 1;
-                    let id = call.id.unwrap_or_else(|| format!("call_{index}"));
+                    let prefix = self.call_prefix.as_deref().unwrap_or("call");
+                    let id = call.id.unwrap_or_else(|| format!("{prefix}_{index}"));
                     call_id = Some(id.clone());
                     out.push(UpstreamEvent::ToolCall(ToolCallDelta {
                         index: Some(index),

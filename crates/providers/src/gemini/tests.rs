@@ -462,7 +462,7 @@ fn a_whole_answer_decodes_through_the_same_decoder() {
     }))
     .unwrap();
     let mut diagnostics = Vec::new();
-    let decoded = response::decode(body, &mut diagnostics).unwrap();
+    let decoded = response::decode(body, "call", &mut diagnostics).unwrap();
     assert_eq!(
         decoded.events[..3],
         [
