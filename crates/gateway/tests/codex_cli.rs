@@ -377,6 +377,51 @@ async fn codex_gets_through_a_rate_limit_and_a_dropped_stream() {
     scenario(Provider::DeepSeek, "deepseek", Trouble::RateLimitAndDrop).await;
 }
 
+/// A `toolbridge serve` whose one provider speaks `dialect` at the fake upstream, its key in
+/// the environment variable `key.0`, every model routed to `model`; and a scratch folder.
+async fn start_dialect_gateway(
+    upstream: &FakeUpstream,
+    dialect: &str,
+    key: (&str, &str),
+    model: &str,
+) -> (std::path::PathBuf, GatewayProcess) {
+    let scratch =
+        std::env::temp_dir().join(format!("toolbridge-codex-{dialect}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config = scratch.join("toolbridge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[providers.upstream]
+dialect = "{dialect}"
+base_url = "{}"
+api_key_env = "{}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "upstream"
+upstream_model = "{model}"
+"#,
+            upstream.base_url(),
+            key.0,
+        ),
+    )
+    .unwrap();
+    let gateway = GatewayProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+        &[
+            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
+            (key.0, key.1.to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ],
+    )
+    .await;
+    (scratch, gateway)
+}
+
 /// The `tool_result` blocks of an Anthropic request, in order.
 fn tool_results(body: &Value) -> Vec<Value> {
     body["messages"]
@@ -523,37 +568,11 @@ async fn codex_completes_a_tool_turn_through_an_anthropic_provider() {
     };
     let upstream = FakeUpstream::start().await;
     upstream.set_gate(Arc::new(|r: &Recorded| Some(anthropic_script(r))));
-    let scratch =
-        std::env::temp_dir().join(format!("toolbridge-codex-anthropic-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let config = scratch.join("toolbridge.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[providers.claude]
-dialect = "anthropic"
-base_url = "{}"
-api_key_env = "ANTHROPIC_KEY"
-max_retries = 0
-
-[[routes]]
-model = "*"
-provider = "claude"
-upstream_model = "claude-test"
-"#,
-            upstream.base_url()
-        ),
-    )
-    .unwrap();
-    let gateway = GatewayProcess::start(
-        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
-        &[
-            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
-            ("ANTHROPIC_KEY", "sk-ant-fake".to_owned()),
-            ("RUST_LOG", "info".to_owned()),
-        ],
+    let (scratch, gateway) = start_dialect_gateway(
+        &upstream,
+        "anthropic",
+        ("ANTHROPIC_KEY", "sk-ant-fake"),
+        "claude-test",
     )
     .await;
     let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
@@ -738,37 +757,11 @@ async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
     };
     let upstream = FakeUpstream::start().await;
     upstream.set_gate(Arc::new(|r: &Recorded| Some(gemini_script(r))));
-    let scratch =
-        std::env::temp_dir().join(format!("toolbridge-codex-gemini-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let config = scratch.join("toolbridge.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[providers.gemini]
-dialect = "gemini"
-base_url = "{}"
-api_key_env = "GEMINI_KEY"
-max_retries = 0
-
-[[routes]]
-model = "*"
-provider = "gemini"
-upstream_model = "gemini-test"
-"#,
-            upstream.base_url()
-        ),
-    )
-    .unwrap();
-    let gateway = GatewayProcess::start(
-        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
-        &[
-            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
-            ("GEMINI_KEY", "gm-fake".to_owned()),
-            ("RUST_LOG", "info".to_owned()),
-        ],
+    let (scratch, gateway) = start_dialect_gateway(
+        &upstream,
+        "gemini",
+        ("GEMINI_KEY", "gm-fake"),
+        "gemini-test",
     )
     .await;
     let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
