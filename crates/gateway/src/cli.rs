@@ -94,8 +94,13 @@ pub fn describe(config: &Config) -> String {
     ));
     out.push_str("providers:\n");
     for p in config.providers.values() {
+        // Chat is the default dialect; another is named first.
+        let dialect = match p.dialect {
+            crate::config::Dialect::Chat => String::new(),
+            other => format!("{} dialect, ", other.as_str()),
+        };
         out.push_str(&format!(
-            "  {}: {} (preset {}, key {})\n",
+            "  {}: {} ({dialect}preset {}, key {})\n",
             p.name,
             p.base_url,
             p.profile.name,

@@ -169,6 +169,10 @@ preset = "deepseek"
 base_url = "http://127.0.0.1:11434/v1"
 preset = "ollama"
 
+[providers.claude]
+dialect = "anthropic"
+base_url = "http://127.0.0.1:9/anthropic/v1"
+
 [[routes]]
 model = "fast"
 provider = "main"
@@ -192,6 +196,7 @@ provider = "main"
             "gateway keys: none (no authentication)\n",
             "  main: http://127.0.0.1:9/v1 (preset deepseek, key not set)\n",
             "  local: http://127.0.0.1:11434/v1 (preset ollama, key not set)\n",
+            "  claude: http://127.0.0.1:9/anthropic/v1 (anthropic dialect, preset generic, key not set)\n",
             "routes:\n  fast -> main (as deepseek-chat)\n  llama* -> local (same model name)\n  * -> main (same model name)\n",
             "config ok\n",
         ] {
