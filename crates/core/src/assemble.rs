@@ -181,6 +181,8 @@ enum Open {
         index: usize,
         id: String,
         text: String,
+        /// The provider's signature over this reasoning, sealed with it.
+        signature: Option<String>,
     },
     Message {
         index: usize,
@@ -375,6 +377,12 @@ impl Assembler {
             UpstreamEvent::Text(delta) => self.text(delta, false, out),
             UpstreamEvent::Refusal(delta) => self.text(delta, true, out),
             UpstreamEvent::Reasoning(delta) => self.reasoning(delta, out),
+            UpstreamEvent::ReasoningSignature(sig) => {
+                // Only reasoning with text can be replayed; a signature alone is dropped.
+                if let Open::Reasoning { signature, .. } = &mut self.current {
+                    *signature = Some(sig);
+                }
+            }
             UpstreamEvent::ToolCall(delta) => self.tool_call(delta, out),
             UpstreamEvent::Usage(usage) => self.usage = Some(usage),
             UpstreamEvent::Finish(reason) => {
@@ -702,10 +710,14 @@ impl Assembler {
                 index,
                 id,
                 text: String::new(),
+                signature: None,
             };
         }
         let summary = self.reasoning_display.summary;
-        let Open::Reasoning { index, id, text } = &mut self.current else {
+        let Open::Reasoning {
+            index, id, text, ..
+        } = &mut self.current
+        else {
             return;
         };
         text.push_str(&delta);
@@ -823,8 +835,16 @@ impl Assembler {
     fn close_current(&mut self, out: &mut Vec<StreamEvent>) {
         match std::mem::replace(&mut self.current, Open::None) {
             Open::None => {}
-            Open::Reasoning { index, id, text } => {
-                let encrypted_content = self.seal(&text);
+            Open::Reasoning {
+                index,
+                id,
+                text,
+                signature,
+            } => {
+                let encrypted_content = self.seal(&crate::reasoning::sealed_plaintext(
+                    &text,
+                    signature.as_deref(),
+                ));
                 let item = if self.reasoning_display.summary {
                     let part = SummaryPart::summary_text(text.clone());
                     self.push(

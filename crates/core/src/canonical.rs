@@ -77,6 +77,9 @@ pub struct AssistantTurn {
     pub text: Option<String>,
     /// The turn's reasoning text, for providers that need it replayed.
     pub reasoning: Option<String>,
+    /// The provider's signature over that reasoning (Anthropic), recovered from its sealed blob;
+    /// a provider that checks signatures gets the reasoning back only with it.
+    pub reasoning_signature: Option<String>,
     /// `encrypted_content` blobs of the turn's reasoning items that had no plain text; opened by
     /// [`crate::reasoning::open_sealed`].
     pub sealed_reasoning: Vec<String>,

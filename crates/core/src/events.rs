@@ -15,6 +15,10 @@ pub enum UpstreamEvent {
     Refusal(String),
     /// Reasoning ("thinking") text.
     Reasoning(String),
+    /// The provider's opaque signature over the reasoning being streamed (Anthropic's thinking
+    /// `signature`). It is sealed with the reasoning into `encrypted_content`, so a later turn
+    /// can hand the reasoning back exactly as the provider requires.
+    ReasoningSignature(String),
     /// A fragment of a tool call.
     ToolCall(ToolCallDelta),
     /// Token usage; the last one seen wins.

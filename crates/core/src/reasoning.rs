@@ -52,8 +52,38 @@ impl ReasoningDisplay {
     }
 }
 
-/// Replaces the sealed reasoning of assistant turns with its text, where the turn has no plain
-/// reasoning text. Blobs that do not open are dropped with one diagnostic each.
+/// Marks a sealed plaintext that carries a signature: `\u{1}` then `{"text","signature"}` as
+/// JSON. Reasoning text from a provider never starts with this control character, and a
+/// plaintext without it is the reasoning text alone (so older blobs still open).
+const SIGNED: char = '\u{1}';
+
+/// What is sealed for one reasoning item: its text, with the provider's signature if it gave
+/// one (see [`SIGNED`]).
+pub fn sealed_plaintext(text: &str, signature: Option<&str>) -> String {
+    match signature {
+        None => text.to_owned(),
+        Some(signature) => format!(
+            "{SIGNED}{}",
+            serde_json::json!({"text": text, "signature": signature})
+        ),
+    }
+}
+
+/// The reasoning text and signature of an opened plaintext (see [`sealed_plaintext`]).
+pub fn parse_plaintext(plain: String) -> (String, Option<String>) {
+    let Some(json) = plain.strip_prefix(SIGNED) else {
+        return (plain, None);
+    };
+    let value: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    match (value["text"].as_str(), value["signature"].as_str()) {
+        (Some(text), Some(signature)) => (text.to_owned(), Some(signature.to_owned())),
+        _ => (plain, None),
+    }
+}
+
+/// Opens the sealed reasoning of assistant turns: its text fills the turn's reasoning where the
+/// turn has no plain text, and its signature, if any, becomes the turn's
+/// `reasoning_signature`. Blobs that do not open are dropped with one diagnostic each.
 pub fn open_sealed(turns: &mut [Turn], sealer: &dyn Sealer, diagnostics: &mut Vec<Diagnostic>) {
     for turn in turns {
         let Turn::Assistant(assistant) = turn else {
@@ -61,8 +91,15 @@ pub fn open_sealed(turns: &mut [Turn], sealer: &dyn Sealer, diagnostics: &mut Ve
         };
         for blob in std::mem::take(&mut assistant.sealed_reasoning) {
             match sealer.open(&blob) {
-                Ok(text) if assistant.reasoning.is_none() => assistant.reasoning = Some(text),
-                Ok(_) => {}
+                Ok(plain) => {
+                    let (text, signature) = parse_plaintext(plain);
+                    if assistant.reasoning.is_none() {
+                        assistant.reasoning = Some(text);
+                    }
+                    if assistant.reasoning_signature.is_none() {
+                        assistant.reasoning_signature = signature;
+                    }
+                }
                 Err(why) => diagnostics.push(diag(
                     REASONING_BLOB_IGNORED,
                     Some("input"),
@@ -70,5 +107,28 @@ pub fn open_sealed(turns: &mut [Turn], sealer: &dyn Sealer, diagnostics: &mut Ve
                 )),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod plaintext_tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_round_trips_and_plain_text_stays_plain() {
+        let sealed = sealed_plaintext("thinking {\"text\": 1}", Some("sig/+="));
+        assert_eq!(
+            parse_plaintext(sealed),
+            (
+                "thinking {\"text\": 1}".to_owned(),
+                Some("sig/+=".to_owned())
+            )
+        );
+        let plain = sealed_plaintext("just text", None);
+        assert_eq!(plain, "just text");
+        assert_eq!(parse_plaintext(plain), ("just text".to_owned(), None));
+        // Text that looks like the envelope but lacks the marker is text.
+        let lookalike = r#"{"text":"a","signature":"b"}"#.to_owned();
+        assert_eq!(parse_plaintext(lookalike.clone()), (lookalike, None));
     }
 }

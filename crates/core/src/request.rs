@@ -408,9 +408,12 @@ impl Reducer {
             .map(|c| c.text.as_str())
             .collect::<Vec<_>>()
             .join("");
+        // The blob is opened even when the text is plain: it may carry the provider's signature.
+        if let Some(blob) = r.encrypted_content.as_ref().filter(|b| !b.is_empty()) {
+            self.assistant_turn().sealed_reasoning.push(blob.clone());
+        }
         if text.is_empty() {
-            if let Some(blob) = r.encrypted_content.as_ref().filter(|b| !b.is_empty()) {
-                self.assistant_turn().sealed_reasoning.push(blob.clone());
+            if r.encrypted_content.as_ref().is_some_and(|b| !b.is_empty()) {
                 return;
             }
             // Our summaries are the provider's reasoning itself, so they can be replayed.

@@ -466,3 +466,111 @@ async fn a_tool_round_trip_goes_upstream_as_tool_use_and_tool_result() {
         "{result:#}"
     );
 }
+
+/// Thinking and its signature survive a stateless round trip: sealed into the reasoning item's
+/// `encrypted_content` on the tool-call turn, and sent back on the next turn as the signed
+/// `thinking` block Anthropic requires before the `tool_use` (only while thinking is on).
+#[tokio::test]
+async fn thinking_and_its_signature_are_sealed_and_replayed_before_the_tool_use() {
+    let h = harness(0).await;
+    let mut events = vec![
+        message_start(20),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Need the weather tool."}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIG-abc123"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_w", "name": "get_weather", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"city\":\"Oslo\"}"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+    ];
+    events.extend(message_end("tool_use", 9));
+    h.upstream.push(Reply::sse_events(events));
+    let first = h
+        .post_stream(&json!({
+            "model": "claude",
+            "input": "Weather in Oslo?",
+            "stream": true,
+            "tools": weather_tool(),
+            "reasoning": {"effort": "low"},
+            "include": ["reasoning.encrypted_content"],
+        }))
+        .await;
+    let output = first.last().unwrap().data["response"]["output"].clone();
+    let reasoning = output[0].clone();
+    assert_eq!(reasoning["type"], "reasoning", "{output:#}");
+    let blob = reasoning["encrypted_content"].as_str().unwrap();
+    assert!(
+        !blob.contains("SIG-abc123"),
+        "the signature is sealed, not shown"
+    );
+    let call = output[1].clone();
+    assert_eq!(call["call_id"], "toolu_w");
+
+    let answer = || {
+        Reply::json(json!({
+            "id": "msg_5", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": [{"type": "text", "text": "Cold."}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 60, "output_tokens": 2}
+        }))
+    };
+    let second_turn = |effort: Option<&str>| {
+        let mut body = json!({
+            "model": "claude",
+            "tools": weather_tool(),
+            "input": [
+                {"role": "user", "content": "Weather in Oslo?"},
+                reasoning.clone(),
+                call.clone(),
+                {"type": "function_call_output", "call_id": "toolu_w", "output": "-3C"},
+            ],
+        });
+        if let Some(effort) = effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        body
+    };
+    h.upstream.push(answer());
+    let (status, body) = h.post_json(&second_turn(Some("low"))).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = h.upstream.last_body();
+    let assistant = &sent["messages"][1];
+    assert_eq!(assistant["role"], "assistant", "{sent:#}");
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "Need the weather tool.", "signature": "SIG-abc123"}),
+        "{sent:#}"
+    );
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+
+    // With thinking off, no thinking block is sent.
+    h.upstream.push(answer());
+    let (status, body) = h.post_json(&second_turn(None)).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = h.upstream.last_body();
+    assert!(
+        !sent.to_string().contains("\"thinking\""),
+        "no thinking without thinking on: {sent:#}"
+    );
+}

@@ -7,8 +7,10 @@
 //! - Anthropic requires user and assistant messages to alternate: consecutive turns of the same
 //!   role (tool outputs count as user turns) are merged into one message. This loses nothing, so
 //!   it is not reported.
-//! - Earlier reasoning is not replayed: Anthropic only accepts thinking blocks with the signature
-//!   it made, and core does not carry signatures yet.
+//! - Earlier reasoning is replayed only with the signature Anthropic made for it (recovered from
+//!   the sealed `encrypted_content`), as a `thinking` block leading its assistant message, and
+//!   only when this request has thinking on. Reasoning without a signature is not sent: Anthropic
+//!   rejects unsigned thinking.
 //! - Image `detail` has no Anthropic equivalent and is dropped.
 //! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
 //!   no JSON mode.
@@ -23,7 +25,7 @@ use toolbridge_core::diagnostics::{
 use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::anthropic::{
     ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
-    System, TextBlock, Thinking, Tool, ToolChoice, ToolResultBlock, ToolUseBlock,
+    System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice, ToolResultBlock, ToolUseBlock,
 };
 use toolbridge_wire::responses::Diagnostic;
 
@@ -69,6 +71,9 @@ pub fn build(
         ..MessagesRequest::default()
     };
     params(req, profile, &mut out, diagnostics);
+    if out.thinking.is_none() {
+        drop_thinking(&mut out.messages);
+    }
     tools(req, plan, &mut out, diagnostics);
     for (key, value) in &profile.extra_body {
         out.extra.insert(key.clone(), value.clone());
@@ -180,8 +185,24 @@ fn image_source(url: &str) -> ImageSource {
     }
 }
 
+/// Removes replayed thinking blocks, for a request with thinking off.
+fn drop_thinking(messages: &mut [Message]) {
+    for m in messages {
+        if let MessageContent::Blocks(blocks) = &mut m.content {
+            blocks.retain(|b| !matches!(b, ContentBlock::Thinking(_)));
+        }
+    }
+}
+
 fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<ContentBlock> {
-    let mut blocks = Vec::with_capacity(turn.tool_calls.len() + 1);
+    let mut blocks = Vec::with_capacity(turn.tool_calls.len() + 2);
+    if let (Some(thinking), Some(signature)) = (&turn.reasoning, &turn.reasoning_signature) {
+        blocks.push(ContentBlock::Thinking(ThinkingBlock {
+            thinking: thinking.clone(),
+            signature: signature.clone(),
+            extra: Map::new(),
+        }));
+    }
     if let Some(text) = turn.text.as_deref().filter(|t| !t.is_empty()) {
         blocks.push(text_block(text));
     }

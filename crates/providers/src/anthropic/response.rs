@@ -8,8 +8,7 @@ use toolbridge_wire::responses::Diagnostic;
 use super::{UsageCounts, finish_reason};
 
 /// Decodes a whole answer. Tool calls are numbered by their block index, as in a stream.
-/// Thinking signatures have no event yet (see [`super::stream`]); [`thinking_blocks`] returns
-/// them for the caller to keep.
+/// A thinking block's signature follows its reasoning as [`UpstreamEvent::ReasoningSignature`].
 pub fn decode(
     response: &MessagesResponse,
     diagnostics: &mut Vec<Diagnostic>,
@@ -20,7 +19,12 @@ pub fn decode(
         match block {
             ContentBlock::Text(text) => out.push(UpstreamEvent::Text(text.text.clone())),
             ContentBlock::Thinking(thinking) => {
-                out.push(UpstreamEvent::Reasoning(thinking.thinking.clone()))
+                out.push(UpstreamEvent::Reasoning(thinking.thinking.clone()));
+                if !thinking.signature.is_empty() {
+                    out.push(UpstreamEvent::ReasoningSignature(
+                        thinking.signature.clone(),
+                    ));
+                }
             }
             ContentBlock::ToolUse(call) => out.push(UpstreamEvent::ToolCall(ToolCallDelta {
                 index: Some(index),

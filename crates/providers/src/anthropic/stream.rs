@@ -10,9 +10,10 @@
 //! - An event or block type this decoder does not know is skipped silently (Anthropic adds new
 //!   ones, e.g. server tool blocks); a payload that is not JSON, or of the wrong shape, is skipped
 //!   with a diagnostic.
-//! - Thinking signatures (and `redacted_thinking` blocks) have no [`UpstreamEvent`] yet: core
-//!   cannot carry them to the client. The decoder keeps the whole thinking blocks, and
-//!   [`MessagesDecoder::take_thinking_blocks`] hands them over for the caller to keep for replay.
+//! - A thinking block's signature becomes one [`UpstreamEvent::ReasoningSignature`] when the
+//!   block stops, so the gateway seals it with the reasoning and can replay both. The decoder
+//!   also keeps the whole blocks ([`MessagesDecoder::take_thinking_blocks`]); `redacted_thinking`
+//!   blocks have no event yet and are not replayed.
 
 use std::collections::BTreeSet;
 
@@ -98,6 +99,12 @@ impl MessagesDecoder {
             StreamEvent::ContentBlockStop { index } => {
                 self.tool_blocks.remove(&index);
                 if self.thinking.as_ref().is_some_and(|(i, _)| *i == index) {
+                    // The block's whole signature, once: it is sealed with the reasoning.
+                    if let Some((_, block)) = &self.thinking
+                        && !block.signature.is_empty()
+                    {
+                        out.push(UpstreamEvent::ReasoningSignature(block.signature.clone()));
+                    }
                     self.close_thinking();
                 }
             }

@@ -322,6 +322,7 @@ fn thinking_with_signature_is_kept() {
         vec![
             UpstreamEvent::Reasoning("Let me think".to_owned()),
             UpstreamEvent::Reasoning(" step by step.".to_owned()),
+            UpstreamEvent::ReasoningSignature("EqQBCgIYAhIM1gbcDa9GJwZA".to_owned()),
         ]
     );
     let blocks = serde_json::to_value(decoder.take_thinking_blocks()).unwrap();
@@ -415,6 +416,7 @@ fn whole_response_decodes_into_events() {
         events,
         vec![
             UpstreamEvent::Reasoning("Weather needs a tool.".to_owned()),
+            UpstreamEvent::ReasoningSignature("sig==".to_owned()),
             UpstreamEvent::Text("Let me check.".to_owned()),
             UpstreamEvent::ToolCall(ToolCallDelta {
                 index: Some(2),
