@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toolbridge_gateway::cli::{Cli, Command, describe, load};
+use toolbridge_gateway::config::Dialect;
 
 fn main() -> ExitCode {
     // One TLS crypto provider for the whole process (rustls panics if it must guess).
@@ -149,7 +150,7 @@ fn providers(
                 if provider.is_none_or(|wanted| wanted == name) {
                     let mut profile = p.profile_for(model.unwrap_or_default());
                     profile.name = format!("{name} ({})", profile.name);
-                    profiles.push(profile);
+                    profiles.push((profile, p.dialect));
                 }
             }
         }
@@ -158,7 +159,7 @@ fn providers(
                 if provider.is_none_or(|wanted| wanted == *name)
                     && let Some(p) = Profile::preset(name)
                 {
-                    profiles.push(p);
+                    profiles.push((p, Dialect::Chat));
                 }
             }
         }
@@ -173,7 +174,7 @@ fn providers(
     }
     let reports: Vec<String> = profiles
         .iter()
-        .map(toolbridge_gateway::matrix::report)
+        .map(|(profile, dialect)| toolbridge_gateway::matrix::report(profile, *dialect))
         .collect();
     print!("{}", reports.join("\n"));
     ExitCode::SUCCESS

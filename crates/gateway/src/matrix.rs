@@ -9,6 +9,8 @@ use toolbridge_core::plan::{Decision, plan};
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::Tool;
 
+use crate::config::Dialect;
+
 /// The tool of every type a Codex or SDK request may carry, one each.
 fn probe_tools() -> Vec<Value> {
     vec![
@@ -67,9 +69,16 @@ fn decision_word(decision: Decision) -> &'static str {
     }
 }
 
-/// The matrix of one profile as text.
-pub fn report(profile: &Profile) -> String {
-    let mut out = format!("provider: {}\n\ntools:\n", profile.name);
+/// The matrix of one profile as text, for a provider speaking `dialect`. The tool rows are the
+/// planner's, the same for every dialect; the `tool_choice` and parameter rows describe the Chat
+/// translation, so for another dialect they are replaced by a pointer to its own rules rather
+/// than shown wrong.
+pub fn report(profile: &Profile, dialect: Dialect) -> String {
+    let mut out = format!("provider: {}\n", profile.name);
+    if dialect != Dialect::Chat {
+        out.push_str(&format!("dialect: {}\n", dialect.as_str()));
+    }
+    out.push_str("\ntools:\n");
     for probe in probe_tools() {
         let kind = probe["type"].as_str().unwrap_or_default().to_owned();
         let tool: Tool = match serde_json::from_value(probe) {
@@ -105,6 +114,15 @@ pub fn report(profile: &Profile) -> String {
             }
             Err(e) => out.push_str(&format!("  {kind:<22} {:<9} ({})\n", "rejected", e.code())),
         }
+    }
+
+    if dialect != Dialect::Chat {
+        out.push_str(&format!(
+            "\ntool_choice and parameters: translated by the {0} dialect's own rules \
+             (crates/providers/src/{0}/request.rs); the Chat rows do not apply\n",
+            dialect.as_str()
+        ));
+        return out;
     }
 
     out.push_str("\ntool_choice (with one function declared):\n");

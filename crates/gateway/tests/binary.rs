@@ -486,6 +486,10 @@ web_search = "none"
 [providers.zai.models."glm-strict".profile.tools]
 unsupported = "reject"
 
+[providers.claude]
+dialect = "anthropic"
+base_url = "http://127.0.0.1:9/v1"
+
 [[routes]]
 model = "*"
 provider = "zai"
@@ -495,6 +499,22 @@ provider = "zai"
         cmd.arg("providers").arg("--config").arg(&path);
         let (status, stdout, stderr) = run(cmd).await;
         assert!(status.success(), "{status}\nstderr:\n{stderr}");
+        // An Anthropic provider: the planner's tool rows, and no Chat rows that would be wrong.
+        let claude = &stdout[..stdout.find("provider: zai").unwrap()];
+        assert!(
+            claude.starts_with("provider: claude (generic)\ndialect: anthropic\n"),
+            "{stdout}"
+        );
+        assert!(
+            claude.contains("custom                 degraded"),
+            "{claude}"
+        );
+        assert!(
+            claude.contains("translated by the anthropic dialect")
+                && !claude.contains("parameters:\n"),
+            "{claude}"
+        );
+        let stdout = &stdout[stdout.find("provider: zai").unwrap()..];
         assert!(stdout.starts_with("provider: zai (glm)\n"), "{stdout}");
         assert!(
             stdout.contains("web_search             ignored   as -"),
