@@ -67,8 +67,10 @@ pub struct ProviderFile {
     pub base_url: String,
     /// The environment variable holding the upstream API key.
     pub api_key_env: Option<String>,
-    #[serde(default = "default_preset")]
-    pub preset: String,
+    /// The preset the profile starts from; by default the dialect's own (`generic` for Chat,
+    /// `anthropic`, `gemini`).
+    #[serde(default)]
+    pub preset: Option<String>,
     #[serde(default)]
     pub profile: ProfilePatch,
     pub request_timeout_secs: Option<u64>,
@@ -121,10 +123,6 @@ fn default_dialect() -> String {
     "chat".to_owned()
 }
 
-fn default_preset() -> String {
-    "generic".to_owned()
-}
-
 /// A loaded, validated configuration. Its `Debug` output hides every secret.
 #[derive(Clone)]
 pub struct Config {
@@ -169,6 +167,23 @@ impl Dialect {
             "anthropic" => Some(Self::Anthropic),
             "gemini" => Some(Self::Gemini),
             _ => None,
+        }
+    }
+
+    /// The dialect whose own preset is `preset` (`anthropic`, `gemini`); Chat for every other.
+    pub fn of_preset(preset: &str) -> Self {
+        [Self::Anthropic, Self::Gemini]
+            .into_iter()
+            .find(|d| d.default_preset() == preset)
+            .unwrap_or(Self::Chat)
+    }
+
+    /// The preset a provider of this dialect starts from when its config names none.
+    pub fn default_preset(self) -> &'static str {
+        match self {
+            Self::Chat => "generic",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -327,7 +342,7 @@ impl Config {
                 dialect: default_dialect(),
                 base_url,
                 api_key_env: Some("TOOLBRIDGE_UPSTREAM_API_KEY".to_owned()),
-                preset: env("TOOLBRIDGE_UPSTREAM_PRESET").unwrap_or_else(default_preset),
+                preset: env("TOOLBRIDGE_UPSTREAM_PRESET"),
                 profile: ProfilePatch::default(),
                 request_timeout_secs: None,
                 idle_timeout_secs: None,
@@ -598,12 +613,15 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
             format!("`{url}` must start with http:// or https://"),
         ));
     }
-    let preset = Profile::preset(&p.preset).ok_or_else(|| {
+    let preset_name = p
+        .preset
+        .clone()
+        .unwrap_or_else(|| dialect.default_preset().to_owned());
+    let preset = Profile::preset(&preset_name).ok_or_else(|| {
         ConfigError::invalid(
             at("preset"),
             format!(
-                "`{}` is not a preset (presets: {})",
-                p.preset,
+                "`{preset_name}` is not a preset (presets: {})",
                 Profile::preset_names().join(", ")
             ),
         )

@@ -159,7 +159,7 @@ fn providers(
                 if provider.is_none_or(|wanted| wanted == *name)
                     && let Some(p) = Profile::preset(name)
                 {
-                    profiles.push((p, Dialect::Chat));
+                    profiles.push((p, Dialect::of_preset(name)));
                 }
             }
         }

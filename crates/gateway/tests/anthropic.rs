@@ -574,3 +574,52 @@ async fn thinking_and_its_signature_are_sealed_and_replayed_before_the_tool_use(
         "no thinking without thinking on: {sent:#}"
     );
 }
+
+/// `web_search` goes to Anthropic as its server tool (allowed domains and location carried),
+/// and the searched answer's server blocks do not disturb the text that comes back.
+#[tokio::test]
+async fn web_search_becomes_anthropics_server_tool() {
+    let h = harness(0).await;
+    h.upstream.push(Reply::json(json!({
+        "id": "msg_ws", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "rust 2024 edition"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "https://doc.rust-lang.org/edition-guide/", "title": "Edition Guide", "encrypted_content": "Eo8B"}]},
+            {"type": "text", "text": "Rust 2024 shipped in 1.85.", "citations": [{"type": "web_search_result_location", "url": "https://doc.rust-lang.org/edition-guide/", "title": "Edition Guide", "cited_text": "Rust 2024"}]}
+        ],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 900, "output_tokens": 20, "server_tool_use": {"web_search_requests": 1}}
+    })));
+    let (status, body) = h
+        .post_json(&json!({
+            "model": "claude",
+            "input": "When did Rust 2024 ship?",
+            "tools": [{
+                "type": "web_search",
+                "filters": {"allowed_domains": ["rust-lang.org"]},
+                "user_location": {"type": "approximate", "country": "NO", "city": "Oslo"}
+            }],
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let text = body["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "message")
+        .unwrap()["content"][0]["text"]
+        .clone();
+    assert_eq!(text, "Rust 2024 shipped in 1.85.");
+    let sent = h.upstream.last_body();
+    assert_eq!(
+        sent["tools"],
+        json!([{
+            "type": "web_search_20250305",
+            "name": "web_search",
+            "max_uses": 5,
+            "allowed_domains": ["rust-lang.org"],
+            "user_location": {"type": "approximate", "country": "NO", "city": "Oslo"}
+        }]),
+        "{sent:#}"
+    );
+}

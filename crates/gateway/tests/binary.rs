@@ -196,7 +196,7 @@ provider = "main"
             "gateway keys: none (no authentication)\n",
             "  main: http://127.0.0.1:9/v1 (preset deepseek, key not set)\n",
             "  local: http://127.0.0.1:11434/v1 (preset ollama, key not set)\n",
-            "  claude: http://127.0.0.1:9/anthropic/v1 (anthropic dialect, preset generic, key not set)\n",
+            "  claude: http://127.0.0.1:9/anthropic/v1 (anthropic dialect, preset anthropic, key not set)\n",
             "routes:\n  fast -> main (as deepseek-chat)\n  llama* -> local (same model name)\n  * -> main (same model name)\n",
             "config ok\n",
         ] {
@@ -415,8 +415,18 @@ async fn providers_prints_every_presets_matrix() {
         let (status, stdout, stderr) = run(cmd).await;
         assert!(status.success(), "{status}\nstderr:\n{stderr}");
         let presets = [
-            "generic", "openai", "deepseek", "glm", "kimi", "qwen", "minimax", "mimo", "ollama",
+            "generic",
+            "openai",
+            "deepseek",
+            "glm",
+            "kimi",
+            "qwen",
+            "minimax",
+            "mimo",
+            "ollama",
             "vllm",
+            "anthropic",
+            "gemini",
         ];
         for preset in presets {
             assert!(
@@ -460,6 +470,20 @@ async fn providers_prints_every_presets_matrix() {
             row(&kimi, "namespace"),
             "namespace degraded as repo__read (namespace_flattened)"
         );
+        let anthropic = section("anthropic");
+        assert!(
+            anthropic.starts_with("provider: anthropic\ndialect: anthropic\n"),
+            "{anthropic}"
+        );
+        assert_eq!(
+            row(&anthropic, "web_search"),
+            "web_search native as anthropic_server_tool (native_web_search)"
+        );
+        let gemini = section("gemini");
+        assert_eq!(
+            row(&gemini, "web_search"),
+            "web_search native as gemini_google_search (native_web_search)"
+        );
         let openai = section("openai");
         assert_eq!(row(&openai, "developer"), "developer role kept");
         insta::assert_snapshot!("providers_matrix", stdout);
@@ -502,7 +526,7 @@ provider = "zai"
         // An Anthropic provider: the planner's tool rows, and no Chat rows that would be wrong.
         let claude = &stdout[..stdout.find("provider: zai").unwrap()];
         assert!(
-            claude.starts_with("provider: claude (generic)\ndialect: anthropic\n"),
+            claude.starts_with("provider: claude (anthropic)\ndialect: anthropic\n"),
             "{stdout}"
         );
         assert!(

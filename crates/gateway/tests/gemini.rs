@@ -274,3 +274,44 @@ async fn compact_on_a_gemini_provider_is_a_clear_400() {
     );
     assert!(h.upstream.requests().is_empty(), "nothing is sent upstream");
 }
+
+/// `web_search` goes to Gemini as the `googleSearch` tool, beside the function declarations.
+#[tokio::test]
+async fn web_search_becomes_google_search() {
+    let h = harness(0).await;
+    h.upstream.push(Reply::json(json!({
+        "candidates": [{
+            "content": {"role": "model", "parts": [{"text": "Rust 2024 shipped in 1.85."}]},
+            "finishReason": "STOP",
+            "groundingMetadata": {"webSearchQueries": ["rust 2024 edition release"]}
+        }],
+        "usageMetadata": {"promptTokenCount": 50, "candidatesTokenCount": 9, "totalTokenCount": 59}
+    })));
+    let (status, body) = h
+        .post_json(&json!({
+            "model": "gemini",
+            "input": "When did Rust 2024 ship?",
+            "tools": [
+                {"type": "web_search"},
+                {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+            ],
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        "Rust 2024 shipped in 1.85."
+    );
+    let sent = h.upstream.last_body();
+    let tools = sent["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().any(|t| t == &json!({"googleSearch": {}})),
+        "{sent:#}"
+    );
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["functionDeclarations"][0]["name"] == "lookup"),
+        "{sent:#}"
+    );
+}

@@ -314,6 +314,49 @@ impl Profile {
                 },
                 ..generic
             },
+            // The Messages dialect reads only the tool rules, temperature range, context windows
+            // and extra body from a profile; the rest of its translation is its own.
+            "anthropic" => Self {
+                name: named("anthropic"),
+                developer_role: false,
+                temperature_range: [0.0, 1.0],
+                penalties: false,
+                logprobs: false,
+                end_user_field: EndUserField::None,
+                json_schema: false,
+                json_object: false,
+                context_windows: windows(&[
+                    ("claude-opus-4-1", 200_000),
+                    ("claude-opus-4-5", 200_000),
+                    ("claude-sonnet-4-5", 200_000),
+                    ("claude-haiku-4-5", 200_000),
+                ]),
+                tools: ToolCapabilities {
+                    strict: false,
+                    web_search: Some(NativeWebSearch::AnthropicServerTool),
+                    ..ToolCapabilities::default()
+                },
+                ..generic
+            },
+            // Likewise for the generateContent dialect. Gemini function names may also hold dots.
+            "gemini" => Self {
+                name: named("gemini"),
+                developer_role: false,
+                logprobs: false,
+                end_user_field: EndUserField::None,
+                context_windows: windows(&[
+                    ("gemini-2.5-pro", 1_048_576),
+                    ("gemini-2.5-flash", 1_048_576),
+                    ("gemini-2.5-flash-lite", 1_048_576),
+                ]),
+                tools: ToolCapabilities {
+                    strict: false,
+                    name_punctuation: "_-.".to_owned(),
+                    web_search: Some(NativeWebSearch::GeminiGoogleSearch),
+                    ..ToolCapabilities::default()
+                },
+                ..generic
+            },
             _ => return None,
         })
     }
@@ -321,8 +364,18 @@ impl Profile {
     /// The names of every preset.
     pub fn preset_names() -> &'static [&'static str] {
         &[
-            "generic", "openai", "deepseek", "glm", "kimi", "qwen", "minimax", "mimo", "ollama",
+            "generic",
+            "openai",
+            "deepseek",
+            "glm",
+            "kimi",
+            "qwen",
+            "minimax",
+            "mimo",
+            "ollama",
             "vllm",
+            "anthropic",
+            "gemini",
         ]
     }
 

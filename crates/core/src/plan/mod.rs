@@ -80,6 +80,11 @@ pub enum NativeWebSearch {
     /// Moonshot Kimi: the builtin `$web_search` function, whose calls the caller echoes back as
     /// their own result so that Kimi runs the search (see [`ToolPlan::echo_tools`]).
     KimiBuiltin,
+    /// Anthropic: the server tool `{"type":"web_search_20250305","name":"web_search"}`, run by
+    /// Anthropic within the turn (allowed domains and the user's location carried over).
+    AnthropicServerTool,
+    /// Gemini: the `googleSearch` tool (grounding with Google Search), run by Gemini.
+    GeminiGoogleSearch,
 }
 
 /// Native forms of `file_search`.
@@ -660,9 +665,45 @@ fn web_search(
                 json!({"type": "builtin_function", "function": {"name": KIMI_WEB_SEARCH}}),
             )),
         )),
+        Some(NativeWebSearch::AnthropicServerTool) => {
+            let mut tool = json!({
+                "type": ANTHROPIC_WEB_SEARCH,
+                "name": "web_search",
+                "max_uses": ANTHROPIC_WEB_SEARCH_MAX_USES,
+            });
+            if let Some(domains) = map
+                .get("filters")
+                .and_then(|f| f.get("allowed_domains"))
+                .filter(|d| d.as_array().is_some_and(|d| !d.is_empty()))
+            {
+                tool["allowed_domains"] = domains.clone();
+            }
+            // Responses' `user_location` has Anthropic's shape (`type: approximate`, city, …).
+            if let Some(location) = map.get("user_location").filter(|l| l.is_object()) {
+                tool["user_location"] = location.clone();
+            }
+            Ok(native(
+                param,
+                kind,
+                reasons::NATIVE_WEB_SEARCH,
+                Some(UpstreamTool::Native(tool)),
+            ))
+        }
+        Some(NativeWebSearch::GeminiGoogleSearch) => Ok(native(
+            param,
+            kind,
+            reasons::NATIVE_WEB_SEARCH,
+            Some(UpstreamTool::Native(json!({"googleSearch": {}}))),
+        )),
         None => unsupported(param, kind, caps, diagnostics),
     }
 }
+
+/// The version of Anthropic's web search server tool sent.
+const ANTHROPIC_WEB_SEARCH: &str = "web_search_20250305";
+
+/// The most searches Anthropic may run for one turn: a bound on what one request can cost.
+const ANTHROPIC_WEB_SEARCH_MAX_USES: u32 = 5;
 
 fn file_search(
     param: &str,
