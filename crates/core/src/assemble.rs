@@ -260,39 +260,7 @@ impl Assembler {
                 .ok()
                 .and_then(|v| v.get("query").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_default();
-            let id = self.next_id("ws");
-            let index = self.open_slot();
-            let item = |status: &str| {
-                OutputItem::WebSearchCall(WebSearchCallItem {
-                    id: id.clone(),
-                    status: status.to_owned(),
-                    action: serde_json::json!({"type": "search", "query": query}),
-                })
-            };
-            self.push(
-                out,
-                EventKind::OutputItemAdded {
-                    output_index: index,
-                    item: item("in_progress"),
-                },
-            );
-            for kind in [
-                EventKind::WebSearchCallInProgress {
-                    item_id: id.clone(),
-                    output_index: index,
-                },
-                EventKind::WebSearchCallSearching {
-                    item_id: id.clone(),
-                    output_index: index,
-                },
-                EventKind::WebSearchCallCompleted {
-                    item_id: id.clone(),
-                    output_index: index,
-                },
-            ] {
-                self.push(out, kind);
-            }
-            self.done(index, item("completed"), out);
+            self.web_search_item(query, out);
             echoes.push(EchoCall {
                 call_id,
                 name: call.name.unwrap_or_default(),
@@ -301,6 +269,43 @@ impl Assembler {
         }
         self.finish = None;
         Some(echoes)
+    }
+
+    /// Shows a search the provider ran as a completed `web_search_call` item.
+    fn web_search_item(&mut self, query: String, out: &mut Vec<StreamEvent>) {
+        let id = self.next_id("ws");
+        let index = self.open_slot();
+        let item = |status: &str| {
+            OutputItem::WebSearchCall(WebSearchCallItem {
+                id: id.clone(),
+                status: status.to_owned(),
+                action: serde_json::json!({"type": "search", "query": query}),
+            })
+        };
+        self.push(
+            out,
+            EventKind::OutputItemAdded {
+                output_index: index,
+                item: item("in_progress"),
+            },
+        );
+        for kind in [
+            EventKind::WebSearchCallInProgress {
+                item_id: id.clone(),
+                output_index: index,
+            },
+            EventKind::WebSearchCallSearching {
+                item_id: id.clone(),
+                output_index: index,
+            },
+            EventKind::WebSearchCallCompleted {
+                item_id: id.clone(),
+                output_index: index,
+            },
+        ] {
+            self.push(out, kind);
+        }
+        self.done(index, item("completed"), out);
     }
 
     /// The response as it stands before its end (status `in_progress`, no output yet shown).
@@ -384,6 +389,11 @@ impl Assembler {
                 }
             }
             UpstreamEvent::ToolCall(delta) => self.tool_call(delta, out),
+            UpstreamEvent::WebSearch { query } => {
+                self.saw_output = true;
+                self.close_current(out);
+                self.web_search_item(query, out);
+            }
             UpstreamEvent::Usage(usage) => self.usage = Some(usage),
             UpstreamEvent::Finish(reason) => {
                 if self.finish.is_none() {

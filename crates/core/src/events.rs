@@ -21,6 +21,9 @@ pub enum UpstreamEvent {
     ReasoningSignature(String),
     /// A fragment of a tool call.
     ToolCall(ToolCallDelta),
+    /// A web search the provider ran itself within the turn (Anthropic's server tool, Gemini's
+    /// grounding), shown to the client as a completed `web_search_call` item.
+    WebSearch { query: String },
     /// Token usage; the last one seen wins.
     Usage(Usage),
     /// Why generation stopped; the first one seen wins.

@@ -610,6 +610,11 @@ async fn web_search_becomes_anthropics_server_tool() {
         .unwrap()["content"][0]["text"]
         .clone();
     assert_eq!(text, "Rust 2024 shipped in 1.85.");
+    // The search Anthropic ran shows as a completed web_search_call before the answer.
+    let search = &body["output"][0];
+    assert_eq!(search["type"], "web_search_call", "{body:#}");
+    assert_eq!(search["status"], "completed");
+    assert_eq!(search["action"]["query"], "rust 2024 edition");
     let sent = h.upstream.last_body();
     assert_eq!(
         sent["tools"],
@@ -622,4 +627,73 @@ async fn web_search_becomes_anthropics_server_tool() {
         }]),
         "{sent:#}"
     );
+}
+
+/// A streamed server search: its query, streamed as `input_json_delta`s, becomes one
+/// `web_search_call` item with its events, and nothing of it becomes a function call.
+#[tokio::test]
+async fn a_streamed_server_search_becomes_a_web_search_call() {
+    let h = harness(0).await;
+    let mut events = vec![
+        message_start(30),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_2", "name": "web_search", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"oslo "}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "weather\"}"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_2", "content": []}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Cold."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 2}),
+        ),
+    ];
+    events.extend(message_end("end_turn", 4));
+    h.upstream.push(Reply::sse_events(events));
+    let events = h
+        .post_stream(&json!({"model": "claude", "input": "Oslo weather?", "stream": true, "tools": [{"type": "web_search"}]}))
+        .await;
+    let kinds = types(&events);
+    assert!(
+        kinds
+            .iter()
+            .any(|t| t == "response.web_search_call.completed"),
+        "{kinds:?}"
+    );
+    assert!(
+        !kinds
+            .iter()
+            .any(|t| t.starts_with("response.function_call")),
+        "{kinds:?}"
+    );
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "completed", "{last:#}");
+    assert_eq!(last["output"][0]["type"], "web_search_call");
+    assert_eq!(last["output"][0]["action"]["query"], "oslo weather");
+    assert_eq!(last["output"][1]["content"][0]["text"], "Cold.");
 }

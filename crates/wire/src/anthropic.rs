@@ -71,6 +71,8 @@ pub enum ContentBlock {
     Text(TextBlock),
     Image(ImageBlock),
     ToolUse(ToolUseBlock),
+    /// A tool Anthropic runs itself (`web_search`); its result block stays `Other`.
+    ServerToolUse(ToolUseBlock),
     ToolResult(ToolResultBlock),
     Thinking(ThinkingBlock),
     RedactedThinking(RedactedThinkingBlock),

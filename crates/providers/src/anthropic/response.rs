@@ -32,7 +32,13 @@ pub fn decode(
                 name: Some(call.name.clone()),
                 arguments: call.input.to_string(),
             })),
-            ContentBlock::RedactedThinking(_)
+            ContentBlock::ServerToolUse(call) if call.name == "web_search" => {
+                out.push(UpstreamEvent::WebSearch {
+                    query: super::stream::search_query(&call.input.to_string()),
+                });
+            }
+            ContentBlock::ServerToolUse(_)
+            | ContentBlock::RedactedThinking(_)
             | ContentBlock::Image(_)
             | ContentBlock::ToolResult(_)
             | ContentBlock::Other => {}

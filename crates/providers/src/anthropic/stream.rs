@@ -46,6 +46,8 @@ pub struct MessagesDecoder {
     thinking: Option<(u32, ThinkingBlock)>,
     /// Finished thinking and redacted thinking blocks, in order.
     thinking_blocks: Vec<ContentBlock>,
+    /// The open `server_tool_use` block of a web search: its index and input so far.
+    search: Option<(u32, String)>,
 }
 
 impl MessagesDecoder {
@@ -98,6 +100,11 @@ impl MessagesDecoder {
             StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
             StreamEvent::ContentBlockStop { index } => {
                 self.tool_blocks.remove(&index);
+                if let Some((_, input)) = self.search.take_if(|(i, _)| *i == index) {
+                    out.push(UpstreamEvent::WebSearch {
+                        query: search_query(&input),
+                    });
+                }
                 if self.thinking.as_ref().is_some_and(|(i, _)| *i == index) {
                     // The block's whole signature, once: it is sealed with the reasoning.
                     if let Some((_, block)) = &self.thinking
@@ -147,6 +154,14 @@ impl MessagesDecoder {
                     arguments,
                 }));
             }
+            ContentBlock::ServerToolUse(call) if call.name == "web_search" => {
+                let input = match &call.input {
+                    serde_json::Value::Object(map) if !map.is_empty() => call.input.to_string(),
+                    _ => String::new(),
+                };
+                self.search = Some((index, input));
+            }
+            ContentBlock::ServerToolUse(_) => {}
             ContentBlock::Thinking(block) => {
                 self.close_thinking();
                 if !block.thinking.is_empty() {
@@ -169,6 +184,11 @@ impl MessagesDecoder {
             Delta::TextDelta { text } => {
                 if !text.is_empty() {
                     out.push(UpstreamEvent::Text(text));
+                }
+            }
+            Delta::InputJsonDelta { partial_json } if self.search_at(index) => {
+                if let Some((_, input)) = &mut self.search {
+                    input.push_str(&partial_json);
                 }
             }
             Delta::InputJsonDelta { partial_json } => {
@@ -202,6 +222,10 @@ impl MessagesDecoder {
         }
     }
 
+    fn search_at(&self, index: u32) -> bool {
+        self.search.as_ref().is_some_and(|(i, _)| *i == index)
+    }
+
     fn close_thinking(&mut self) {
         if let Some((_, block)) = self.thinking.take() {
             self.thinking_blocks.push(ContentBlock::Thinking(block));
@@ -215,4 +239,12 @@ impl MessagesDecoder {
             diagnostics.push(diag(CHUNK_SKIPPED, None, format!("skipped {what}")));
         }
     }
+}
+
+/// The `query` of a web search's input JSON; empty when it has none.
+pub(super) fn search_query(input: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(input)
+        .ok()
+        .and_then(|v| v.get("query").and_then(|q| q.as_str()).map(str::to_owned))
+        .unwrap_or_default()
 }

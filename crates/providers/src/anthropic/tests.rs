@@ -511,7 +511,8 @@ fn a_native_request_parses_with_string_content_system_blocks_and_unknown_blocks(
             {"role": "user", "content": "Hello"},
             {"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "hm", "signature": "sig"},
-                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+                {"type": "container_upload", "file_id": "file_1"}
             ]}
         ],
         "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true},
@@ -524,7 +525,7 @@ fn a_native_request_parses_with_string_content_system_blocks_and_unknown_blocks(
     assert!(matches!(&req.messages[0].content, MessageContent::Text(t) if t == "Hello"));
     assert!(matches!(
         &req.messages[1].content,
-        MessageContent::Blocks(b) if matches!(b.as_slice(), [ContentBlock::Thinking(_), ContentBlock::Other])
+        MessageContent::Blocks(b) if matches!(b.as_slice(), [ContentBlock::Thinking(_), ContentBlock::ServerToolUse(_), ContentBlock::Other])
     ));
     assert_eq!(req.extra["top_k"], 5);
     let again = serde_json::to_value(&req).unwrap();
