@@ -298,10 +298,16 @@ async fn web_search_becomes_google_search() {
         }))
         .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        body["output"][0]["content"][0]["text"],
-        "Rust 2024 shipped in 1.85."
-    );
+    let output = body["output"].as_array().unwrap();
+    let message = output.iter().find(|i| i["type"] == "message").unwrap();
+    assert_eq!(message["content"][0]["text"], "Rust 2024 shipped in 1.85.");
+    // The query Gemini grounded with shows as a completed web_search_call.
+    let search = output
+        .iter()
+        .find(|i| i["type"] == "web_search_call")
+        .unwrap_or_else(|| panic!("no web_search_call in {body:#}"));
+    assert_eq!(search["status"], "completed");
+    assert_eq!(search["action"]["query"], "rust 2024 edition release");
     let sent = h.upstream.last_body();
     let tools = sent["tools"].as_array().unwrap();
     assert!(

@@ -18,6 +18,7 @@
 //! - `thoughtSignature`s are kept in the decoder (see [`GeminiDecoder::signatures`]): core has no
 //!   event for them yet, so they are not replayed to Gemini on the next turn.
 
+use serde_json::Value;
 use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UNKNOWN_FINISH_REASON, diag};
 use toolbridge_core::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::gemini::{GenerateContentResponse, UsageMetadata};
@@ -45,6 +46,8 @@ pub struct GeminiDecoder {
     /// a prefix unique to this answer; the default, `call`, suits one answer alone.
     call_prefix: Option<String>,
     calls: u32,
+    /// The grounding search queries already shown.
+    searches: std::collections::BTreeSet<String>,
     parts: usize,
     finished: bool,
     skipped: u32,
@@ -153,6 +156,19 @@ impl GeminiDecoder {
                         call_id,
                         part_index,
                         signature,
+                    });
+                }
+            }
+            // Grounding with Google Search: each query Gemini ran, once (chunks may repeat them).
+            let queries = candidate
+                .extra
+                .get("groundingMetadata")
+                .and_then(|g| g.get("webSearchQueries"))
+                .and_then(Value::as_array);
+            for query in queries.into_iter().flatten().filter_map(Value::as_str) {
+                if self.searches.insert(query.to_owned()) {
+                    out.push(UpstreamEvent::WebSearch {
+                        query: query.to_owned(),
                     });
                 }
             }
