@@ -321,3 +321,63 @@ async fn web_search_becomes_google_search() {
         "{sent:#}"
     );
 }
+
+/// A function call's `thoughtSignature` survives a stateless round trip: sealed with the
+/// thoughts before it, and sent back on that call's part on the next turn.
+#[tokio::test]
+async fn a_thought_signature_is_sealed_and_replayed_on_its_function_call() {
+    let h = harness(0).await;
+    h.upstream.push(gemini_stream(vec![
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Need the weather.", "thought": true}
+        ]}, "index": 0}]}),
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "lookup", "args": {"city": "Oslo"}}, "thoughtSignature": "GEMSIG-1"}
+        ]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}),
+    ]));
+    let tools = json!([{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    let first = h
+        .post_stream(&json!({
+            "model": "gemini",
+            "input": "Oslo?",
+            "stream": true,
+            "tools": tools,
+            "reasoning": {"effort": "low"},
+            "include": ["reasoning.encrypted_content"],
+        }))
+        .await;
+    let output = first.last().unwrap().data["response"]["output"].clone();
+    assert_eq!(output[0]["type"], "reasoning", "{output:#}");
+    assert!(
+        !output[0].to_string().contains("GEMSIG-1"),
+        "sealed, not shown"
+    );
+    assert_eq!(output[1]["type"], "function_call");
+
+    h.upstream.push(Reply::json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Cold."}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 2, "totalTokenCount": 22}
+    })));
+    let (status, body) = h
+        .post_json(&json!({
+            "model": "gemini",
+            "tools": tools,
+            "input": [
+                {"role": "user", "content": "Oslo?"},
+                output[0].clone(),
+                output[1].clone(),
+                {"type": "function_call_output", "call_id": output[1]["call_id"], "output": "-3C"},
+            ],
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let sent = h.upstream.last_body();
+    let model = &sent["contents"][1];
+    assert_eq!(model["role"], "model", "{sent:#}");
+    assert_eq!(model["parts"][0]["functionCall"]["name"], "lookup");
+    assert_eq!(
+        model["parts"][0]["thoughtSignature"], "GEMSIG-1",
+        "{sent:#}"
+    );
+}

@@ -200,13 +200,15 @@ fn model_parts(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<
     if let Some(text) = turn.text.as_ref().filter(|t| !t.is_empty()) {
         parts.push(Part::text(text.clone()));
     }
-    for call in &turn.tool_calls {
+    for (i, call) in turn.tool_calls.iter().enumerate() {
         parts.push(Part {
             function_call: Some(FunctionCall {
                 id: None,
                 name: call_name(&call.kind, plan, profile),
                 args: Some(crate::degraded::call_object(&call.kind)),
             }),
+            // Gemini signs a step's first function call; the signature comes back on it.
+            thought_signature: (i == 0).then(|| turn.reasoning_signature.clone()).flatten(),
             ..Part::default()
         });
     }

@@ -129,6 +129,11 @@ impl GeminiDecoder {
                 let part_index = self.parts;
                 self.parts += 1;
                 let mut call_id = None;
+                // A signature on a function call is over the thinking before it: it goes to the
+                // open reasoning before the call closes it (see `UpstreamEvent::ReasoningSignature`).
+                if let (Some(signature), Some(_)) = (&part.thought_signature, &part.function_call) {
+                    out.push(UpstreamEvent::ReasoningSignature(signature.clone()));
+                }
                 if let Some(call) = part.function_call {
                     let index = self.calls;
                     self.calls += 1;

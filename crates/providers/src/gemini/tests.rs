@@ -360,9 +360,11 @@ fn function_calls_with_thoughts_and_signatures() {
         r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"CiQBVKhc7sig1"},{"functionCall":{"name":"get_weather","args":{"city":"Rome"}}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":20,"totalTokenCount":70}}"#,
     ]);
     assert_eq!(
-        events[..4],
+        events[..5],
         [
             UpstreamEvent::Reasoning("**Checking weather**\nThe user wants Paris.".to_owned()),
+            // The first call's signature goes to the reasoning before the call closes it.
+            UpstreamEvent::ReasoningSignature("CiQBVKhc7sig1".to_owned()),
             UpstreamEvent::ToolCall(ToolCallDelta {
                 index: Some(0),
                 id: Some("call_0".to_owned()),
