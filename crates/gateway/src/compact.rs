@@ -13,15 +13,13 @@ use toolbridge_core::diagnostics::{ITEM_DROPPED, diag};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_providers::chat::{request as chat_request, response as chat_response};
-use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
 
 use crate::app::AppState;
-use crate::config::Dialect;
 use crate::error::GatewayError;
+use crate::responses::{Outgoing, decode_whole};
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::{ids, time};
 
@@ -104,39 +102,29 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let target = targets
         .first()
         .ok_or_else(|| GatewayError::UpstreamUnreachable("no provider".to_owned()))?;
-    // The summary round is a Chat request; other dialects are not wired here yet.
-    if target.provider.dialect != Dialect::Chat {
-        return Err(GatewayError::UnsupportedDialect {
-            what: "`/v1/responses/compact`",
-            provider: target.provider.name.clone(),
-            dialect: target.provider.dialect.as_str(),
-        });
-    }
     let profile = target.provider.profile_for(&target.upstream_model);
     let plan = toolbridge_core::plan::ToolPlan::default();
-    let mut chat = chat_request::build(
+    let mut canonical = canonical;
+    canonical.stream = false;
+    let dialect = target.provider.dialect;
+    let payload = Outgoing::build(
+        dialect,
         &canonical,
         &plan,
         &profile,
         &target.upstream_model,
         &mut diagnostics,
-    );
-    chat.stream = false;
-    chat.stream_options = None;
-    let payload = Bytes::from(serde_json::to_vec(&chat).unwrap_or_default());
+    )
+    .payload();
     let upstream = state
         .upstreams
         .send(target.provider, &target.upstream_model, &payload, false)
         .await?;
-    let answer: ChatResponse =
-        serde_json::from_slice(&read_capped(upstream, MAX_RESPONSE_BODY).await?).map_err(|e| {
-            GatewayError::Upstream(toolbridge_providers::Error::Decode {
-                message: format!("not a Chat Completions response: {e}"),
-            })
-        })?;
+    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    let events = decode_whole(dialect, &profile, &body, &mut diagnostics)?;
     let mut summary = String::new();
     let mut usage = None;
-    for event in chat_response::decode(&profile, answer, &mut diagnostics) {
+    for event in events {
         match event {
             UpstreamEvent::Text(t) => summary.push_str(&t),
             UpstreamEvent::Usage(u) => usage = Some(u),

@@ -69,14 +69,6 @@ pub enum GatewayError {
     ConversationNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
-    #[error(
-        "{what} is not supported for the model's provider `{provider}`, which speaks the `{dialect}` dialect (only `chat` providers support it)"
-    )]
-    UnsupportedDialect {
-        what: &'static str,
-        provider: String,
-        dialect: &'static str,
-    },
 }
 
 impl GatewayError {
@@ -99,7 +91,6 @@ impl GatewayError {
             Self::ResponseNotFound(_) => "response_not_found",
             Self::ConversationNotFound(_) => "conversation_not_found",
             Self::Store(_) => "store_unavailable",
-            Self::UnsupportedDialect { .. } => "unsupported_dialect",
         }
     }
 
@@ -112,9 +103,7 @@ impl GatewayError {
             | Self::RouteNotFound(_)
             | Self::ResponseNotFound(_)
             | Self::ConversationNotFound(_) => 404,
-            Self::PreviousResponseNotFound(_)
-            | Self::ItemReferenceNotFound { .. }
-            | Self::UnsupportedDialect { .. } => 400,
+            Self::PreviousResponseNotFound(_) | Self::ItemReferenceNotFound { .. } => 400,
             Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
@@ -133,9 +122,7 @@ impl GatewayError {
             _ => {
                 let (kind, param) = match self {
                     Self::Unauthorized => ("authentication_error", None),
-                    Self::ModelNotFound { .. } | Self::UnsupportedDialect { .. } => {
-                        ("invalid_request_error", Some("model"))
-                    }
+                    Self::ModelNotFound { .. } => ("invalid_request_error", Some("model")),
                     Self::PreviousResponseNotFound(_) => {
                         ("invalid_request_error", Some("previous_response_id"))
                     }

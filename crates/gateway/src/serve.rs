@@ -32,7 +32,10 @@ pub async fn serve_on(
         // failing runs that dead processes left behind, and deleting expired responses.
         tokio::spawn(async move {
             let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
-            let mut every = tokio::time::interval(std::time::Duration::from_secs(secs));
+            // The first beat is a period away: opening the store already beat and failed what
+            // dead processes left.
+            let period = std::time::Duration::from_secs(secs);
+            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             let mut ticks: u64 = 0;
             loop {
                 every.tick().await;

@@ -281,29 +281,41 @@ async fn overloaded_529_is_retried_and_the_retry_answers() {
     assert_eq!(h.upstream.requests().len(), 2);
 }
 
+/// `/v1/responses/compact` on an Anthropic provider: the summary round goes out as a Messages
+/// request (not streamed) and comes back as a sealed `compaction` item.
 #[tokio::test]
-async fn compact_on_an_anthropic_provider_is_a_clear_400() {
+async fn compact_on_an_anthropic_provider_summarises_through_messages() {
     let h = harness(0).await;
-    let response = h
-        .client
-        .post(h.url("/v1/responses/compact"))
-        .json(&json!({"model": "claude", "input": "summarise this"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 400);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "unsupported_dialect");
-    assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert_eq!(body["error"]["param"], "model");
+    h.upstream.push(Reply::json(json!({
+        "id": "msg_c", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "The user asked about Oslo weather; it is cold."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 80, "output_tokens": 12}
+    })));
+    let (status, body) = h
+        .post_path_json(
+            "/v1/responses/compact",
+            &json!({"model": "claude", "input": [
+                {"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": "Cold, -3C."}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let output = body["output"].as_array().unwrap();
+    let compaction = output.last().unwrap();
+    assert_eq!(compaction["type"], "compaction", "{body:#}");
     assert!(
-        body["error"]["message"]
+        compaction["encrypted_content"]
             .as_str()
-            .unwrap()
-            .contains("anthropic"),
-        "{body}"
+            .is_some_and(|c| !c.is_empty())
     );
-    assert!(h.upstream.requests().is_empty(), "nothing is sent upstream");
+    assert_eq!(body["usage"]["input_tokens"], 80);
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].body["stream"], false);
+    assert!(requests[0].body.to_string().contains("Cold, -3C."));
 }
 
 /// An `error` event after the answer started ends the stream with one `response.failed`, the

@@ -251,28 +251,35 @@ async fn resource_exhausted_429_becomes_an_openai_shaped_rate_limit() {
     assert_eq!(h.upstream.requests().len(), 1, "max_retries = 0");
 }
 
+/// `/v1/responses/compact` on a Gemini provider: the summary round goes to `:generateContent`
+/// and comes back as a sealed `compaction` item.
 #[tokio::test]
-async fn compact_on_a_gemini_provider_is_a_clear_400() {
+async fn compact_on_a_gemini_provider_summarises_through_generate_content() {
     let h = harness(0).await;
-    let response = h
-        .client
-        .post(h.url("/v1/responses/compact"))
-        .json(&json!({"model": "gemini", "input": "summarise this"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 400);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "unsupported_dialect");
-    assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("gemini"),
-        "{body}"
+    h.upstream.push(Reply::json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Oslo weather: cold."}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 5, "totalTokenCount": 45}
+    })));
+    let (status, body) = h
+        .post_path_json(
+            "/v1/responses/compact",
+            &json!({"model": "gemini", "input": [
+                {"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": "Cold, -3C."}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let compaction = body["output"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(compaction["type"], "compaction", "{body:#}");
+    assert_eq!(body["usage"]["input_tokens"], 40);
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].path,
+        "/v1/models/gemini-2.5-flash:generateContent"
     );
-    assert!(h.upstream.requests().is_empty(), "nothing is sent upstream");
+    assert!(requests[0].body.to_string().contains("Cold, -3C."));
 }
 
 /// `web_search` goes to Gemini as the `googleSearch` tool, beside the function declarations.

@@ -451,21 +451,19 @@ impl SqlStore {
         id: &str,
         items: &[Value],
     ) -> Result<(), StoreError> {
-        let next: i64 = sqlx::query(
-            "SELECT COALESCE(MAX(position), -1) + 1 AS next FROM toolbridge_conversation_items WHERE conversation_id = $1",
-        )
-        .bind(id)
-        .fetch_one(&mut **tx)
-        .await?
-        .try_get("next")?;
-        for (offset, item) in items.iter().enumerate() {
+        // Each item's position is computed inside its INSERT, so the transaction's first
+        // statement is a write: on SQLite (WAL) a transaction that reads first and then writes
+        // fails at once with SQLITE_BUSY_SNAPSHOT when another connection wrote in between,
+        // busy timeout or not.
+        for item in items {
             let body =
                 serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query(
-                "INSERT INTO toolbridge_conversation_items (conversation_id, position, item_id, body) VALUES ($1, $2, $3, $4)",
+                "INSERT INTO toolbridge_conversation_items (conversation_id, position, item_id, body)
+                 SELECT $1, COALESCE(MAX(position), -1) + 1, $2, $3
+                 FROM toolbridge_conversation_items WHERE conversation_id = $1",
             )
             .bind(id)
-            .bind(next + offset as i64)
             .bind(item.get("id").and_then(Value::as_str))
             .bind(body)
             .execute(&mut **tx)
@@ -773,6 +771,9 @@ impl ResponseStore for SqlStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await?;
+            // Writes first (see `insert_conversation_items`); the existence check then runs
+            // under the write lock, and a missing conversation rolls the items back.
+            Self::insert_conversation_items(&mut tx, id, items).await?;
             let exists = sqlx::query("SELECT id FROM toolbridge_conversations WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&mut *tx)
@@ -782,7 +783,6 @@ impl ResponseStore for SqlStore {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            Self::insert_conversation_items(&mut tx, id, items).await?;
             tx.commit().await?;
             Ok(true)
         })

@@ -47,13 +47,14 @@ use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use persist::Persist;
 use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
+pub(crate) use sync::decode_whole;
 use sync::sync_response;
 
 /// The header listing the diagnostics known when the answer started.
 pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 
 /// The request for one target, in its provider's dialect.
-enum Outgoing {
+pub(crate) enum Outgoing {
     Chat(ChatRequest),
     Anthropic(MessagesRequest),
     /// Gemini's body has no stream flag: streaming is chosen by the URL.
@@ -64,6 +65,43 @@ enum Outgoing {
 }
 
 impl Outgoing {
+    /// Translates `canonical` into `dialect`'s request.
+    pub(crate) fn build(
+        dialect: Dialect,
+        canonical: &toolbridge_core::canonical::CanonicalRequest,
+        plan: &toolbridge_core::plan::ToolPlan,
+        profile: &Profile,
+        upstream_model: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Self {
+        match dialect {
+            Dialect::Chat => Self::Chat(chat_request::build(
+                canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            )),
+            Dialect::Anthropic => Self::Anthropic(anthropic_request::build(
+                canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            )),
+            Dialect::Gemini => Self::Gemini {
+                request: gemini_request::build(
+                    canonical,
+                    plan,
+                    profile,
+                    upstream_model,
+                    diagnostics,
+                ),
+                stream: canonical.stream,
+            },
+        }
+    }
+
     fn stream(&self) -> bool {
         match self {
             Self::Chat(chat) => chat.stream,
@@ -73,7 +111,7 @@ impl Outgoing {
     }
 
     /// The body sent upstream.
-    fn payload(&self) -> Bytes {
+    pub(crate) fn payload(&self) -> Bytes {
         let json = match self {
             Self::Chat(chat) => serde_json::to_vec(chat),
             Self::Anthropic(messages) => serde_json::to_vec(messages),
@@ -354,32 +392,14 @@ async fn respond(
         };
         let mut diagnostics = canonical.diagnostics.clone();
         diagnostics.extend(plan.diagnostics.iter().cloned());
-        let outgoing = match provider.dialect {
-            Dialect::Chat => Outgoing::Chat(chat_request::build(
-                &canonical,
-                &plan,
-                &profile,
-                upstream_model,
-                &mut diagnostics,
-            )),
-            Dialect::Anthropic => Outgoing::Anthropic(anthropic_request::build(
-                &canonical,
-                &plan,
-                &profile,
-                upstream_model,
-                &mut diagnostics,
-            )),
-            Dialect::Gemini => Outgoing::Gemini {
-                request: gemini_request::build(
-                    &canonical,
-                    &plan,
-                    &profile,
-                    upstream_model,
-                    &mut diagnostics,
-                ),
-                stream: canonical.stream,
-            },
-        };
+        let outgoing = Outgoing::build(
+            provider.dialect,
+            &canonical,
+            &plan,
+            &profile,
+            upstream_model,
+            &mut diagnostics,
+        );
         tracing::info!(
             request_id,
             model = canonical.model,

@@ -39,7 +39,7 @@ pub(super) async fn sync_response(
 }
 
 /// Decodes a whole answer in the provider's dialect into upstream events.
-fn decode_whole(
+pub(crate) fn decode_whole(
     dialect: Dialect,
     profile: &Profile,
     body: &[u8],

@@ -88,7 +88,18 @@ provider = "up"
 
     /// POSTs and returns status and JSON body.
     pub async fn post_json(&self, body: &Value) -> (u16, Value) {
-        let response = self.post(body).await;
+        self.post_path_json("/v1/responses", body).await
+    }
+
+    /// POSTs a JSON body to `path` and returns status and JSON body.
+    pub async fn post_path_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("gateway answers");
         let status = response.status().as_u16();
         let body: Value = response.json().await.expect("JSON body");
         (status, body)
