@@ -73,7 +73,6 @@ pub(crate) fn decode_whole(
             let answer: toolbridge_wire::gemini::GenerateContentResponse =
                 serde_json::from_slice(body).map_err(|e| not("Gemini generateContent", e))?;
             toolbridge_providers::gemini::response::decode(answer, &ids::new("call"), diagnostics)
-                .map(|decoded| decoded.events)
                 .map_err(GatewayError::Upstream)
         }
     }

@@ -54,18 +54,3 @@ pub fn decode(
     }
     out
 }
-
-/// The answer's `thinking` and `redacted_thinking` blocks, for replay on the next turn.
-pub fn thinking_blocks(response: &MessagesResponse) -> Vec<ContentBlock> {
-    response
-        .content
-        .iter()
-        .filter(|b| {
-            matches!(
-                b,
-                ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_)
-            )
-        })
-        .cloned()
-        .collect()
-}

@@ -11,17 +11,14 @@
 //!   ones, e.g. server tool blocks); a payload that is not JSON, or of the wrong shape, is skipped
 //!   with a diagnostic.
 //! - A thinking block's signature becomes one [`UpstreamEvent::ReasoningSignature`] when the
-//!   block stops, so the gateway seals it with the reasoning and can replay both. The decoder
-//!   also keeps the whole blocks ([`MessagesDecoder::take_thinking_blocks`]); `redacted_thinking`
-//!   blocks have no event yet and are not replayed.
+//!   block stops, so the gateway seals it with the reasoning and can replay both.
+//!   `redacted_thinking` blocks have no event and are not replayed.
 
 use std::collections::BTreeSet;
 
 use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
 use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
-use toolbridge_wire::anthropic::{
-    ContentBlock, Delta, RedactedThinkingBlock, StreamEvent, ThinkingBlock,
-};
+use toolbridge_wire::anthropic::{ContentBlock, Delta, StreamEvent};
 use toolbridge_wire::responses::Diagnostic;
 
 use super::{UsageCounts, errors, finish_reason};
@@ -42,10 +39,8 @@ pub struct MessagesDecoder {
     usage: UsageCounts,
     /// Indexes of the open `tool_use` blocks.
     tool_blocks: BTreeSet<u32>,
-    /// The thinking block being streamed, with its index.
-    thinking: Option<(u32, ThinkingBlock)>,
-    /// Finished thinking and redacted thinking blocks, in order.
-    thinking_blocks: Vec<ContentBlock>,
+    /// The open thinking block: its index and its signature so far.
+    thinking: Option<(u32, String)>,
     /// The open `server_tool_use` block of a web search: its index and input so far.
     search: Option<(u32, String)>,
 }
@@ -53,14 +48,6 @@ pub struct MessagesDecoder {
 impl MessagesDecoder {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The `thinking` (with their signatures) and `redacted_thinking` blocks seen so far, in
-    /// order, leaving none behind. Anthropic requires them back unchanged on the assistant turn
-    /// that made tool calls; core has no event for them yet, so the caller keeps them.
-    pub fn take_thinking_blocks(&mut self) -> Vec<ContentBlock> {
-        self.close_thinking();
-        std::mem::take(&mut self.thinking_blocks)
     }
 
     /// Decodes one event (`event_name` is the SSE `event:` line, `data` its `data:` payload) into
@@ -105,14 +92,11 @@ impl MessagesDecoder {
                         query: search_query(&input),
                     });
                 }
-                if self.thinking.as_ref().is_some_and(|(i, _)| *i == index) {
-                    // The block's whole signature, once: it is sealed with the reasoning.
-                    if let Some((_, block)) = &self.thinking
-                        && !block.signature.is_empty()
-                    {
-                        out.push(UpstreamEvent::ReasoningSignature(block.signature.clone()));
-                    }
-                    self.close_thinking();
+                // The block's whole signature, once: it is sealed with the reasoning.
+                if let Some((_, signature)) = self.thinking.take_if(|(i, _)| *i == index)
+                    && !signature.is_empty()
+                {
+                    out.push(UpstreamEvent::ReasoningSignature(signature));
                 }
             }
             StreamEvent::MessageDelta { delta, usage } => {
@@ -163,19 +147,15 @@ impl MessagesDecoder {
             }
             ContentBlock::ServerToolUse(_) => {}
             ContentBlock::Thinking(block) => {
-                self.close_thinking();
                 if !block.thinking.is_empty() {
-                    out.push(UpstreamEvent::Reasoning(block.thinking.clone()));
+                    out.push(UpstreamEvent::Reasoning(block.thinking));
                 }
-                self.thinking = Some((index, block));
+                self.thinking = Some((index, block.signature));
             }
-            ContentBlock::RedactedThinking(RedactedThinkingBlock { data, extra }) => self
-                .thinking_blocks
-                .push(ContentBlock::RedactedThinking(RedactedThinkingBlock {
-                    data,
-                    extra,
-                })),
-            ContentBlock::Image(_) | ContentBlock::ToolResult(_) | ContentBlock::Other => {}
+            ContentBlock::RedactedThinking(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::ToolResult(_)
+            | ContentBlock::Other => {}
         }
     }
 
@@ -202,20 +182,15 @@ impl MessagesDecoder {
                 }
             }
             Delta::ThinkingDelta { thinking } => {
-                if let Some((i, block)) = &mut self.thinking
-                    && *i == index
-                {
-                    block.thinking.push_str(&thinking);
-                }
                 if !thinking.is_empty() {
                     out.push(UpstreamEvent::Reasoning(thinking));
                 }
             }
             Delta::SignatureDelta { signature } => {
-                if let Some((i, block)) = &mut self.thinking
+                if let Some((i, so_far)) = &mut self.thinking
                     && *i == index
                 {
-                    block.signature.push_str(&signature);
+                    so_far.push_str(&signature);
                 }
             }
             Delta::Other => {}
@@ -224,12 +199,6 @@ impl MessagesDecoder {
 
     fn search_at(&self, index: u32) -> bool {
         self.search.as_ref().is_some_and(|(i, _)| *i == index)
-    }
-
-    fn close_thinking(&mut self) {
-        if let Some((_, block)) = self.thinking.take() {
-            self.thinking_blocks.push(ContentBlock::Thinking(block));
-        }
     }
 
     fn skip(&mut self, diagnostics: &mut Vec<Diagnostic>, what: String) {

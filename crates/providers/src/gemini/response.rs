@@ -5,15 +5,8 @@ use toolbridge_core::events::UpstreamEvent;
 use toolbridge_wire::gemini::GenerateContentResponse;
 use toolbridge_wire::responses::Diagnostic;
 
-use super::stream::{GeminiDecoder, ThoughtSignature};
+use super::stream::GeminiDecoder;
 use crate::Error;
-
-/// A decoded answer: its events, and the thought signatures it carried.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Decoded {
-    pub events: Vec<UpstreamEvent>,
-    pub signatures: Vec<ThoughtSignature>,
-}
 
 /// Decodes a whole answer; an `error` object in it is an `Err`. Calls without an id are named
 /// `<call_prefix>_<n>` (see [`GeminiDecoder::with_call_prefix`]).
@@ -21,12 +14,9 @@ pub fn decode(
     response: GenerateContentResponse,
     call_prefix: &str,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Result<Decoded, Error> {
+) -> Result<Vec<UpstreamEvent>, Error> {
     let mut decoder = GeminiDecoder::with_call_prefix(call_prefix);
     let mut events = Vec::new();
     decoder.on_response(response, &mut events, diagnostics)?;
-    Ok(Decoded {
-        events,
-        signatures: decoder.signatures().to_vec(),
-    })
+    Ok(events)
 }

@@ -15,8 +15,9 @@
 //! - `usageMetadata` comes with every chunk; each is passed on and the last one wins.
 //! - A payload that is not JSON is skipped with a diagnostic; one carrying `error` fails the
 //!   response.
-//! - `thoughtSignature`s are kept in the decoder (see [`GeminiDecoder::signatures`]): core has no
-//!   event for them yet, so they are not replayed to Gemini on the next turn.
+//! - The `thoughtSignature` of a function call becomes an [`UpstreamEvent::ReasoningSignature`]
+//!   just before the call, so it is sealed with the thoughts before it and replayed on that call.
+//!   A signature on a text part has nothing to travel with and is dropped.
 
 use serde_json::Value;
 use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UNKNOWN_FINISH_REASON, diag};
@@ -26,17 +27,6 @@ use toolbridge_wire::responses::{Diagnostic, InputTokensDetails, OutputTokensDet
 
 use super::errors;
 use crate::Error;
-
-/// A `thoughtSignature` and what it came with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThoughtSignature {
-    /// The id of the function call it came with (the synthesized one when Gemini gave none);
-    /// `None` when it came with a text or thought part.
-    pub call_id: Option<String>,
-    /// The part's position among all the parts of the answer, counting from 0.
-    pub part_index: usize,
-    pub signature: String,
-}
 
 /// The decoder of one Gemini answer, streamed or whole.
 #[derive(Debug, Default)]
@@ -48,10 +38,8 @@ pub struct GeminiDecoder {
     calls: u32,
     /// The grounding search queries already shown.
     searches: std::collections::BTreeSet<String>,
-    parts: usize,
     finished: bool,
     skipped: u32,
-    signatures: Vec<ThoughtSignature>,
 }
 
 impl GeminiDecoder {
@@ -65,21 +53,6 @@ impl GeminiDecoder {
             call_prefix: Some(prefix.into()),
             ..Self::default()
         }
-    }
-
-    /// The thought signatures seen so far, in order. Gemini 3 rejects a replayed function call
-    /// without its signature; core has no event to carry them to the client yet, so the caller
-    /// must keep them itself if it wants to replay them.
-    pub fn signatures(&self) -> &[ThoughtSignature] {
-        &self.signatures
-    }
-
-    /// The signature that came with the function call `call_id`.
-    pub fn signature_for_call(&self, call_id: &str) -> Option<&str> {
-        self.signatures
-            .iter()
-            .find(|s| s.call_id.as_deref() == Some(call_id))
-            .map(|s| s.signature.as_str())
     }
 
     /// Decodes one `data:` payload into `out`; diagnostics go to `diagnostics`.
@@ -126,9 +99,6 @@ impl GeminiDecoder {
             .find(|c| c.index.unwrap_or(0) == 0);
         if let Some(candidate) = candidate {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                let part_index = self.parts;
-                self.parts += 1;
-                let mut call_id = None;
                 // A signature on a function call is over the thinking before it: it goes to the
                 // open reasoning before the call closes it (see `UpstreamEvent::ReasoningSignature`).
                 if let (Some(signature), Some(_)) = (&part.thought_signature, &part.function_call) {
@@ -139,7 +109,6 @@ impl GeminiDecoder {
                     self.calls += 1;
                     let prefix = self.call_prefix.as_deref().unwrap_or("call");
                     let id = call.id.unwrap_or_else(|| format!("{prefix}_{index}"));
-                    call_id = Some(id.clone());
                     out.push(UpstreamEvent::ToolCall(ToolCallDelta {
                         index: Some(index),
                         id: Some(id),
@@ -155,13 +124,6 @@ impl GeminiDecoder {
                     } else {
                         out.push(UpstreamEvent::Text(text));
                     }
-                }
-                if let Some(signature) = part.thought_signature {
-                    self.signatures.push(ThoughtSignature {
-                        call_id,
-                        part_index,
-                        signature,
-                    });
                 }
             }
             // Grounding with Google Search: each query Gemini ran, once (chunks may repeat them).
