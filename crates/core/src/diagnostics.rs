@@ -60,3 +60,6 @@ pub fn diag(code: &str, param: Option<&str>, message: impl Into<String>) -> Diag
         message: message.into(),
     }
 }
+/// Reasoning sealed through another provider was left out of a request to a native Responses
+/// upstream, which cannot open it.
+pub const REASONING_NOT_REPLAYABLE: &str = "reasoning_not_replayable";

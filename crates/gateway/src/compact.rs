@@ -19,7 +19,7 @@ use toolbridge_wire::responses::{
 
 use crate::app::AppState;
 use crate::error::GatewayError;
-use crate::responses::{Outgoing, decode_whole};
+use crate::responses::{Outgoing, Source, decode_whole};
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::{ids, time};
 
@@ -109,7 +109,12 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let dialect = target.provider.dialect;
     let payload = Outgoing::build(
         dialect,
-        &canonical,
+        &Source {
+            req: &req,
+            raw: None,
+            canonical: &canonical,
+            stored: false,
+        },
         &plan,
         &profile,
         &target.upstream_model,

@@ -154,11 +154,14 @@ pub enum Dialect {
     /// Gemini generateContent: `POST {base_url}/models/{model}:generateContent` (streamed:
     /// `:streamGenerateContent?alt=sse`), `x-goog-api-key`.
     Gemini,
+    /// A native Responses upstream (OpenAI or any Responses server): `POST {base_url}/responses`,
+    /// `Authorization: Bearer`. Requests and events pass through.
+    Responses,
 }
 
 impl Dialect {
     /// The names accepted in the config file's `dialect` field.
-    pub const NAMES: &'static [&'static str] = &["chat", "anthropic", "gemini"];
+    pub const NAMES: &'static [&'static str] = &["chat", "anthropic", "gemini", "responses"];
 
     /// Reads a config file's `dialect` value.
     pub fn parse(name: &str) -> Option<Self> {
@@ -166,13 +169,15 @@ impl Dialect {
             "chat" => Some(Self::Chat),
             "anthropic" => Some(Self::Anthropic),
             "gemini" => Some(Self::Gemini),
+            "responses" => Some(Self::Responses),
             _ => None,
         }
     }
 
-    /// The dialect whose own preset is `preset` (`anthropic`, `gemini`); Chat for every other.
+    /// The dialect whose own preset is `preset` (`anthropic`, `gemini`, `responses`); Chat for
+    /// every other.
     pub fn of_preset(preset: &str) -> Self {
-        [Self::Anthropic, Self::Gemini]
+        [Self::Anthropic, Self::Gemini, Self::Responses]
             .into_iter()
             .find(|d| d.default_preset() == preset)
             .unwrap_or(Self::Chat)
@@ -184,6 +189,7 @@ impl Dialect {
             Self::Chat => "generic",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Responses => "responses",
         }
     }
 
@@ -193,6 +199,7 @@ impl Dialect {
             Self::Chat => "chat",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Responses => "responses",
         }
     }
 }
@@ -631,12 +638,16 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         None => None,
     };
     let secs = |v: Option<u64>, default: u64| Duration::from_secs(v.unwrap_or(default));
+    let mut profile = preset.patched(&p.profile);
+    // Only a Responses upstream takes every tool as declared, and it takes nothing else: the
+    // planner's passthrough follows the dialect, whatever preset was named.
+    profile.tools.responses_native = dialect == Dialect::Responses;
     Ok(Provider {
         name: name.to_owned(),
         dialect,
         base_url: url,
         api_key,
-        profile: preset.patched(&p.profile),
+        profile,
         models: p.models,
         request_timeout: secs(p.request_timeout_secs, 600),
         idle_timeout: secs(p.idle_timeout_secs, 300),
@@ -688,12 +699,16 @@ mod tests {
             with_dialect("gemini").unwrap().providers["up"].dialect,
             Dialect::Gemini
         );
+        let responses = with_dialect("responses").unwrap();
+        assert_eq!(responses.providers["up"].dialect, Dialect::Responses);
+        assert_eq!(responses.providers["up"].profile.name, "responses");
+        assert!(responses.providers["up"].profile.tools.responses_native);
         let error = with_dialect("bedrock").unwrap_err();
         assert_eq!(
             error,
             ConfigError::invalid(
                 "providers.up.dialect",
-                "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini)"
+                "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini, responses)"
             )
         );
     }

@@ -13,7 +13,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use toolbridge_core::reasoning::Sealer;
 
-const PREFIX: &str = "tbr1.";
+/// What every sealed blob starts with.
+pub const PREFIX: &str = "tbr1.";
 const AAD: &[u8] = b"toolbridge-reasoning-v1";
 /// The most reasoning text sealed into one blob.
 pub const MAX_SEALED_TEXT: usize = 1024 * 1024;

@@ -46,6 +46,7 @@ impl Transport for Dialect {
                 path_segment(model)
             ),
             Dialect::Gemini => format!("/models/{}:generateContent", path_segment(model)),
+            Dialect::Responses => "/responses".to_owned(),
         }
     }
 
@@ -55,8 +56,8 @@ impl Transport for Dialect {
         key: Option<&str>,
     ) -> reqwest::RequestBuilder {
         match (self, key) {
-            (Dialect::Chat, Some(key)) => request.bearer_auth(key),
-            (Dialect::Chat, None) => request,
+            (Dialect::Chat | Dialect::Responses, Some(key)) => request.bearer_auth(key),
+            (Dialect::Chat | Dialect::Responses, None) => request,
             (Dialect::Anthropic, key) => {
                 let request = request.header("anthropic-version", ANTHROPIC_VERSION);
                 match key {
@@ -71,7 +72,8 @@ impl Transport for Dialect {
 
     fn error(self, status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
         match self {
-            Dialect::Chat => {
+            // A Responses server answers errors in OpenAI's shape, as Chat servers do.
+            Dialect::Chat | Dialect::Responses => {
                 toolbridge_providers::chat::errors::from_http(status, body, retry_after)
             }
             Dialect::Anthropic => {

@@ -427,6 +427,7 @@ async fn providers_prints_every_presets_matrix() {
             "vllm",
             "anthropic",
             "gemini",
+            "responses",
         ];
         for preset in presets {
             assert!(
@@ -484,6 +485,24 @@ async fn providers_prints_every_presets_matrix() {
             row(&gemini, "web_search"),
             "web_search native as gemini_google_search (native_web_search)"
         );
+        // tool_choice and parameter rows come from each dialect's real translator.
+        assert_eq!(
+            row(&anthropic, "required"),
+            r#"required tool_choice={"type":"any"}"#
+        );
+        assert_eq!(
+            row(&gemini, "max_output_tokens"),
+            r#"max_output_tokens generationConfig={"maxOutputTokens":256}"#
+        );
+        let responses = section("responses");
+        assert_eq!(
+            row(&responses, "custom"),
+            "custom native as - (responses_native)"
+        );
+        assert_eq!(
+            row(&responses, "reasoning"),
+            r#"reasoning effort reasoning={"effort":"high"}"#
+        );
         let openai = section("openai");
         assert_eq!(row(&openai, "developer"), "developer role kept");
         insta::assert_snapshot!("providers_matrix", stdout);
@@ -534,8 +553,9 @@ provider = "zai"
             "{claude}"
         );
         assert!(
-            claude.contains("translated by the anthropic dialect")
-                && !claude.contains("parameters:\n"),
+            claude.contains(r#"  required               tool_choice={"type":"any"}"#)
+                && claude.contains("parameters (what the translator sends")
+                && !claude.contains("profile (Chat dialect)"),
             "{claude}"
         );
         let stdout = &stdout[stdout.find("provider: zai").unwrap()..];

@@ -14,5 +14,6 @@ mod degraded;
 pub mod error;
 pub mod gemini;
 pub mod profile;
+pub mod responses;
 
 pub use error::{Error, UpstreamError};

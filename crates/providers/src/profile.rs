@@ -357,6 +357,27 @@ impl Profile {
                 },
                 ..generic
             },
+            // The Responses dialect (OpenAI, or any Responses server): the request passes through,
+            // so only the tool rules (every tool as declared), context windows and extra body are
+            // read.
+            "responses" => Self {
+                name: named("responses"),
+                context_windows: windows(&[
+                    ("gpt-5", 400_000),
+                    ("gpt-5-codex", 400_000),
+                    ("gpt-5.1", 400_000),
+                    ("gpt-5.1-codex", 400_000),
+                    ("gpt-4.1", 1_047_576),
+                ]),
+                tools: ToolCapabilities {
+                    max_tools: None,
+                    name_punctuation: "_-.".to_owned(),
+                    choice_allowed_tools: true,
+                    responses_native: true,
+                    ..ToolCapabilities::default()
+                },
+                ..generic
+            },
             _ => return None,
         })
     }
@@ -376,6 +397,7 @@ impl Profile {
             "vllm",
             "anthropic",
             "gemini",
+            "responses",
         ]
     }
 

@@ -48,6 +48,10 @@ pub struct ToolCapabilities {
     pub mcp: Option<NativeMcp>,
     /// What happens to a tool the provider cannot take in any form.
     pub unsupported: UnsupportedPolicy,
+    /// The provider speaks the Responses API itself: every declared tool goes upstream as
+    /// declared (native, names unchanged), and `tool_choice` is passed as is. Set for the
+    /// `responses` dialect only (the gateway's config enforces it).
+    pub responses_native: bool,
 }
 
 impl Default for ToolCapabilities {
@@ -65,6 +69,7 @@ impl Default for ToolCapabilities {
             file_search: None,
             mcp: None,
             unsupported: UnsupportedPolicy::Ignore,
+            responses_native: false,
         }
     }
 }
@@ -234,6 +239,8 @@ pub mod reasons {
     pub const WEB_ACCESS_DISABLED: &str = "web_access_disabled_by_client";
     pub const NO_VECTOR_STORE: &str = "no_vector_store_ids";
     pub const NOT_IN_ALLOWED_TOOLS: &str = "not_in_allowed_tools";
+    /// A native Responses upstream takes the tool as declared.
+    pub const RESPONSES_NATIVE: &str = "responses_native";
 }
 
 /// The name of Kimi's builtin web search function.
@@ -267,6 +274,9 @@ pub fn plan(
     tool_choice: Option<&Value>,
     caps: &ToolCapabilities,
 ) -> Result<ToolPlan, Error> {
+    if caps.responses_native {
+        return plan_passthrough(tools, tool_choice, caps);
+    }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();
     let mut candidates = Vec::with_capacity(tools.len());
@@ -367,6 +377,77 @@ pub fn plan(
     }
     std::mem::swap(&mut plan.names, &mut names);
     Ok(plan)
+}
+
+/// The plan for a native Responses upstream: every tool goes as declared, names unchanged (an
+/// empty [`NameMap`] restores nothing), `tool_choice` as sent. Only the checks that keep a bad
+/// request from reaching the upstream remain: names present and valid, and `max_tools`.
+fn plan_passthrough(
+    tools: &[Tool],
+    tool_choice: Option<&Value>,
+    caps: &ToolCapabilities,
+) -> Result<ToolPlan, Error> {
+    let mut entries = Vec::with_capacity(tools.len());
+    let mut upstream = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let param = format!("tools[{i}]");
+        let name = match tool {
+            Tool::Function(f) => Some(f.name.clone()),
+            Tool::Custom(c) => Some(c.name.clone()),
+            Tool::Namespace(ns) => Some(ns.name.clone()),
+            Tool::Other(map) => map.get("name").and_then(Value::as_str).map(str::to_owned),
+        };
+        if let Some(name) = &name
+            && !matches!(tool, Tool::Other(_))
+        {
+            check_name(&param, name)?;
+        }
+        let mut value =
+            serde_json::to_value(tool).map_err(|e| Error::invalid(&param, e.to_string()))?;
+        drop_absent_fields(&mut value);
+        upstream.push(UpstreamTool::Native(value));
+        entries.push(PlanEntry {
+            param,
+            kind: tool.kind().to_owned(),
+            name,
+            decision: Decision::Native,
+            reason: reasons::RESPONSES_NATIVE,
+            provider_name: None,
+        });
+    }
+    if let Some(max) = caps.max_tools
+        && upstream.len() > max
+    {
+        return Err(Error::TooManyTools {
+            count: upstream.len(),
+            limit: max,
+        });
+    }
+    Ok(ToolPlan {
+        entries,
+        upstream,
+        request_flags: Map::new(),
+        tool_choice: tool_choice.cloned(),
+        send_tools: true,
+        names: NameMap::default(),
+        echo_tools: Vec::new(),
+        diagnostics: Vec::new(),
+    })
+}
+
+/// The typed tool writes an absent `description`, `parameters` or `strict` as `null` (the
+/// response object's tools need them); a passed-through tool leaves them out, as the client did.
+fn drop_absent_fields(tool: &mut Value) {
+    if let Some(map) = tool.as_object_mut() {
+        for key in ["description", "parameters", "strict"] {
+            if map.get(key).is_some_and(Value::is_null) {
+                map.remove(key);
+            }
+        }
+        if let Some(Value::Array(children)) = map.get_mut("tools") {
+            children.iter_mut().for_each(drop_absent_fields);
+        }
+    }
 }
 
 fn candidate(

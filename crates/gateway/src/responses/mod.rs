@@ -27,6 +27,7 @@ use toolbridge_providers::chat::stream::Flow;
 use toolbridge_providers::chat::{request as chat_request, response as chat_response};
 use toolbridge_providers::gemini::request as gemini_request;
 use toolbridge_providers::profile::Profile;
+use toolbridge_providers::responses::request as responses_request;
 use toolbridge_wire::anthropic::MessagesRequest;
 use toolbridge_wire::chat::{ChatRequest, ChatResponse};
 use toolbridge_wire::gemini::GenerateContentRequest;
@@ -39,13 +40,15 @@ use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped
 use crate::{ids, time};
 
 mod echo;
+mod passthrough;
 mod persist;
 mod sse;
 mod sync;
 
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
+use passthrough::Passthrough;
 use persist::Persist;
-use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
+use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, sse_response, stream_response};
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::sync_response;
@@ -62,18 +65,34 @@ pub(crate) enum Outgoing {
         request: GenerateContentRequest,
         stream: bool,
     },
+    /// A native Responses request: the client's own, passed through.
+    Responses(serde_json::Value),
+}
+
+/// What a request for one target is built from.
+pub(crate) struct Source<'a> {
+    /// The client's request, history expanded.
+    pub(crate) req: &'a CreateResponse,
+    /// The client's request exactly as it came, when a Responses target may need it: a
+    /// passthrough starts from it (typed parsing would write absent optional fields as `null`).
+    pub(crate) raw: Option<&'a responses_request::Raw>,
+    /// The same request normalised (every other dialect translates it).
+    pub(crate) canonical: &'a toolbridge_core::canonical::CanonicalRequest,
+    /// The gateway stores the response (a Responses upstream is asked for encrypted reasoning).
+    pub(crate) stored: bool,
 }
 
 impl Outgoing {
-    /// Translates `canonical` into `dialect`'s request.
+    /// Translates the request into `dialect`'s.
     pub(crate) fn build(
         dialect: Dialect,
-        canonical: &toolbridge_core::canonical::CanonicalRequest,
+        source: &Source<'_>,
         plan: &toolbridge_core::plan::ToolPlan,
         profile: &Profile,
         upstream_model: &str,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Self {
+        let canonical = source.canonical;
         match dialect {
             Dialect::Chat => Self::Chat(chat_request::build(
                 canonical,
@@ -99,6 +118,23 @@ impl Outgoing {
                 ),
                 stream: canonical.stream,
             },
+            Dialect::Responses => {
+                let ours = |blob: &str| blob.starts_with(crate::seal::PREFIX);
+                let mut body = responses_request::build(
+                    source.req,
+                    source.raw,
+                    plan,
+                    profile,
+                    &responses_request::Passthrough {
+                        upstream_model,
+                        keep_reasoning: source.stored,
+                        sealed_by_gateway: &ours,
+                    },
+                    diagnostics,
+                );
+                body["stream"] = serde_json::Value::Bool(canonical.stream);
+                Self::Responses(body)
+            }
         }
     }
 
@@ -107,6 +143,7 @@ impl Outgoing {
             Self::Chat(chat) => chat.stream,
             Self::Anthropic(messages) => messages.stream,
             Self::Gemini { stream, .. } => *stream,
+            Self::Responses(body) => body["stream"] == true,
         }
     }
 
@@ -116,6 +153,7 @@ impl Outgoing {
             Self::Chat(chat) => serde_json::to_vec(chat),
             Self::Anthropic(messages) => serde_json::to_vec(messages),
             Self::Gemini { request, .. } => serde_json::to_vec(request),
+            Self::Responses(body) => serde_json::to_vec(body),
         };
         Bytes::from(json.unwrap_or_default())
     }
@@ -125,7 +163,7 @@ impl Outgoing {
     fn usage_basis(&self, payload: &Bytes) -> Option<Bytes> {
         match self {
             Self::Chat(_) => Some(payload.clone()),
-            Self::Anthropic(_) | Self::Gemini { .. } => None,
+            Self::Anthropic(_) | Self::Gemini { .. } | Self::Responses(_) => None,
         }
     }
 }
@@ -200,7 +238,7 @@ async fn handle(
     if req.background == Some(true) {
         return start_background(state, req, request_id).await;
     }
-    respond(state, req, request_id, None).await
+    respond(state, req, request_id, None, Some(&bytes)).await
 }
 
 /// A background run's identity, fixed before it starts.
@@ -299,6 +337,7 @@ async fn start_background(
             req,
             &worker_request,
             Some(worker_run.clone()),
+            None,
         )
         .await
         {
@@ -313,6 +352,7 @@ async fn start_background(
                 code: e.code().to_owned(),
                 message: e.to_string(),
             });
+            let failed = serde_json::to_value(&failed).unwrap_or_default();
             persist.save(&failed, &worker_request).await;
         }
         if let Ok(mut running) = worker_state.running.lock() {
@@ -343,8 +383,11 @@ async fn respond(
     mut req: CreateResponse,
     request_id: &str,
     run: Option<BackgroundRun>,
+    body: Option<&Bytes>,
 ) -> Result<Response, GatewayError> {
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
+    // A native Responses upstream gets the client's own JSON, not a re-serialisation of it.
+    let raw = raw_request(state, &req, body);
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
     let mut compaction_diagnostics = Vec::new();
     crate::compact::expand_compactions(
@@ -394,7 +437,12 @@ async fn respond(
         diagnostics.extend(plan.diagnostics.iter().cloned());
         let outgoing = Outgoing::build(
             provider.dialect,
-            &canonical,
+            &Source {
+                req: &req,
+                raw: raw.as_ref(),
+                canonical: &canonical,
+                stored,
+            },
             &plan,
             &profile,
             upstream_model,
@@ -470,6 +518,32 @@ async fn respond(
             _ => None,
         };
         let header = diagnostics_header(&diagnostics);
+        if let Outgoing::Responses(_) = outgoing {
+            let relay = Passthrough {
+                skeleton: skeleton(&req, &meta),
+                diagnostics,
+                persist,
+                request_id: request_id.to_owned(),
+            };
+            let mut response = if canonical.stream {
+                relay
+                    .stream(
+                        upstream,
+                        PumpLimits {
+                            keepalive: state.config.keepalive,
+                            deadline: tokio::time::Instant::now() + provider.stream_timeout,
+                            shutdown: state.shutdown.clone(),
+                        },
+                    )
+                    .await
+            } else {
+                relay.whole(upstream).await?
+            };
+            if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
+                response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+            }
+            return Ok(response);
+        }
         // Provider builtin calls answered by echoing them back (Kimi's `$web_search`) are a
         // Chat round trip; for other dialects such calls stay ordinary function calls.
         let (echo_tools, echo) = match outgoing {
@@ -482,9 +556,10 @@ async fn respond(
                     left: MAX_ECHO_ROUNDS,
                 }),
             ),
-            Outgoing::Chat(_) | Outgoing::Anthropic(_) | Outgoing::Gemini { .. } => {
-                (Vec::new(), None)
-            }
+            Outgoing::Chat(_)
+            | Outgoing::Anthropic(_)
+            | Outgoing::Gemini { .. }
+            | Outgoing::Responses(_) => (Vec::new(), None),
         };
         let assembler = Assembler::new(
             skeleton(&req, &meta),
@@ -498,6 +573,12 @@ async fn respond(
             },
         );
         let mut response = if canonical.stream {
+            let decoder = Decoder::new(provider.dialect, &profile).ok_or_else(|| {
+                GatewayError::UpstreamUnreachable(format!(
+                    "the {} dialect has no stream decoder",
+                    provider.dialect.as_str()
+                ))
+            })?;
             if let Some(persist) = &persist {
                 persist
                     .save_started(&assembler.snapshot(), request_id)
@@ -505,7 +586,7 @@ async fn respond(
             }
             stream_response(Pump {
                 upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
-                decoder: Decoder::new(provider.dialect, &profile),
+                decoder,
                 profile,
                 assembler: Some(assembler),
                 limits: PumpLimits {
@@ -532,7 +613,8 @@ async fn respond(
             )
             .await?;
             if let Some(persist) = persist {
-                persist.save(&response, request_id).await;
+                let stored = serde_json::to_value(&response).unwrap_or_default();
+                persist.save(&stored, request_id).await;
             }
             let body = serde_json::to_vec(&response).unwrap_or_default();
             (
@@ -556,6 +638,27 @@ async fn respond(
             failures.join("; ")
         ))
     }))
+}
+
+/// The client's JSON, parsed again only when the model routes to a Responses upstream.
+fn raw_request(
+    state: &AppState,
+    req: &CreateResponse,
+    body: Option<&Bytes>,
+) -> Option<responses_request::Raw> {
+    let body = body?;
+    let model = req.model.as_deref()?;
+    let targets = state.config.targets(model)?;
+    if !targets
+        .iter()
+        .any(|t| t.provider.dialect == Dialect::Responses)
+    {
+        return None;
+    }
+    let serde_json::Value::Object(request) = serde_json::from_slice(body).ok()? else {
+        return None;
+    };
+    Some(responses_request::Raw::new(request))
 }
 
 fn known_list(state: &AppState) -> String {

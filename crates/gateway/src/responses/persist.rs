@@ -34,7 +34,8 @@ impl Persist {
         if !self.keep_response {
             return;
         }
-        let stored = self.record(response, Vec::new());
+        let response = serde_json::to_value(response).unwrap_or_default();
+        let stored = self.record(&response, Vec::new());
         self.write(&stored, request_id).await;
     }
 
@@ -54,37 +55,28 @@ impl Persist {
         }
     }
 
+    /// The store's record of `response` (a response object as JSON: the gateway's own, or a
+    /// native Responses upstream's with unknown fields kept).
     pub(super) fn record(
         &self,
-        response: &toolbridge_wire::responses::Response,
+        response: &serde_json::Value,
         input_items: Vec<serde_json::Value>,
     ) -> toolbridge_store::StoredResponse {
-        let status = serde_json::to_value(response.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let text = |key: &str| response[key].as_str().map(str::to_owned);
         toolbridge_store::StoredResponse {
-            id: response.id.clone(),
-            created_at: response.created_at,
-            status,
-            model: response.model.clone(),
-            previous_response_id: response.previous_response_id.clone(),
+            id: text("id").unwrap_or_default(),
+            created_at: response["created_at"].as_i64().unwrap_or_default(),
+            status: text("status").unwrap_or_default(),
+            model: text("model").unwrap_or_default(),
+            previous_response_id: text("previous_response_id"),
             expires_at: Some(self.expires_at),
-            response: serde_json::to_value(response).unwrap_or_default(),
+            response: response.clone(),
             input_items,
-            output_items: response
-                .output
-                .iter()
-                .filter_map(|item| serde_json::to_value(item).ok())
-                .collect(),
+            output_items: response["output"].as_array().cloned().unwrap_or_default(),
         }
     }
 
-    pub(super) async fn save(
-        mut self,
-        response: &toolbridge_wire::responses::Response,
-        request_id: &str,
-    ) {
+    pub(super) async fn save(mut self, response: &serde_json::Value, request_id: &str) {
         let input_items = std::mem::take(&mut self.input_items);
         let stored = self.record(response, input_items);
         if let Some(conversation) = &self.conversation {

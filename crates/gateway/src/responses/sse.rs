@@ -23,11 +23,16 @@ pub(super) enum Decoder {
 }
 
 impl Decoder {
-    pub(super) fn new(dialect: Dialect, profile: &Profile) -> Self {
+    /// The decoder of `dialect`; `None` for a native Responses upstream, whose events are relayed
+    /// (`passthrough`), not decoded.
+    pub(super) fn new(dialect: Dialect, profile: &Profile) -> Option<Self> {
         match dialect {
-            Dialect::Chat => Self::Chat(ChunkDecoder::new(profile)),
-            Dialect::Anthropic => Self::Anthropic(MessagesDecoder::new()),
-            Dialect::Gemini => Self::Gemini(GeminiDecoder::with_call_prefix(ids::new("call"))),
+            Dialect::Chat => Some(Self::Chat(ChunkDecoder::new(profile))),
+            Dialect::Anthropic => Some(Self::Anthropic(MessagesDecoder::new())),
+            Dialect::Gemini => Some(Self::Gemini(GeminiDecoder::with_call_prefix(ids::new(
+                "call",
+            )))),
+            Dialect::Responses => None,
         }
     }
 
@@ -125,6 +130,7 @@ impl Pump {
         if let Some(response) = self.final_response.take()
             && let Some(persist) = self.persist.take()
         {
+            let response = serde_json::to_value(&response).unwrap_or_default();
             persist.save(&response, &self.request_id).await;
         }
         Some(frames)
@@ -356,6 +362,11 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
             .flatten(),
         )
         .map(Ok::<Bytes, std::convert::Infallible>);
+    sse_response(Body::from_stream(body))
+}
+
+/// An SSE answer with `body`: never cached or buffered by a proxy.
+pub(super) fn sse_response(body: Body) -> Response {
     (
         StatusCode::OK,
         [
@@ -369,7 +380,7 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
                 HeaderValue::from_static("no"),
             ),
         ],
-        Body::from_stream(body),
+        body,
     )
         .into_response()
 }

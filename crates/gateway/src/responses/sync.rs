@@ -75,5 +75,11 @@ pub(crate) fn decode_whole(
             toolbridge_providers::gemini::response::decode(answer, &ids::new("call"), diagnostics)
                 .map_err(GatewayError::Upstream)
         }
+        Dialect::Responses => {
+            let answer: serde_json::Value =
+                serde_json::from_slice(body).map_err(|e| not("Responses", e))?;
+            toolbridge_providers::responses::response::decode(&answer)
+                .map_err(GatewayError::Upstream)
+        }
     }
 }

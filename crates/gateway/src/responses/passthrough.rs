@@ -1,0 +1,170 @@
+//! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
+//! gateway's identity, diagnostics and storage, and nothing translated.
+
+use super::*;
+use toolbridge_providers::responses::relay::{Flow as RelayFlow, Relay, whole};
+
+/// What relaying one answer needs.
+pub(super) struct Passthrough {
+    /// The gateway's response object (`in_progress`), whose identity the answer takes.
+    pub(super) skeleton: toolbridge_wire::responses::Response,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    pub(super) persist: Option<Persist>,
+    pub(super) request_id: String,
+}
+
+impl Passthrough {
+    /// The whole answer, made the gateway's and stored.
+    pub(super) async fn whole(self, upstream: reqwest::Response) -> Result<Response, GatewayError> {
+        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+        let answer: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+            GatewayError::Upstream(toolbridge_providers::Error::Decode {
+                message: format!("not a Responses response: {e}"),
+            })
+        })?;
+        let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
+        let response =
+            whole(answer, &skeleton, &self.diagnostics).map_err(GatewayError::Upstream)?;
+        if let Some(persist) = self.persist {
+            persist.save(&response, &self.request_id).await;
+        }
+        let body = serde_json::to_vec(&response).unwrap_or_default();
+        Ok((
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response())
+    }
+
+    /// The stream, relayed event by event.
+    pub(super) async fn stream(self, upstream: reqwest::Response, limits: PumpLimits) -> Response {
+        if let Some(persist) = &self.persist {
+            persist.save_started(&self.skeleton, &self.request_id).await;
+        }
+        let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
+        let mut relay = Relay::new(skeleton, self.diagnostics);
+        let mut start = Vec::new();
+        relay.start(&mut start);
+        let pump = RelayPump {
+            upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
+            relay,
+            limits,
+            persist: self.persist,
+            request_id: self.request_id,
+        };
+        let body = stream::iter(value_frames(&start))
+            .chain(
+                stream::unfold(pump, |mut pump| async move {
+                    let frames = pump.next().await?;
+                    Some((stream::iter(frames), pump))
+                })
+                .flatten(),
+            )
+            .map(Ok::<Bytes, std::convert::Infallible>);
+        sse_response(Body::from_stream(body))
+    }
+}
+
+/// Pulls the upstream lazily (no task, no channel) through the relay.
+struct RelayPump {
+    upstream: sse::UpstreamSse,
+    relay: Relay,
+    limits: PumpLimits,
+    persist: Option<Persist>,
+    request_id: String,
+}
+
+impl RelayPump {
+    /// The next batch of frames; `None` after the terminal event. A stored response is written
+    /// before its terminal event goes out.
+    async fn next(&mut self) -> Option<Vec<Bytes>> {
+        if self.relay.is_done() {
+            return None;
+        }
+        let mut out = Vec::new();
+        loop {
+            let step = tokio::select! {
+                biased;
+                () = sse::wait_for(&mut self.limits.shutdown) => sse::Step::Shutdown,
+                () = tokio::time::sleep_until(self.limits.deadline) => sse::Step::Deadline,
+                item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
+            };
+            match step {
+                sse::Step::Item(Some(Ok(event))) => {
+                    let Some(data) = event.data else { continue };
+                    match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
+                        Ok(RelayFlow::Continue) if out.is_empty() => continue,
+                        Ok(RelayFlow::Continue) => return Some(value_frames(&out)),
+                        Ok(RelayFlow::Done) => break,
+                        Err(e) => {
+                            self.relay.fail("server_error", e.to_string(), &mut out);
+                            break;
+                        }
+                    }
+                }
+                sse::Step::Item(Some(Err(e))) => {
+                    let (code, message) = sse::stream_failure(&e);
+                    self.relay.fail(code, message, &mut out);
+                    break;
+                }
+                sse::Step::Item(None) => {
+                    self.relay.finish(&mut out);
+                    break;
+                }
+                sse::Step::Silence => {
+                    let mut batch = value_frames(&out);
+                    batch.push(Bytes::from_static(sse::KEEPALIVE));
+                    return Some(batch);
+                }
+                sse::Step::Deadline => {
+                    self.relay.fail(
+                        "server_error",
+                        "the upstream stream went on past its deadline (stream_timeout_secs)"
+                            .to_owned(),
+                        &mut out,
+                    );
+                    break;
+                }
+                sse::Step::Shutdown => {
+                    self.relay.fail(
+                        "server_shutting_down",
+                        "the gateway is shutting down; retry the request".to_owned(),
+                        &mut out,
+                    );
+                    break;
+                }
+            }
+        }
+        if let (Some(persist), Some(response)) = (self.persist.take(), self.relay.final_response())
+        {
+            tracing::info!(request_id = self.request_id, status = %response["status"], "stream ended");
+            persist.save(response, &self.request_id).await;
+        }
+        Some(value_frames(&out))
+    }
+}
+
+/// One SSE frame per relayed event, named by its `type`.
+fn value_frames(events: &[serde_json::Value]) -> Vec<Bytes> {
+    events
+        .iter()
+        .map(|event| {
+            let mut buf = Vec::with_capacity(256);
+            buf.extend_from_slice(b"event: ");
+            // An upstream's event name never breaks the framing.
+            let name = event["type"]
+                .as_str()
+                .filter(|t| !t.contains(['\n', '\r']))
+                .unwrap_or("message");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+            let _ = serde_json::to_writer(&mut buf, event);
+            buf.extend_from_slice(b"\n\n");
+            Bytes::from(buf)
+        })
+        .collect()
+}

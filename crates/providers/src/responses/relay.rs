@@ -1,0 +1,310 @@
+//! A native Responses stream relayed to the client: the state machine of one response.
+//!
+//! Upstream events pass through as they are (unknown event types and fields included), with
+//! three changes that make the stream the gateway's own:
+//! - the response object carries the gateway's identity (`id`, `created_at`, `model`,
+//!   `previous_response_id`, `store`, …): the client chains, fetches and stores by the gateway's id;
+//!   a field the upstream left out (a sparse Responses server) takes the gateway's default, so
+//!   the object has every field the spec requires;
+//! - `sequence_number` is renumbered from 0, so it stays contiguous whatever is skipped;
+//! - the stream has exactly one start (`response.created`, `response.in_progress`, sent by the
+//!   gateway when the upstream accepts, like every dialect) and exactly one terminal event (an
+//!   upstream `error` event, a broken or unterminated stream become `response.failed`).
+//!
+//! States: `Open` (forwarding) → `Done` (terminal event sent; anything later is ignored).
+
+use serde_json::{Map, Value, json};
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_wire::responses::Diagnostic;
+
+use crate::error::Error;
+
+/// Fields of the response object that are the gateway's, not the upstream's.
+const IDENTITY: &[&str] = &[
+    "id",
+    "created_at",
+    "model",
+    "previous_response_id",
+    "store",
+    "background",
+    "conversation",
+];
+
+/// At most this many skipped events are reported.
+const MAX_SKIP_REPORTS: usize = 3;
+
+/// What the pump does after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The terminal event went out.
+    Done,
+}
+
+/// The relay of one streamed response.
+#[derive(Debug)]
+pub struct Relay {
+    identity: Map<String, Value>,
+    /// The gateway's response object, whose fields fill any the upstream left out.
+    defaults: Map<String, Value>,
+    /// The latest response object: the gateway's skeleton, then each one the upstream sends.
+    latest: Value,
+    diagnostics: Vec<Diagnostic>,
+    /// Items the upstream completed (`response.output_item.done`), by output index: a response
+    /// that fails afterwards still lists them.
+    done_items: std::collections::BTreeMap<u64, Value>,
+    sequence: u64,
+    /// Output events forwarded (anything but the start and the end).
+    forwarded: usize,
+    skipped: usize,
+    done: bool,
+    final_response: Option<Value>,
+}
+
+impl Relay {
+    /// A relay for the response `skeleton` (the gateway's response object, `in_progress`), whose
+    /// terminal response will carry `diagnostics`.
+    pub fn new(skeleton: Value, diagnostics: Vec<Diagnostic>) -> Self {
+        let identity = IDENTITY
+            .iter()
+            .filter_map(|k| skeleton.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect();
+        let defaults = skeleton.as_object().cloned().unwrap_or_default();
+        Self {
+            identity,
+            defaults,
+            latest: skeleton,
+            diagnostics,
+            done_items: std::collections::BTreeMap::new(),
+            sequence: 0,
+            forwarded: 0,
+            skipped: 0,
+            done: false,
+            final_response: None,
+        }
+    }
+
+    /// `response.created` and `response.in_progress`, when the upstream accepted the request.
+    pub fn start(&mut self, out: &mut Vec<Value>) {
+        let response = self.latest.clone();
+        self.push(
+            json!({"type": "response.created", "response": response}),
+            out,
+        );
+        let response = self.latest.clone();
+        self.push(
+            json!({"type": "response.in_progress", "response": response}),
+            out,
+        );
+    }
+
+    /// A diagnostic for the terminal response.
+    pub fn add_diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// The response object as it ended, once the terminal event went out.
+    pub fn final_response(&self) -> Option<&Value> {
+        self.final_response.as_ref()
+    }
+
+    /// Whether the terminal event went out.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Relays one upstream event (`name` its `event:` line, `data` its payload).
+    pub fn on_event(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        out: &mut Vec<Value>,
+    ) -> Result<Flow, Error> {
+        if self.done {
+            return Ok(Flow::Done);
+        }
+        let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(data) else {
+            self.skip(name, data);
+            return Ok(Flow::Continue);
+        };
+        let kind = match event.get("type").and_then(Value::as_str) {
+            Some(kind) => kind.to_owned(),
+            None => {
+                let Some(name) = name.filter(|n| !n.is_empty() && *n != "message") else {
+                    self.skip(name, data);
+                    return Ok(Flow::Continue);
+                };
+                event.insert("type".to_owned(), json!(name));
+                name.to_owned()
+            }
+        };
+        match kind.as_str() {
+            // The gateway sent its own start; the upstream's refreshes the latest response.
+            "response.created" | "response.in_progress" | "response.queued" => {
+                if let Some(response) = event.get("response").filter(|r| r.is_object()) {
+                    self.latest = self.owned(response.clone());
+                }
+                Ok(Flow::Continue)
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                let mut response = event
+                    .get("response")
+                    .filter(|r| r.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| self.latest.clone());
+                if let Some(map) = response.as_object_mut()
+                    && !map.contains_key("status")
+                {
+                    let status = kind.trim_start_matches("response.");
+                    map.insert("status".to_owned(), json!(status));
+                }
+                let response = self.terminal(response);
+                event.insert("response".to_owned(), response);
+                self.push(Value::Object(event), out);
+                Ok(Flow::Done)
+            }
+            "error" => {
+                let error = if event.contains_key("error") {
+                    event["error"].clone()
+                } else {
+                    Value::Object(event.clone())
+                };
+                let mapped = crate::chat::errors::from_stream_error(&error);
+                self.fail(&stream_code(&mapped.code), mapped.message, out);
+                Ok(Flow::Done)
+            }
+            _ => {
+                if kind == "response.output_item.done"
+                    && let (Some(index), Some(item)) = (
+                        event.get("output_index").and_then(Value::as_u64),
+                        event.get("item"),
+                    )
+                {
+                    self.done_items.insert(index, item.clone());
+                }
+                self.forwarded += 1;
+                self.push(Value::Object(event), out);
+                Ok(Flow::Continue)
+            }
+        }
+    }
+
+    /// The upstream stream ended (its connection closed) without a terminal event.
+    pub fn finish(&mut self, out: &mut Vec<Value>) {
+        if self.done {
+            return;
+        }
+        if self.forwarded == 0 {
+            self.fail(
+                "empty_upstream_response",
+                "the upstream stream ended without producing any output".to_owned(),
+                out,
+            );
+        } else {
+            self.fail(
+                "server_error",
+                "the upstream stream ended before its terminal event".to_owned(),
+                out,
+            );
+        }
+    }
+
+    /// Ends the response with `response.failed` (`code` one a Responses client acts on).
+    pub fn fail(&mut self, code: &str, message: String, out: &mut Vec<Value>) {
+        if self.done {
+            return;
+        }
+        let mut response = self.latest.clone();
+        if let Some(map) = response.as_object_mut() {
+            map.insert("status".to_owned(), json!("failed"));
+            let done: Vec<Value> = self.done_items.values().cloned().collect();
+            map.insert("output".to_owned(), Value::Array(done));
+            map.insert(
+                "error".to_owned(),
+                json!({"code": code, "message": message}),
+            );
+        }
+        let response = self.terminal(response);
+        self.push(
+            json!({"type": "response.failed", "response": response}),
+            out,
+        );
+    }
+
+    fn terminal(&mut self, response: Value) -> Value {
+        let mut response = self.owned(response);
+        if !self.diagnostics.is_empty()
+            && let Some(map) = response.as_object_mut()
+        {
+            map.insert(
+                "toolbridge_diagnostics".to_owned(),
+                serde_json::to_value(&self.diagnostics).unwrap_or_default(),
+            );
+        }
+        self.done = true;
+        self.latest = response.clone();
+        self.final_response = Some(response.clone());
+        response
+    }
+
+    /// `response` with the gateway's identity, and its defaults where the upstream left a field
+    /// out.
+    fn owned(&self, mut response: Value) -> Value {
+        if let Some(map) = response.as_object_mut() {
+            for (key, value) in &self.identity {
+                map.insert(key.clone(), value.clone());
+            }
+            for (key, value) in &self.defaults {
+                if !map.contains_key(key) {
+                    map.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        response
+    }
+
+    fn push(&mut self, mut event: Value, out: &mut Vec<Value>) {
+        if let Some(map) = event.as_object_mut() {
+            map.insert("sequence_number".to_owned(), json!(self.sequence));
+        }
+        self.sequence += 1;
+        out.push(event);
+    }
+
+    fn skip(&mut self, name: Option<&str>, data: &str) {
+        self.skipped += 1;
+        if self.skipped <= MAX_SKIP_REPORTS {
+            let mut shown: String = data.chars().take(120).collect();
+            if shown.len() < data.len() {
+                shown.push('…');
+            }
+            self.diagnostics.push(diag(
+                CHUNK_SKIPPED,
+                None,
+                format!(
+                    "an upstream event ({}) was not a Responses event and was skipped: {shown}",
+                    name.unwrap_or("unnamed")
+                ),
+            ));
+        }
+    }
+}
+
+/// The code of a mid-stream failure: the ones Responses clients act on.
+fn stream_code(mapped: &str) -> String {
+    match mapped {
+        "rate_limit_exceeded" | "context_length_exceeded" => mapped.to_owned(),
+        _ => "server_error".to_owned(),
+    }
+}
+
+/// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`.
+pub fn whole(answer: Value, skeleton: &Value, diagnostics: &[Diagnostic]) -> Result<Value, Error> {
+    if !answer.is_object() || !answer["output"].is_array() {
+        return Err(Error::Decode {
+            message: "not a Responses response: no `output` array".to_owned(),
+        });
+    }
+    let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec());
+    Ok(relay.terminal(answer))
+}

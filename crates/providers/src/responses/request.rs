@@ -1,0 +1,150 @@
+//! The request to a native Responses upstream: the client's own, with the gateway's concerns.
+
+use serde_json::{Map, Value, json};
+use toolbridge_core::diagnostics::{REASONING_NOT_REPLAYABLE, diag};
+use toolbridge_core::plan::{ToolPlan, UpstreamTool};
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
+
+use crate::profile::Profile;
+
+/// The client's request exactly as it came (a JSON object).
+#[derive(Debug, Clone)]
+pub struct Raw {
+    body: Map<String, Value>,
+    /// The gateway rebuilt the input (a `previous_response_id` chain, a conversation, item
+    /// references, compaction): the typed input is the one to send.
+    input_rebuilt: bool,
+}
+
+impl Raw {
+    pub fn new(body: Map<String, Value>) -> Self {
+        let rebuilt_by_gateway =
+            |item: &Value| matches!(item["type"].as_str(), Some("item_reference" | "compaction"));
+        let input_rebuilt = ["previous_response_id", "conversation"]
+            .iter()
+            .any(|k| body.get(*k).is_some_and(|v| !v.is_null()))
+            || body
+                .get("input")
+                .and_then(Value::as_array)
+                .is_some_and(|items| items.iter().any(rebuilt_by_gateway));
+        Self {
+            body,
+            input_rebuilt,
+        }
+    }
+}
+
+/// What the gateway changes in a passed-through request.
+pub struct Passthrough<'a> {
+    /// The model name the upstream knows.
+    pub upstream_model: &'a str,
+    /// The gateway stores the response: ask for reasoning's `encrypted_content`, so a later turn
+    /// rebuilt from the store can replay it (the upstream keeps nothing: `store: false`).
+    pub keep_reasoning: bool,
+    /// Whether an `encrypted_content` blob was sealed by the gateway (reasoning of another
+    /// provider, which the upstream cannot open).
+    pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
+}
+
+/// The JSON body for the upstream: the client's own (`raw`, else the typed request written
+/// out), with the input the gateway rebuilt when it rebuilt it. The gateway owns state, so what it expanded itself
+/// (`previous_response_id`, `conversation`) and what it runs itself (`background`) are removed,
+/// and `store` is false upstream. Tools are the plan's (every declared tool as declared, minus any
+/// the plan left out). The profile's `extra_body` is merged last.
+pub fn build(
+    req: &CreateResponse,
+    raw: Option<&Raw>,
+    plan: &ToolPlan,
+    profile: &Profile,
+    pass: &Passthrough<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Value {
+    let typed = || match serde_json::to_value(req) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut body = match raw {
+        Some(raw) => {
+            let mut body = raw.body.clone();
+            if raw.input_rebuilt
+                && let Some(input) = typed().remove("input")
+            {
+                body.insert("input".to_owned(), input);
+            }
+            body
+        }
+        None => typed(),
+    };
+    body.insert("model".to_owned(), json!(pass.upstream_model));
+    for gateway_owned in ["previous_response_id", "conversation", "background"] {
+        body.remove(gateway_owned);
+    }
+    body.insert("store".to_owned(), Value::Bool(false));
+    // The client's own tools when its JSON is at hand (the plan passes every tool as declared);
+    // else the plan's.
+    if raw.is_none() {
+        let tools: Vec<Value> = plan
+            .upstream
+            .iter()
+            .filter_map(|tool| match tool {
+                UpstreamTool::Native(value) => Some(value.clone()),
+                UpstreamTool::Function { .. } => None,
+            })
+            .collect();
+        if tools.is_empty() {
+            body.remove("tools");
+        } else {
+            body.insert("tools".to_owned(), Value::Array(tools));
+        }
+    }
+    if pass.keep_reasoning {
+        ask_for_encrypted_reasoning(&mut body);
+    }
+    if let Some(Value::Array(items)) = body.get_mut("input") {
+        drop_foreign_reasoning(items, pass.sealed_by_gateway, diagnostics);
+    }
+    for (key, value) in &profile.extra_body {
+        body.insert(key.clone(), value.clone());
+    }
+    Value::Object(body)
+}
+
+const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
+
+fn ask_for_encrypted_reasoning(body: &mut Map<String, Value>) {
+    let include = body
+        .entry("include")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = include
+        && !list.iter().any(|v| v == ENCRYPTED_REASONING)
+    {
+        list.push(json!(ENCRYPTED_REASONING));
+    }
+}
+
+/// Reasoning the gateway sealed for another provider cannot be opened upstream, and a reasoning
+/// item without its blob would make a stateless upstream look for it by id: such items are left
+/// out, each with a diagnostic.
+fn drop_foreign_reasoning(
+    items: &mut Vec<Value>,
+    sealed_by_gateway: &dyn Fn(&str) -> bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let mut index = 0;
+    items.retain(|item| {
+        let i = index;
+        index += 1;
+        let foreign = item["type"] == "reasoning"
+            && item["encrypted_content"]
+                .as_str()
+                .is_some_and(sealed_by_gateway);
+        if foreign {
+            diagnostics.push(diag(
+                REASONING_NOT_REPLAYABLE,
+                Some(&format!("input[{i}]")),
+                "reasoning produced through another provider cannot be replayed to this one; the item was left out",
+            ));
+        }
+        !foreign
+    });
+}

@@ -1,0 +1,246 @@
+use serde_json::{Value, json};
+use toolbridge_core::events::{FinishReason, UpstreamEvent};
+use toolbridge_core::plan::plan;
+use toolbridge_wire::responses::CreateResponse;
+
+use super::relay::{Flow, Relay, whole};
+use super::request::{Passthrough, build};
+use super::response::decode;
+use crate::profile::Profile;
+
+fn skeleton() -> Value {
+    json!({
+        "id": "resp_gw", "object": "response", "created_at": 7, "status": "in_progress",
+        "model": "client-model", "previous_response_id": "resp_prev", "store": true,
+        "background": false, "output": []
+    })
+}
+
+fn relay_all(events: &[(&str, Value)]) -> (Vec<Value>, Relay) {
+    let mut relay = Relay::new(skeleton(), Vec::new());
+    let mut out = Vec::new();
+    relay.start(&mut out);
+    for (name, data) in events {
+        if relay
+            .on_event(Some(name), &data.to_string(), &mut out)
+            .unwrap()
+            == Flow::Done
+        {
+            break;
+        }
+    }
+    relay.finish(&mut out);
+    (out, relay)
+}
+
+#[test]
+fn events_pass_through_renumbered_with_the_gateway_identity_and_one_start() {
+    let upstream = json!({"id": "resp_up", "object": "response", "created_at": 1,
+        "model": "gpt-5-2025", "status": "in_progress", "output": [], "store": false,
+        "future_field": {"kept": true}});
+    let mut done = upstream.clone();
+    done["status"] = json!("completed");
+    done["output"] = json!([{"type": "mystery_item", "id": "x1", "payload": [1, 2]}]);
+    let (out, relay) = relay_all(&[
+        (
+            "response.created",
+            json!({"type": "response.created", "sequence_number": 0, "response": upstream}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "sequence_number": 1,
+            "output_index": 0, "item": {"type": "mystery_item", "id": "x1"}}),
+        ),
+        (
+            "response.mystery.delta",
+            json!({"type": "response.mystery.delta", "sequence_number": 2, "odd": 1}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "sequence_number": 3, "response": done}),
+        ),
+    ]);
+    let kinds: Vec<&str> = out.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.mystery.delta",
+            "response.completed"
+        ]
+    );
+    for (i, e) in out.iter().enumerate() {
+        assert_eq!(e["sequence_number"], json!(i));
+    }
+    assert_eq!(out[3]["odd"], 1);
+    let last = &out[4]["response"];
+    assert_eq!(last["id"], "resp_gw");
+    assert_eq!(last["model"], "client-model");
+    assert_eq!(last["previous_response_id"], "resp_prev");
+    assert_eq!(last["store"], true);
+    assert_eq!(last["future_field"]["kept"], true);
+    assert_eq!(last["output"][0]["payload"], json!([1, 2]));
+    assert_eq!(relay.final_response(), Some(last));
+}
+
+#[test]
+fn an_error_event_becomes_the_one_terminal_failure() {
+    let (out, _) = relay_all(&[
+        (
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "delta": "hi"}),
+        ),
+        (
+            "error",
+            json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {}}),
+        ),
+    ]);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.failed");
+    assert_eq!(last["response"]["error"]["code"], "rate_limit_exceeded");
+    assert_eq!(last["response"]["id"], "resp_gw");
+    assert_eq!(
+        out.iter()
+            .filter(|e| e["type"] == "response.completed")
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn an_unterminated_or_empty_stream_fails_with_a_specific_code() {
+    let (out, _) = relay_all(&[(
+        "response.output_text.delta",
+        json!({"type": "response.output_text.delta", "delta": "cut"}),
+    )]);
+    assert_eq!(
+        out.last().unwrap()["response"]["error"]["code"],
+        "server_error"
+    );
+    let (out, _) = relay_all(&[]);
+    assert_eq!(out.len(), 3);
+    assert_eq!(
+        out.last().unwrap()["response"]["error"]["code"],
+        "empty_upstream_response"
+    );
+}
+
+#[test]
+fn a_payload_that_is_not_an_event_is_skipped_with_a_diagnostic() {
+    let mut relay = Relay::new(skeleton(), Vec::new());
+    let mut out = Vec::new();
+    relay
+        .on_event(Some("message"), "not json", &mut out)
+        .unwrap();
+    relay
+        .on_event(
+            None,
+            &json!({"type": "response.completed", "response": {"output": []}}).to_string(),
+            &mut out,
+        )
+        .unwrap();
+    let diagnostics = &out[0]["response"]["toolbridge_diagnostics"];
+    assert_eq!(diagnostics[0]["code"], "upstream_chunk_skipped");
+}
+
+fn request(body: Value) -> CreateResponse {
+    serde_json::from_value(body).unwrap()
+}
+
+#[test]
+fn the_request_passes_through_with_only_the_gateways_concerns() {
+    let raw = json!({
+        "model": "client-model", "previous_response_id": "resp_prev", "store": true,
+        "background": false, "stream": true, "future_param": {"x": 1},
+        "input": [
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "tbr1.ours"},
+            {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA-theirs"},
+            {"type": "brand_new_item", "data": 5}
+        ],
+        "tools": [
+            {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"}},
+            {"type": "namespace", "name": "mcp__fs", "description": "d", "tools": [{"type": "function", "name": "read", "parameters": {}}]},
+            {"type": "web_search", "external_web_access": true},
+            {"type": "tool_search"}
+        ],
+        "tool_choice": {"type": "custom", "name": "apply_patch"}
+    });
+    let req = request(raw.clone());
+    let profile = Profile::preset("responses").unwrap();
+    let canonical_tools = req.tools.clone().unwrap_or_default();
+    let plan = plan(&canonical_tools, req.tool_choice.as_ref(), &profile.tools).unwrap();
+    let ours = |blob: &str| blob.starts_with("tbr1.");
+    let raw_body = super::request::Raw::new(raw.as_object().unwrap().clone());
+    for raw_given in [None, Some(&raw_body)] {
+        let mut diagnostics = Vec::new();
+        let body = build(
+            &req,
+            raw_given,
+            &plan,
+            &profile,
+            &Passthrough {
+                upstream_model: "gpt-5",
+                keep_reasoning: true,
+                sealed_by_gateway: &ours,
+            },
+            &mut diagnostics,
+        );
+        assert_eq!(body["model"], "gpt-5");
+        assert_eq!(body["store"], false);
+        assert!(body.get("previous_response_id").is_none());
+        assert!(body.get("background").is_none());
+        assert_eq!(body["future_param"]["x"], 1);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(
+            body["tools"], raw["tools"],
+            "tools exactly as the client sent them"
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "custom", "name": "apply_patch"})
+        );
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(input.len(), 3, "{input:?}");
+        assert_eq!(input[1]["id"], "rs_2");
+        assert_eq!(input[2]["type"], "brand_new_item");
+        assert_eq!(diagnostics[0].code, "reasoning_not_replayable");
+        assert_eq!(diagnostics[0].param.as_deref(), Some("input[1]"));
+        assert_eq!(
+            body["input"][0],
+            json!({"type": "message", "role": "user", "content": "hi"})
+        );
+    }
+}
+
+#[test]
+fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
+    let answer = json!({"id": "resp_up", "object": "response", "model": "gpt-5-2025", "status": "completed",
+        "output": [
+            {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "think"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello", "annotations": []}]},
+            {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
+        ],
+        "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 1},
+                  "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}, "total_tokens": 5}});
+    let mine = whole(answer.clone(), &skeleton(), &[]).unwrap();
+    assert_eq!(mine["id"], "resp_gw");
+    assert_eq!(mine["output"], answer["output"]);
+    let events = decode(&answer).unwrap();
+    assert_eq!(events[0], UpstreamEvent::Reasoning("think".to_owned()));
+    assert_eq!(events[1], UpstreamEvent::Text("Hello".to_owned()));
+    assert!(matches!(&events[2], UpstreamEvent::ToolCall(c) if c.id.as_deref() == Some("call_1")));
+    assert_eq!(events[3], UpstreamEvent::Finish(FinishReason::ToolCalls));
+    assert!(
+        matches!(&events[4], UpstreamEvent::Usage(u) if u.total_tokens == 5 && u.input_tokens_details.cached_tokens == 1)
+    );
+    let failed = json!({"status": "failed", "output": [], "error": {"code": "server_error", "message": "boom"}});
+    assert!(decode(&failed).is_err());
+    assert!(whole(json!({"error": {}}), &skeleton(), &[]).is_err());
+}
