@@ -1,0 +1,254 @@
+//! The conformance matrix's targets: each preset with its dialect, and what the test knows of
+//! each dialect's wire (where tools, `tool_choice`, effort and the stream flag go). A new
+//! dialect is one more [`Dialect`] variant: the compiler lists every `match` that must learn it.
+
+use serde_json::{Value, json};
+use toolbridge_core::plan::ToolPlan;
+use toolbridge_providers::profile::{EffortStyle, Profile};
+use toolbridge_testkit::dialects::Wire;
+
+/// The dialect a provider speaks, as the gateway config names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Chat,
+    Anthropic,
+    Gemini,
+    // `Responses` (a native OpenAI Responses upstream, passthrough) goes here: its config name,
+    // wire (`Wire::Responses` in the testkit), path and the accessors below; then add its
+    // target(s) to `TARGETS`. The compiler lists every `match` that must learn it.
+}
+
+pub struct Target {
+    pub preset: &'static str,
+    pub dialect: Dialect,
+}
+
+#[rustfmt::skip]
+pub const TARGETS: &[Target] = &[
+    Target { preset: "generic", dialect: Dialect::Chat },
+    Target { preset: "openai", dialect: Dialect::Chat },
+    Target { preset: "deepseek", dialect: Dialect::Chat },
+    Target { preset: "glm", dialect: Dialect::Chat },
+    Target { preset: "kimi", dialect: Dialect::Chat },
+    Target { preset: "qwen", dialect: Dialect::Chat },
+    Target { preset: "minimax", dialect: Dialect::Chat },
+    Target { preset: "mimo", dialect: Dialect::Chat },
+    Target { preset: "ollama", dialect: Dialect::Chat },
+    Target { preset: "vllm", dialect: Dialect::Chat },
+    Target { preset: "anthropic", dialect: Dialect::Anthropic },
+    Target { preset: "gemini", dialect: Dialect::Gemini },
+    // Target { preset: "responses", dialect: Dialect::Responses },
+];
+
+/// Retries before the answer starts, for every target: the 500 scenario expects `1 + this`
+/// upstream attempts.
+pub const MAX_RETRIES: usize = 1;
+
+impl Dialect {
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    pub fn wire(self, profile: &Profile) -> Wire {
+        match self {
+            Self::Chat => Wire::Chat {
+                think_tags: profile.think_tags,
+            },
+            Self::Anthropic => Wire::Anthropic,
+            Self::Gemini => Wire::Gemini,
+        }
+    }
+
+    /// The upstream path and query a request for `model` goes to.
+    pub fn target_url(self, model: &str, streamed: bool) -> String {
+        match self {
+            Self::Chat => "/v1/chat/completions".to_owned(),
+            Self::Anthropic => "/v1/messages".to_owned(),
+            Self::Gemini if streamed => format!("/v1/models/{model}:streamGenerateContent?alt=sse"),
+            Self::Gemini => format!("/v1/models/{model}:generateContent"),
+        }
+    }
+
+    /// Whether the upstream says the stream flag in the body (Gemini says it in the URL).
+    pub fn stream_in_body(self) -> bool {
+        match self {
+            Self::Chat | Self::Anthropic => true,
+            Self::Gemini => false,
+        }
+    }
+
+    /// Whether the provider's calls carry ids the client gets back as `call_id`.
+    pub fn call_ids(self) -> bool {
+        match self {
+            Self::Chat | Self::Anthropic => true,
+            Self::Gemini => false,
+        }
+    }
+
+    /// Whether the dialect reports reasoning tokens (Anthropic counts none apart).
+    pub fn reports_reasoning_tokens(self) -> bool {
+        match self {
+            Self::Chat | Self::Gemini => true,
+            Self::Anthropic => false,
+        }
+    }
+
+    /// The function names declared upstream, in order; empty when no tools were sent.
+    pub fn tool_names(self, body: &Value) -> Vec<String> {
+        let list = match self {
+            Self::Chat => body["tools"].as_array().map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            }),
+            Self::Anthropic => body["tools"].as_array().map(|t| {
+                t.iter()
+                    .map(|t| t["name"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            }),
+            Self::Gemini => body["tools"].as_array().map(|t| {
+                t.iter()
+                    .flat_map(|t| {
+                        t["functionDeclarations"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .map(|f| f["name"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            }),
+        };
+        list.unwrap_or_default()
+    }
+
+    /// The JSON Schema of the upstream function `name`.
+    pub fn tool_parameters(self, body: &Value, name: &str) -> Value {
+        let tools = body["tools"].as_array().cloned().unwrap_or_default();
+        let found = match self {
+            Self::Chat => tools
+                .iter()
+                .find(|t| t["function"]["name"] == name)
+                .map(|t| t["function"]["parameters"].clone()),
+            Self::Anthropic => tools
+                .iter()
+                .find(|t| t["name"] == name)
+                .map(|t| t["input_schema"].clone()),
+            Self::Gemini => tools
+                .iter()
+                .flat_map(|t| {
+                    t["functionDeclarations"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .find(|f| f["name"] == name)
+                .map(|f| f["parameters"].clone()),
+        };
+        found.unwrap_or_else(|| panic!("no upstream tool {name} in {body:#}"))
+    }
+
+    /// The tool choice as sent upstream, `None` when absent.
+    pub fn sent_choice(self, body: &Value) -> Option<Value> {
+        let v = match self {
+            Self::Chat => body["tool_choice"].clone(),
+            Self::Anthropic => {
+                let mut c = body["tool_choice"].clone();
+                // `disable_parallel_tool_use` is not part of the choice itself.
+                if let Some(o) = c.as_object_mut() {
+                    o.remove("disable_parallel_tool_use");
+                }
+                c
+            }
+            Self::Gemini => body["toolConfig"]["functionCallingConfig"].clone(),
+        };
+        (!v.is_null()).then_some(v)
+    }
+
+    /// The planner's Chat-shaped `tool_choice` in this dialect's shape: the oracle the sent
+    /// request is compared with.
+    pub fn expected_choice(self, plan: &ToolPlan) -> Option<Value> {
+        if !plan.send_tools || plan.upstream.is_empty() {
+            return None;
+        }
+        let choice = plan.tool_choice.as_ref()?;
+        let forced = choice["function"]["name"].as_str();
+        Some(match self {
+            Self::Chat => choice.clone(),
+            Self::Anthropic => match (choice.as_str(), forced) {
+                (Some("required"), _) => json!({"type": "any"}),
+                (Some("none"), _) => json!({"type": "none"}),
+                (_, Some(name)) => json!({"type": "tool", "name": name}),
+                _ => json!({"type": "auto"}),
+            },
+            Self::Gemini => match (choice.as_str(), forced) {
+                (Some("required"), _) => json!({"mode": "ANY"}),
+                (Some("none"), _) => json!({"mode": "NONE"}),
+                (_, Some(name)) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+                _ => json!({"mode": "AUTO"}),
+            },
+        })
+    }
+
+    /// Checks that `reasoning.effort: "medium"` went upstream as the profile says it.
+    pub fn check_effort(self, profile: &Profile, body: &Value) {
+        match self {
+            Self::Chat => {
+                let (field, value) = match profile.effort {
+                    EffortStyle::None => {
+                        for f in ["reasoning_effort", "thinking", "enable_thinking"] {
+                            assert!(body.get(f).is_none(), "effort dropped, yet {f} was sent");
+                        }
+                        return;
+                    }
+                    EffortStyle::ReasoningEffort => ("reasoning_effort", json!("medium")),
+                    EffortStyle::DeepSeek | EffortStyle::Glm => {
+                        ("thinking", json!({"type": "enabled"}))
+                    }
+                    EffortStyle::Qwen => ("enable_thinking", json!(true)),
+                    EffortStyle::MiniMax => ("thinking", json!({"type": "adaptive"})),
+                };
+                assert_eq!(body[field], value, "effort as {field}");
+            }
+            Self::Anthropic => {
+                let budget =
+                    toolbridge_providers::anthropic::request::thinking_budget("medium").unwrap();
+                assert_eq!(
+                    body["thinking"],
+                    json!({"type": "enabled", "budget_tokens": budget})
+                );
+            }
+            Self::Gemini => {
+                let budget =
+                    toolbridge_providers::gemini::request::thinking_budget("medium").unwrap();
+                assert_eq!(
+                    body["generationConfig"]["thinkingConfig"],
+                    json!({"thinkingBudget": budget, "includeThoughts": true})
+                );
+            }
+        }
+    }
+
+    /// Checks what every request of this dialect carries whatever the scenario.
+    pub fn check_common(self, profile: &Profile, body: &Value, streamed: bool) {
+        if self.stream_in_body() {
+            assert_eq!(body["stream"], streamed, "stream flag");
+        } else {
+            assert!(body.get("stream").is_none(), "stream flag is in the URL");
+        }
+        if self == Self::Chat {
+            for (k, v) in &profile.extra_body {
+                assert_eq!(&body[k], v, "extra_body field {k}");
+            }
+            let asks_usage = body["stream_options"]["include_usage"] == true;
+            assert_eq!(
+                asks_usage,
+                streamed && profile.stream_usage,
+                "include_usage"
+            );
+        }
+    }
+}
