@@ -53,6 +53,12 @@ pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::sync_response;
 
+/// What the upstream accepted: a stream (its first event already read) or a whole answer.
+enum Answer {
+    Stream(sse::UpstreamSse),
+    Whole(reqwest::Response),
+}
+
 /// The header listing the diagnostics known when the answer started.
 pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 
@@ -459,12 +465,21 @@ async fn respond(
         let payload = outgoing.payload();
         // Kept (shared, not copied) for a usage estimate should the upstream report none.
         let usage_basis = outgoing.usage_basis(&payload);
-        let upstream = match state
+        let sent = match state
             .upstreams
             .send(provider, upstream_model, &payload, outgoing.stream())
             .await
         {
-            Ok(upstream) => upstream,
+            // Peek before committing: an error as the stream's first event is still an HTTP
+            // error, and can still fall back.
+            Ok(upstream) if outgoing.stream() => sse::peek(upstream, provider.dialect, &profile)
+                .await
+                .map(Answer::Stream),
+            Ok(upstream) => Ok(Answer::Whole(upstream)),
+            Err(e) => Err(e),
+        };
+        let answer = match sent {
+            Ok(answer) => answer,
             Err(e) if e.allows_fallback() && i + 1 < targets.len() => {
                 tracing::warn!(
                     request_id,
@@ -525,19 +540,20 @@ async fn respond(
                 persist,
                 request_id: request_id.to_owned(),
             };
-            let mut response = if canonical.stream {
-                relay
-                    .stream(
-                        upstream,
-                        PumpLimits {
-                            keepalive: state.config.keepalive,
-                            deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                            shutdown: state.shutdown.clone(),
-                        },
-                    )
-                    .await
-            } else {
-                relay.whole(upstream).await?
+            let mut response = match answer {
+                Answer::Stream(upstream) => {
+                    relay
+                        .stream(
+                            upstream,
+                            PumpLimits {
+                                keepalive: state.config.keepalive,
+                                deadline: tokio::time::Instant::now() + provider.stream_timeout,
+                                shutdown: state.shutdown.clone(),
+                            },
+                        )
+                        .await
+                }
+                Answer::Whole(upstream) => relay.whole(upstream).await?,
             };
             if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
                 response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -572,60 +588,63 @@ async fn respond(
                 echo_tools,
             },
         );
-        let mut response = if canonical.stream {
-            let decoder = Decoder::new(provider.dialect, &profile).ok_or_else(|| {
-                GatewayError::UpstreamUnreachable(format!(
-                    "the {} dialect has no stream decoder",
-                    provider.dialect.as_str()
-                ))
-            })?;
-            if let Some(persist) = &persist {
-                persist
-                    .save_started(&assembler.snapshot(), request_id)
-                    .await;
+        let mut response = match answer {
+            Answer::Stream(upstream) => {
+                let decoder = Decoder::new(provider.dialect, &profile).ok_or_else(|| {
+                    GatewayError::UpstreamUnreachable(format!(
+                        "the {} dialect has no stream decoder",
+                        provider.dialect.as_str()
+                    ))
+                })?;
+                if let Some(persist) = &persist {
+                    persist
+                        .save_started(&assembler.snapshot(), request_id)
+                        .await;
+                }
+                stream_response(Pump {
+                    upstream,
+                    decoder,
+                    profile,
+                    assembler: Some(assembler),
+                    limits: PumpLimits {
+                        keepalive: state.config.keepalive,
+                        deadline: tokio::time::Instant::now() + provider.stream_timeout,
+                        shutdown: state.shutdown.clone(),
+                    },
+                    usage_basis,
+                    echo,
+                    persist,
+                    final_response: None,
+                    pending: Vec::new(),
+                    diagnostics: Vec::new(),
+                    request_id: request_id.to_owned(),
+                })
             }
-            stream_response(Pump {
-                upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
-                decoder,
-                profile,
-                assembler: Some(assembler),
-                limits: PumpLimits {
-                    keepalive: state.config.keepalive,
-                    deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                    shutdown: state.shutdown.clone(),
-                },
-                usage_basis,
-                echo,
-                persist,
-                final_response: None,
-                pending: Vec::new(),
-                diagnostics: Vec::new(),
-                request_id: request_id.to_owned(),
-            })
-        } else {
-            let response = sync_response(
-                upstream,
-                assembler,
-                provider.dialect,
-                &profile,
-                usage_basis,
-                echo,
-            )
-            .await?;
-            if let Some(persist) = persist {
-                let stored = serde_json::to_value(&response).unwrap_or_default();
-                persist.save(&stored, request_id).await;
+            Answer::Whole(upstream) => {
+                let response = sync_response(
+                    upstream,
+                    assembler,
+                    provider.dialect,
+                    &profile,
+                    usage_basis,
+                    echo,
+                )
+                .await?;
+                if let Some(persist) = persist {
+                    let stored = serde_json::to_value(&response).unwrap_or_default();
+                    persist.save(&stored, request_id).await;
+                }
+                let body = serde_json::to_vec(&response).unwrap_or_default();
+                (
+                    StatusCode::OK,
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                    body,
+                )
+                    .into_response()
             }
-            let body = serde_json::to_vec(&response).unwrap_or_default();
-            (
-                StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                )],
-                body,
-            )
-                .into_response()
         };
         if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
             response.headers_mut().insert(DIAGNOSTICS_HEADER, v);

@@ -41,7 +41,7 @@ impl Passthrough {
     }
 
     /// The stream, relayed event by event.
-    pub(super) async fn stream(self, upstream: reqwest::Response, limits: PumpLimits) -> Response {
+    pub(super) async fn stream(self, upstream: sse::UpstreamSse, limits: PumpLimits) -> Response {
         if let Some(persist) = &self.persist {
             persist.save_started(&self.skeleton, &self.request_id).await;
         }
@@ -50,7 +50,7 @@ impl Passthrough {
         let mut start = Vec::new();
         relay.start(&mut start);
         let pump = RelayPump {
-            upstream: Box::pin(SseByteStream::new(bounded_bytes(upstream))),
+            upstream,
             relay,
             limits,
             persist: self.persist,

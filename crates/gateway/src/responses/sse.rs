@@ -80,6 +80,48 @@ impl Decoder {
     }
 }
 
+/// Reads the stream's first event before anything is sent to the client ("peek before you
+/// commit"): when it is an error (a rate limit or an overload the provider reports inside a 200
+/// stream), the answer is still an HTTP error with its status, and the route's fallbacks can take
+/// the request. The event is checked by a fresh decoder of the dialect (the state the real one
+/// starts in) and then handed, unread, to the stream pump. A stream that fails or ends before its
+/// first event is left to the pump, which reports it as the stream's own failure.
+pub(super) async fn peek(
+    upstream: reqwest::Response,
+    dialect: Dialect,
+    profile: &Profile,
+) -> Result<UpstreamSse, GatewayError> {
+    let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
+    let first = stream.next().await;
+    if let Some(Ok(event)) = &first
+        && let Some(data) = &event.data
+        && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
+    {
+        return Err(GatewayError::Upstream(error));
+    }
+    Ok(match first {
+        Some(first) => Box::pin(stream::once(async move { first }).chain(stream)),
+        None => stream,
+    })
+}
+
+/// The error an upstream's first event reports, if it is one.
+fn first_event_error(
+    dialect: Dialect,
+    profile: &Profile,
+    event: Option<&str>,
+    data: &str,
+) -> Option<toolbridge_providers::Error> {
+    match Decoder::new(dialect, profile) {
+        Some(mut decoder) => decoder
+            .on_event(profile, event, data, &mut Vec::new(), &mut Vec::new())
+            .err()
+            .filter(|e| matches!(e, toolbridge_providers::Error::Upstream(_))),
+        None => toolbridge_providers::responses::relay::error_event(data)
+            .map(|e| toolbridge_providers::Error::Upstream(Box::new(e))),
+    }
+}
+
 /// Time limits and the forced-stop signal of one stream.
 pub(super) struct PumpLimits {
     /// Silence after which a keep-alive comment goes to the client.

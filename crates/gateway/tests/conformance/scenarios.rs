@@ -369,15 +369,7 @@ pub const SCENARIOS: &[Scenario] = &[
             retry_after: None,
             attempts: 1,
         },
-        // BUG: the gateway commits `200` and `response.created` as soon as the upstream's status
-        // is 2xx (`responses::sse::stream_response`), without peeking at the first upstream event
-        // (house style: "peek before you commit"); an error as the first event of a `200` stream
-        // becomes `response.failed` instead of an HTTP error, and a route's fallbacks are never
-        // tried for it.
-        known_bug: Some(KnownBug {
-            what: "an error as the first stream event is a 200 + response.failed, not an HTTP error",
-            observed: Outcome::Failed("rate_limit_exceeded"),
-        }),
+        known_bug: None,
     },
     Scenario {
         name: "empty",

@@ -290,6 +290,21 @@ impl Relay {
     }
 }
 
+/// The error an `error` event reports (`None` for any other event), mapped as a Chat stream's
+/// error is: checked on a stream's first event, while it can still be an HTTP error.
+pub fn error_event(data: &str) -> Option<crate::UpstreamError> {
+    let event: Value = serde_json::from_str(data).ok()?;
+    if event["type"] != "error" {
+        return None;
+    }
+    let error = if event.get("error").is_some_and(Value::is_object) {
+        &event["error"]
+    } else {
+        &event
+    };
+    Some(crate::chat::errors::from_stream_error(error))
+}
+
 /// The code of a mid-stream failure: the ones Responses clients act on.
 fn stream_code(mapped: &str) -> String {
     match mapped {
