@@ -24,9 +24,9 @@ use common::Harness;
 use scenarios::{CallSpec, Mode, Outcome, SCENARIOS, Scenario, Upstream};
 use serde_json::{Value, json};
 use targets::{Dialect, MAX_RETRIES, TARGETS, Target};
-use toolbridge_core::plan::{Identity, ToolPlan, UpstreamTool, plan};
+use toolbridge_core::plan::{Decision, Identity, ToolPlan, UpstreamTool, plan};
 use toolbridge_providers::profile::Profile;
-use toolbridge_testkit::dialects::{Answer, Call};
+use toolbridge_testkit::dialects::{Answer, Call, responses_output};
 use toolbridge_testkit::{Recorded, Reply};
 // ---- Running ----
 
@@ -129,6 +129,7 @@ async fn run_pair(
     request["stream"] = json!(streamed);
     let plan = plan_for(&profile, &request);
 
+    let mut sent_answer = None;
     let reply = match &scenario.upstream {
         Upstream::Answer {
             reasoning,
@@ -145,18 +146,27 @@ async fn run_pair(
                     .enumerate()
                     .map(|(i, c)| Call {
                         id: format!("call_{i}"),
-                        name: provider_name(&plan, c),
+                        // A passthrough upstream knows the tools as declared.
+                        name: if dialect.passthrough() {
+                            c.name.to_owned()
+                        } else {
+                            provider_name(&plan, c)
+                        },
+                        namespace: c.namespace.map(str::to_owned),
+                        custom: c.custom,
                         arguments: (c.arguments)(),
                     })
                     .collect(),
                 end: *end,
                 usage: *usage,
             };
-            if streamed {
+            let reply = if streamed {
                 wire.stream(&answer)
             } else {
                 wire.whole(&answer)
-            }
+            };
+            sent_answer = Some(answer);
+            reply
         }
         Upstream::Http(failure) => wire.http_error(*failure),
         Upstream::RateLimitMidStream => wire.stream_then_rate_limit("Partial"),
@@ -210,6 +220,16 @@ async fn run_pair(
     };
     if let Some(body) = &body {
         check_response(body, scenario, outcome, dialect, &plan);
+        if dialect.passthrough()
+            && let Some(answer) = &sent_answer
+        {
+            // Items come back exactly as the upstream sent them, types and ids included.
+            assert_eq!(
+                body["output"],
+                json!(responses_output(answer)),
+                "output passed through"
+            );
+        }
     }
 
     // The upstream's side.
@@ -235,7 +255,16 @@ async fn run_pair(
     );
     assert_eq!(url, dialect.target_url(&model, streamed), "upstream URL");
     dialect.check_common(&profile, &req.body, streamed);
-    let expected_names = upstream_function_names(&plan);
+    if dialect.passthrough() {
+        check_passthrough(&request, &req.body, &plan);
+    }
+    // A passthrough sends every tool under its declared name; the others, the functions the plan
+    // made.
+    let expected_names = if dialect.passthrough() {
+        plan.entries.iter().filter_map(|e| e.name.clone()).collect()
+    } else {
+        upstream_function_names(&plan)
+    };
     assert_eq!(
         dialect.tool_names(&req.body),
         expected_names,
@@ -246,7 +275,9 @@ async fn run_pair(
         dialect.expected_choice(&plan),
         "tool_choice upstream"
     );
-    if let Upstream::Answer { calls, .. } = &scenario.upstream {
+    if let Upstream::Answer { calls, .. } = &scenario.upstream
+        && !dialect.passthrough()
+    {
         for c in calls.iter().filter(|c| c.custom) {
             // A degraded custom tool is a function with one string parameter `input`.
             let params = dialect.tool_parameters(&req.body, &provider_name(&plan, c));
@@ -255,6 +286,44 @@ async fn run_pair(
     }
     if request.get("reasoning").is_some() {
         dialect.check_effort(&profile, &req.body);
+    }
+}
+
+/// A passthrough request is the client's own: every tool native and sent byte for byte as
+/// declared, `tool_choice` as it came, every other field as sent but the gateway's own (`model`,
+/// `store`, `include` for stored reasoning).
+fn check_passthrough(request: &Value, body: &Value, plan: &ToolPlan) {
+    assert!(
+        plan.entries.iter().all(|e| e.decision == Decision::Native),
+        "every tool native: {:?}",
+        plan.entries
+    );
+    let planned: Vec<Value> = plan
+        .upstream
+        .iter()
+        .filter_map(|t| match t {
+            UpstreamTool::Native(v) => Some(v.clone()),
+            UpstreamTool::Function { .. } => None,
+        })
+        .collect();
+    let declared = request.get("tools").cloned();
+    assert_eq!(
+        body.get("tools"),
+        declared.as_ref(),
+        "tools upstream as declared"
+    );
+    if let Some(declared) = &declared {
+        assert_eq!(&json!(planned), declared, "the plan keeps every tool");
+    }
+    assert_eq!(
+        body.get("tool_choice"),
+        request.get("tool_choice"),
+        "tool_choice as is"
+    );
+    for (k, v) in request.as_object().unwrap() {
+        if !["model", "store", "include"].contains(&k.as_str()) {
+            assert_eq!(&body[k], v, "{k} passed through");
+        }
     }
 }
 
@@ -313,11 +382,17 @@ fn check_response(
     let mut items = output.iter();
     if !reasoning.is_empty() {
         let item = items.next().unwrap();
-        let shown: String = item["content"]
+        // A passthrough shows the reasoning as the upstream did (OpenAI: a summary).
+        let (field, part) = if dialect.passthrough() {
+            ("summary", "summary_text")
+        } else {
+            ("content", "reasoning_text")
+        };
+        let shown: String = item[field]
             .as_array()
-            .unwrap_or_else(|| panic!("reasoning content: {item}"))
+            .unwrap_or_else(|| panic!("reasoning {field}: {item}"))
             .iter()
-            .filter(|p| p["type"] == "reasoning_text")
+            .filter(|p| p["type"] == part)
             .map(|p| p["text"].as_str().unwrap())
             .collect();
         assert_eq!(shown, reasoning.concat(), "reasoning text");

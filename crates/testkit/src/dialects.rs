@@ -2,8 +2,10 @@
 //! Completions (`data:` chunks ending in `[DONE]`, reasoning as `reasoning_content` or a leading
 //! `<think>` block), Anthropic Messages (`event:` + `data:` SSE events from `message_start` to
 //! `message_stop`) and Gemini generateContent (`data:` chunks of whole
-//! `GenerateContentResponse`s, no end marker), whole or streamed, plus each dialect's error
-//! answers (before the stream and inside it).
+//! `GenerateContentResponse`s, no end marker) and OpenAI Responses (`event:` + `data:` SSE
+//! events from `response.created` to `response.completed`, items as OpenAI sends them, custom
+//! and namespaced calls included), whole or streamed, plus each dialect's error answers (before
+//! the stream and inside it).
 //!
 //! It knows nothing of the gateway: the conformance matrix decides what to render and what to
 //! expect. A new dialect is one more [`Wire`] variant; the `match`es below then tell what it must
@@ -23,7 +25,8 @@ pub enum Wire {
     },
     Anthropic,
     Gemini,
-    // `Responses` (a native OpenAI Responses upstream, passed through) goes here.
+    /// A native OpenAI Responses upstream (passed through by the gateway).
+    Responses,
 }
 
 /// One tool call as the provider makes it: the provider-side name.
@@ -32,6 +35,12 @@ pub struct Call {
     /// The call id; Gemini calls carry none and this is ignored there.
     pub id: String,
     pub name: String,
+    /// The call's namespace. Only a Responses upstream says it (as `namespace` beside `name`);
+    /// the other dialects know flat provider-side names only.
+    pub namespace: Option<String>,
+    /// A custom (freeform) tool call: a Responses upstream sends it as a `custom_tool_call` whose
+    /// `input` is `arguments["input"]`; the other dialects know only functions.
+    pub custom: bool,
     pub arguments: Value,
 }
 
@@ -85,6 +94,7 @@ impl Wire {
                 Some(gemini_finish(a.end)),
                 Some(a.usage),
             ),
+            Self::Responses => responses_object(a, responses_output(a)),
         })
     }
 
@@ -94,6 +104,7 @@ impl Wire {
             Self::Chat { think_tags } => Reply::sse(chat_chunks(a, think_tags)),
             Self::Anthropic => Reply::sse_events(anthropic_events(a)),
             Self::Gemini => gemini_stream(gemini_chunks(a)),
+            Self::Responses => Reply::sse_events(responses_events(a)),
         }
     }
 
@@ -128,11 +139,30 @@ impl Wire {
                 gemini_chunk(vec![json!({"text": partial})], None, None),
                 json!({"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}),
             ]),
+            Self::Responses => {
+                let answer = Answer {
+                    reasoning: Vec::new(),
+                    text: vec![partial.to_owned()],
+                    calls: Vec::new(),
+                    end: End::Stop,
+                    usage: Usage::default(),
+                };
+                // Everything up to the first text delta, then OpenAI's `error` event.
+                let mut events = responses_events(&answer);
+                let cut = events
+                    .iter()
+                    .position(|(name, _)| *name == "response.output_text.delta")
+                    .map_or(events.len(), |i| i + 1);
+                events.truncate(cut);
+                events.push(responses_error_event(message, cut));
+                Reply::sse_events(events)
+            }
         }
     }
 
     /// A `200` stream whose first event is a rate-limit error: MiniMax's `base_resp` chunk
-    /// (which every Chat decoder reads), Anthropic's `error` event, Gemini's `error` chunk.
+    /// (which every Chat decoder reads), Anthropic's `error` event, Gemini's `error` chunk,
+    /// OpenAI's Responses `error` event.
     pub fn stream_starting_with_rate_limit(self) -> Reply {
         match self {
             Self::Chat { .. } => Reply::sse(vec![json!({
@@ -146,11 +176,16 @@ impl Wire {
             Self::Gemini => gemini_stream(vec![
                 json!({"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}}),
             ]),
+            Self::Responses => Reply::sse_events(vec![responses_error_event(
+                "Rate limit reached for requests",
+                0,
+            )]),
         }
     }
 
-    /// An HTTP error answer as the dialect sends it. A rate limit's delay goes where the dialect
-    /// puts it: the `Retry-After` header (Chat, Anthropic) or Google's `RetryInfo.retryDelay`.
+    /// An HTTP error answer as the dialect sends it (a Responses server answers in OpenAI's shape,
+    /// as Chat servers do). A rate limit's delay goes where the dialect puts it: the
+    /// `Retry-After` header (Chat, Anthropic, Responses) or Google's `RetryInfo.retryDelay`.
     pub fn http_error(self, failure: HttpFailure) -> Reply {
         let (status, delay) = match failure {
             HttpFailure::RateLimited { retry_after_secs } => (429, Some(retry_after_secs)),
@@ -161,7 +196,7 @@ impl Wire {
                 .unwrap_or_default()
         };
         match self {
-            Self::Chat { .. } => {
+            Self::Chat { .. } | Self::Responses => {
                 let (message, kind, code) = if status == 429 {
                     (
                         "Rate limit reached",
@@ -512,4 +547,225 @@ fn gemini_chunks(a: &Answer) -> Vec<Value> {
         Some(a.usage),
     ));
     out
+}
+
+// ---- OpenAI Responses ----
+
+const RESPONSES_ENCRYPTED: &str = "gAAAA-conformance-opaque";
+
+fn responses_usage(u: Usage) -> Value {
+    json!({
+        "input_tokens": u.input,
+        "input_tokens_details": {"cached_tokens": u.cached},
+        "output_tokens": u.output,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning},
+        "total_tokens": u.input + u.output,
+    })
+}
+
+/// The whole response object around `output`: `completed`, or `incomplete` with
+/// `max_output_tokens` when the answer was cut.
+fn responses_object(a: &Answer, output: Vec<Value>) -> Value {
+    let (status, details) = match a.end {
+        End::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
+        End::Stop | End::ToolCalls => ("completed", Value::Null),
+    };
+    json!({
+        "id": "resp_conf_upstream", "object": "response", "created_at": 1_700_000_000,
+        "status": status, "model": "gpt-conf-2026", "output": output,
+        "previous_response_id": null, "store": false, "error": null,
+        "incomplete_details": details, "instructions": null, "tools": [], "tool_choice": "auto",
+        "parallel_tool_calls": true, "temperature": 1.0, "top_p": 1.0, "truncation": "disabled",
+        "metadata": {}, "text": {"format": {"type": "text"}},
+        "usage": responses_usage(a.usage),
+    })
+}
+
+/// The output items as a Responses server sends them, final: reasoning as a summary with its
+/// encrypted blob, one message, then each call — a `custom_tool_call` for a custom tool, a
+/// `function_call` (with `namespace` for a namespaced tool) otherwise.
+pub fn responses_output(a: &Answer) -> Vec<Value> {
+    let mut out = Vec::new();
+    if !a.reasoning.is_empty() {
+        out.push(json!({
+            "type": "reasoning", "id": "rs_conf",
+            "summary": [{"type": "summary_text", "text": a.reasoning.concat()}],
+            "encrypted_content": RESPONSES_ENCRYPTED,
+        }));
+    }
+    if !a.text.is_empty() {
+        let status = if a.end == End::Length {
+            "incomplete"
+        } else {
+            "completed"
+        };
+        out.push(json!({
+            "type": "message", "id": "msg_conf", "status": status, "role": "assistant",
+            "content": [{"type": "output_text", "text": a.text.concat(), "annotations": [], "logprobs": []}],
+        }));
+    }
+    for (i, c) in a.calls.iter().enumerate() {
+        let mut item = if c.custom {
+            json!({
+                "type": "custom_tool_call", "id": format!("ctc_conf_{i}"), "status": "completed",
+                "call_id": c.id, "name": c.name,
+                "input": c.arguments["input"].as_str().unwrap_or_default(),
+            })
+        } else {
+            json!({
+                "type": "function_call", "id": format!("fc_conf_{i}"), "status": "completed",
+                "call_id": c.id, "name": c.name, "arguments": c.arguments.to_string(),
+            })
+        };
+        if let Some(ns) = &c.namespace {
+            item["namespace"] = json!(ns);
+        }
+        out.push(item);
+    }
+    out
+}
+
+/// OpenAI's `error` stream event (a rate limit), the `sequence`th event of its stream.
+fn responses_error_event(message: &str, sequence: usize) -> (&'static str, Value) {
+    (
+        "error",
+        json!({"type": "error", "sequence_number": sequence, "code": "rate_limit_exceeded",
+               "message": message, "param": null}),
+    )
+}
+
+/// The stream of a whole answer, event by event as OpenAI sends it. An answer with nothing in
+/// it is a `200` with no events at all (a server that accepted and said nothing).
+fn responses_events(a: &Answer) -> Vec<(&'static str, Value)> {
+    let output = responses_output(a);
+    if output.is_empty() {
+        return Vec::new();
+    }
+    let mut events: Vec<(&'static str, Value)> = Vec::new();
+    let mut push = |name: &'static str, mut data: Value| {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(events.len());
+        events.push((name, data));
+    };
+    let mut started = responses_object(a, Vec::new());
+    started["status"] = json!("in_progress");
+    started["incomplete_details"] = Value::Null;
+    started["usage"] = Value::Null;
+    push("response.created", json!({"response": started}));
+    push("response.in_progress", json!({"response": started}));
+    let mut calls = a.calls.iter();
+    for (index, item) in output.iter().enumerate() {
+        let id = item["id"].clone();
+        let at = json!({"item_id": id, "output_index": index});
+        let with = |extra: Value| {
+            let mut v = at.clone();
+            if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
+                v.extend(extra);
+            }
+            v
+        };
+        match item["type"].as_str().unwrap_or_default() {
+            "reasoning" => {
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": {"type": "reasoning", "id": id, "summary": []}}),
+                );
+                let part = |text: String| json!({"type": "summary_text", "text": text});
+                push(
+                    "response.reasoning_summary_part.added",
+                    with(json!({"summary_index": 0, "part": part(String::new())})),
+                );
+                for r in &a.reasoning {
+                    push(
+                        "response.reasoning_summary_text.delta",
+                        with(json!({"summary_index": 0, "delta": r})),
+                    );
+                }
+                let text = a.reasoning.concat();
+                push(
+                    "response.reasoning_summary_text.done",
+                    with(json!({"summary_index": 0, "text": text})),
+                );
+                push(
+                    "response.reasoning_summary_part.done",
+                    with(json!({"summary_index": 0, "part": part(text)})),
+                );
+            }
+            "message" => {
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": {"type": "message", "id": id,
+                        "status": "in_progress", "role": "assistant", "content": []}}),
+                );
+                let part = |text: String| json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
+                push(
+                    "response.content_part.added",
+                    with(json!({"content_index": 0, "part": part(String::new())})),
+                );
+                for t in &a.text {
+                    push(
+                        "response.output_text.delta",
+                        with(json!({"content_index": 0, "delta": t, "logprobs": []})),
+                    );
+                }
+                let text = a.text.concat();
+                push(
+                    "response.output_text.done",
+                    with(json!({"content_index": 0, "text": text, "logprobs": []})),
+                );
+                push(
+                    "response.content_part.done",
+                    with(json!({"content_index": 0, "part": part(text)})),
+                );
+            }
+            kind => {
+                let Some(c) = calls.next() else { continue };
+                let mut added = item.clone();
+                added["status"] = json!("in_progress");
+                let (whole, field, delta, done) = if kind == "custom_tool_call" {
+                    (
+                        c.arguments["input"].as_str().unwrap_or_default().to_owned(),
+                        "input",
+                        "response.custom_tool_call_input.delta",
+                        "response.custom_tool_call_input.done",
+                    )
+                } else {
+                    (
+                        c.arguments.to_string(),
+                        "arguments",
+                        "response.function_call_arguments.delta",
+                        "response.function_call_arguments.done",
+                    )
+                };
+                added[field] = json!("");
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": added}),
+                );
+                let cut = (0..=whole.len() / 2)
+                    .rev()
+                    .find(|i| whole.is_char_boundary(*i))
+                    .unwrap_or(0);
+                let (head, tail) = whole.split_at(cut);
+                for piece in [head, tail] {
+                    push(delta, with(json!({"delta": piece})));
+                }
+                push(done, with(json!({field: whole})));
+            }
+        }
+        push(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+    }
+    let terminal = if a.end == End::Length {
+        "response.incomplete"
+    } else {
+        "response.completed"
+    };
+    push(
+        terminal,
+        json!({"response": responses_object(a, output.clone())}),
+    );
+    events
 }

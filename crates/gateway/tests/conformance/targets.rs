@@ -13,9 +13,8 @@ pub enum Dialect {
     Chat,
     Anthropic,
     Gemini,
-    // `Responses` (a native OpenAI Responses upstream, passthrough) goes here: its config name,
-    // wire (`Wire::Responses` in the testkit), path and the accessors below; then add its
-    // target(s) to `TARGETS`. The compiler lists every `match` that must learn it.
+    /// A native OpenAI Responses upstream: the request passes through, events are relayed.
+    Responses,
 }
 
 pub struct Target {
@@ -37,7 +36,7 @@ pub const TARGETS: &[Target] = &[
     Target { preset: "vllm", dialect: Dialect::Chat },
     Target { preset: "anthropic", dialect: Dialect::Anthropic },
     Target { preset: "gemini", dialect: Dialect::Gemini },
-    // Target { preset: "responses", dialect: Dialect::Responses },
+    Target { preset: "responses", dialect: Dialect::Responses },
 ];
 
 /// Retries before the answer starts, for every target: the 500 scenario expects `1 + this`
@@ -50,6 +49,7 @@ impl Dialect {
             Self::Chat => "chat",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Responses => "responses",
         }
     }
 
@@ -60,6 +60,7 @@ impl Dialect {
             },
             Self::Anthropic => Wire::Anthropic,
             Self::Gemini => Wire::Gemini,
+            Self::Responses => Wire::Responses,
         }
     }
 
@@ -70,21 +71,28 @@ impl Dialect {
             Self::Anthropic => "/v1/messages".to_owned(),
             Self::Gemini if streamed => format!("/v1/models/{model}:streamGenerateContent?alt=sse"),
             Self::Gemini => format!("/v1/models/{model}:generateContent"),
+            Self::Responses => "/v1/responses".to_owned(),
         }
     }
 
     /// Whether the upstream says the stream flag in the body (Gemini says it in the URL).
     pub fn stream_in_body(self) -> bool {
         match self {
-            Self::Chat | Self::Anthropic => true,
+            Self::Chat | Self::Anthropic | Self::Responses => true,
             Self::Gemini => false,
         }
+    }
+
+    /// Whether the request passes through (tools and `tool_choice` as the client declared them,
+    /// calls and every other item back as the upstream sent them).
+    pub fn passthrough(self) -> bool {
+        self == Self::Responses
     }
 
     /// Whether the provider's calls carry ids the client gets back as `call_id`.
     pub fn call_ids(self) -> bool {
         match self {
-            Self::Chat | Self::Anthropic => true,
+            Self::Chat | Self::Anthropic | Self::Responses => true,
             Self::Gemini => false,
         }
     }
@@ -92,12 +100,13 @@ impl Dialect {
     /// Whether the dialect reports reasoning tokens (Anthropic counts none apart).
     pub fn reports_reasoning_tokens(self) -> bool {
         match self {
-            Self::Chat | Self::Gemini => true,
+            Self::Chat | Self::Gemini | Self::Responses => true,
             Self::Anthropic => false,
         }
     }
 
-    /// The function names declared upstream, in order; empty when no tools were sent.
+    /// The function names declared upstream (a passthrough's tool names), in order; empty when
+    /// no tools were sent.
     pub fn tool_names(self, body: &Value) -> Vec<String> {
         let list = match self {
             Self::Chat => body["tools"].as_array().map(|t| {
@@ -119,6 +128,12 @@ impl Dialect {
                             .unwrap_or_default()
                     })
                     .map(|f| f["name"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            }),
+            // Every tool as declared, by its top-level name (a namespace's own).
+            Self::Responses => body["tools"].as_array().map(|t| {
+                t.iter()
+                    .map(|t| t["name"].as_str().unwrap_or("").to_owned())
                     .collect()
             }),
         };
@@ -147,6 +162,10 @@ impl Dialect {
                 })
                 .find(|f| f["name"] == name)
                 .map(|f| f["parameters"].clone()),
+            Self::Responses => tools
+                .iter()
+                .find(|t| t["name"] == name)
+                .map(|t| t["parameters"].clone()),
         };
         found.unwrap_or_else(|| panic!("no upstream tool {name} in {body:#}"))
     }
@@ -164,6 +183,7 @@ impl Dialect {
                 c
             }
             Self::Gemini => body["toolConfig"]["functionCallingConfig"].clone(),
+            Self::Responses => body["tool_choice"].clone(),
         };
         (!v.is_null()).then_some(v)
     }
@@ -177,7 +197,8 @@ impl Dialect {
         let choice = plan.tool_choice.as_ref()?;
         let forced = choice["function"]["name"].as_str();
         Some(match self {
-            Self::Chat => choice.clone(),
+            // The passthrough plan keeps the client's `tool_choice` as it came.
+            Self::Chat | Self::Responses => choice.clone(),
             Self::Anthropic => match (choice.as_str(), forced) {
                 (Some("required"), _) => json!({"type": "any"}),
                 (Some("none"), _) => json!({"type": "none"}),
@@ -229,6 +250,9 @@ impl Dialect {
                     json!({"thinkingBudget": budget, "includeThoughts": true})
                 );
             }
+            Self::Responses => {
+                assert_eq!(body["reasoning"], json!({"effort": "medium"}), "as sent");
+            }
         }
     }
 
@@ -249,6 +273,13 @@ impl Dialect {
                 streamed && profile.stream_usage,
                 "include_usage"
             );
+        }
+        if self == Self::Responses {
+            // The gateway keeps the state; the upstream keeps nothing.
+            assert_eq!(body["store"], false, "store upstream");
+            for (k, v) in &profile.extra_body {
+                assert_eq!(&body[k], v, "extra_body field {k}");
+            }
         }
     }
 }

@@ -30,6 +30,19 @@ const IDENTITY: &[&str] = &[
     "conversation",
 ];
 
+/// The code of an answer with nothing in it, as every dialect reports it.
+const EMPTY: &str = "empty_upstream_response";
+const EMPTY_MESSAGE: &str = "the upstream answered without producing any output";
+
+/// A response that says it completed and has no output item: nothing was produced, which every
+/// dialect reports as a failure (`empty_upstream_response`), streamed or whole.
+fn is_empty(response: &Value) -> bool {
+    response["status"] == "completed"
+        && response["output"]
+            .as_array()
+            .is_none_or(std::vec::Vec::is_empty)
+}
+
 /// At most this many skipped events are reported.
 const MAX_SKIP_REPORTS: usize = 3;
 
@@ -152,6 +165,11 @@ impl Relay {
                     .filter(|r| r.is_object())
                     .cloned()
                     .unwrap_or_else(|| self.latest.clone());
+                if kind == "response.completed" && self.forwarded == 0 && is_empty(&response) {
+                    self.latest = response;
+                    self.fail(EMPTY, EMPTY_MESSAGE.to_owned(), out);
+                    return Ok(Flow::Done);
+                }
                 if let Some(map) = response.as_object_mut()
                     && !map.contains_key("status")
                 {
@@ -195,11 +213,7 @@ impl Relay {
             return;
         }
         if self.forwarded == 0 {
-            self.fail(
-                "empty_upstream_response",
-                "the upstream stream ended without producing any output".to_owned(),
-                out,
-            );
+            self.fail(EMPTY, EMPTY_MESSAGE.to_owned(), out);
         } else {
             self.fail(
                 "server_error",
@@ -321,5 +335,10 @@ pub fn whole(answer: Value, skeleton: &Value, diagnostics: &[Diagnostic]) -> Res
         });
     }
     let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec());
+    if is_empty(&answer) {
+        relay.latest = answer;
+        relay.fail(EMPTY, EMPTY_MESSAGE.to_owned(), &mut Vec::new());
+        return Ok(relay.latest);
+    }
     Ok(relay.terminal(answer))
 }

@@ -132,6 +132,26 @@ fn an_unterminated_or_empty_stream_fails_with_a_specific_code() {
 }
 
 #[test]
+fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
+    // Found by the conformance matrix: every other dialect fails an answer with nothing in it.
+    let completed = json!({"id": "resp_up", "object": "response", "status": "completed", "output": [],
+        "usage": {"input_tokens": 3, "output_tokens": 0, "total_tokens": 3}});
+    let (out, _) = relay_all(&[(
+        "response.completed",
+        json!({"type": "response.completed", "response": completed}),
+    )]);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.failed");
+    assert_eq!(last["response"]["id"], "resp_gw");
+    assert_eq!(last["response"]["error"]["code"], "empty_upstream_response");
+    let mine = whole(completed, &skeleton(), &[]).unwrap();
+    assert_eq!(mine["id"], "resp_gw");
+    assert_eq!(mine["status"], "failed");
+    assert_eq!(mine["error"]["code"], "empty_upstream_response");
+    assert_eq!(mine["usage"]["input_tokens"], 3);
+}
+
+#[test]
 fn a_payload_that_is_not_an_event_is_skipped_with_a_diagnostic() {
     let mut relay = Relay::new(skeleton(), Vec::new());
     let mut out = Vec::new();
