@@ -152,6 +152,51 @@ pub struct EchoCall {
     pub arguments: String,
 }
 
+/// A call the gateway runs itself, taken from a finished upstream round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayCall {
+    pub call_id: String,
+    /// The gateway tool's server label (`toolbridge` for built-ins) and name.
+    pub server: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// What an upstream round produced besides its calls, for the history of the next round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoundOutput {
+    pub text: Option<String>,
+    pub reasoning: Option<String>,
+}
+
+/// A hosted item the gateway shows for a call it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hosted {
+    /// An `mcp_call` item (MCP tools, and built-ins under the `toolbridge` label).
+    Mcp {
+        server_label: String,
+        name: String,
+        arguments: String,
+    },
+    /// A `web_search_call` item (the gateway's search serving `web_search`).
+    WebSearch { query: String },
+}
+
+/// A hosted item shown as started, to be finished when its call returns.
+#[derive(Debug)]
+pub struct HostedSlot {
+    index: usize,
+    id: String,
+    hosted: Hosted,
+}
+
+impl HostedSlot {
+    /// The item's id (`mcp_…`, `ws_…`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// The reconstruction state machine of one response.
 #[derive(Debug)]
 pub struct Assembler {
@@ -172,6 +217,12 @@ pub struct Assembler {
     finish: Option<FinishReason>,
     item_counter: u32,
     saw_output: bool,
+    /// Text and reasoning of the current upstream round (a gateway tool loop replays them).
+    round: RoundOutput,
+    /// Usage of earlier upstream rounds of this response, added to the last round's.
+    carried_usage: Option<Usage>,
+    /// Set when the response ends incomplete for a reason of the gateway's (its step limit).
+    forced_incomplete: Option<String>,
 }
 
 #[derive(Debug)]
@@ -230,6 +281,9 @@ impl Assembler {
             finish: None,
             item_counter: 0,
             saw_output: false,
+            round: RoundOutput::default(),
+            carried_usage: None,
+            forced_incomplete: None,
         }
     }
 
@@ -269,6 +323,155 @@ impl Assembler {
         }
         self.finish = None;
         Some(echoes)
+    }
+
+    /// At the end of an upstream round: takes the calls the gateway runs itself (held back
+    /// from the client), with the round's text and reasoning for the next round's history. The
+    /// client's own calls of the round stay. Empty when the round made no gateway call.
+    pub fn take_gateway_calls(
+        &mut self,
+        out: &mut Vec<StreamEvent>,
+    ) -> (Vec<GatewayCall>, RoundOutput) {
+        let names = Arc::clone(&self.names);
+        let is_gateway = |c: &CallState| {
+            c.name.as_deref().is_some_and(|n| {
+                matches!(
+                    names.identity(n),
+                    Some(crate::plan::Identity::Gateway { .. })
+                )
+            })
+        };
+        if !self.calls.iter().any(is_gateway) {
+            return (Vec::new(), RoundOutput::default());
+        }
+        self.close_current(out);
+        let (gateway, client): (Vec<CallState>, Vec<CallState>) = std::mem::take(&mut self.calls)
+            .into_iter()
+            .partition(is_gateway);
+        self.calls = client;
+        let taken = gateway
+            .into_iter()
+            .filter_map(|call| {
+                let provider_name = call.name?;
+                let Some(crate::plan::Identity::Gateway { server, name }) =
+                    self.names.identity(&provider_name).cloned()
+                else {
+                    return None;
+                };
+                Some(GatewayCall {
+                    call_id: call
+                        .call_id
+                        .unwrap_or_else(|| format!("call_{}", call.item_id)),
+                    server,
+                    name,
+                    arguments: call.arguments,
+                })
+            })
+            .collect();
+        (taken, std::mem::take(&mut self.round))
+    }
+
+    /// True when the current round has calls for the client.
+    pub fn has_client_calls(&self) -> bool {
+        !self.calls.is_empty()
+    }
+
+    /// Starts the next upstream round of the same response: its finish reason is the one that
+    /// counts, and this round's usage is carried into the total.
+    pub fn next_round(&mut self) {
+        self.finish = None;
+        if let Some(usage) = self.usage.take() {
+            self.carried_usage = Some(usage.clone());
+            self.usage = Some(usage);
+        }
+    }
+
+    /// Ends the response `incomplete` with `reason` at its finish (the gateway's tool loop ran
+    /// out of steps or time); calls still held for the gateway are left out.
+    pub fn stop_incomplete(&mut self, reason: &str) {
+        self.forced_incomplete = Some(reason.to_owned());
+    }
+
+    /// Shows a call the gateway is about to run: the item, `in_progress`.
+    pub fn hosted_start(&mut self, hosted: Hosted, out: &mut Vec<StreamEvent>) -> HostedSlot {
+        self.close_current(out);
+        self.saw_output = true;
+        let index = self.open_slot();
+        let id = match &hosted {
+            Hosted::Mcp { .. } => self.next_id("mcp"),
+            Hosted::WebSearch { .. } => self.next_id("ws"),
+        };
+        let slot = HostedSlot { index, id, hosted };
+        let item = hosted_item(&slot, "in_progress", None);
+        self.push(
+            out,
+            EventKind::OutputItemAdded {
+                output_index: index,
+                item,
+            },
+        );
+        let (item_id, output_index) = (slot.id.clone(), index);
+        let events = match &slot.hosted {
+            Hosted::Mcp { arguments, .. } => vec![
+                EventKind::McpCallArgumentsDelta {
+                    item_id: item_id.clone(),
+                    output_index,
+                    delta: arguments.clone(),
+                },
+                EventKind::McpCallArgumentsDone {
+                    item_id: item_id.clone(),
+                    output_index,
+                    arguments: arguments.clone(),
+                },
+                EventKind::McpCallInProgress {
+                    item_id,
+                    output_index,
+                },
+            ],
+            Hosted::WebSearch { .. } => vec![
+                EventKind::WebSearchCallInProgress {
+                    item_id: item_id.clone(),
+                    output_index,
+                },
+                EventKind::WebSearchCallSearching {
+                    item_id,
+                    output_index,
+                },
+            ],
+        };
+        for kind in events {
+            self.push(out, kind);
+        }
+        slot
+    }
+
+    /// Finishes a hosted item with its call's result (`Err`: the tool's error message).
+    pub fn hosted_finish(
+        &mut self,
+        slot: HostedSlot,
+        result: Result<String, String>,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        let (item_id, output_index) = (slot.id.clone(), slot.index);
+        let ok = result.is_ok();
+        let event = match (&slot.hosted, ok) {
+            (Hosted::Mcp { .. }, true) => EventKind::McpCallCompleted {
+                item_id,
+                output_index,
+            },
+            (Hosted::Mcp { .. }, false) => EventKind::McpCallFailed {
+                item_id,
+                output_index,
+            },
+            (Hosted::WebSearch { .. }, _) => EventKind::WebSearchCallCompleted {
+                item_id,
+                output_index,
+            },
+        };
+        self.push(out, event);
+        let status = if ok { "completed" } else { "failed" };
+        let item = hosted_item(&slot, status, Some(result));
+        self.done(slot.index, item, out);
     }
 
     /// Shows a search the provider ran as a completed `web_search_call` item.
@@ -394,7 +597,12 @@ impl Assembler {
                 self.close_current(out);
                 self.web_search_item(query, out);
             }
-            UpstreamEvent::Usage(usage) => self.usage = Some(usage),
+            UpstreamEvent::Usage(usage) => {
+                self.usage = Some(match &self.carried_usage {
+                    Some(earlier) => add_usage(earlier, &usage),
+                    None => usage,
+                });
+            }
             UpstreamEvent::Finish(reason) => {
                 if self.finish.is_none() {
                     self.finish = Some(reason);
@@ -497,6 +705,9 @@ impl Assembler {
                 }),
             )
         };
+        if let Some(reason) = &self.forced_incomplete {
+            return incomplete(reason);
+        }
         match &self.finish {
             Some(FinishReason::Length) => return incomplete("max_output_tokens"),
             Some(FinishReason::ContentFilter) => return incomplete("content_filter"),
@@ -613,6 +824,12 @@ impl Assembler {
         if delta.is_empty() {
             return;
         }
+        if !refusal {
+            self.round
+                .text
+                .get_or_insert_with(String::new)
+                .push_str(&delta);
+        }
         self.saw_output = true;
         if !matches!(self.current, Open::Message { .. }) {
             self.close_current(out);
@@ -686,6 +903,10 @@ impl Assembler {
         if delta.is_empty() {
             return;
         }
+        self.round
+            .reasoning
+            .get_or_insert_with(String::new)
+            .push_str(&delta);
         self.saw_output = true;
         if !matches!(self.current, Open::Reasoning { .. }) {
             self.close_current(out);
@@ -953,6 +1174,15 @@ impl Assembler {
                 .call_id
                 .clone()
                 .unwrap_or_else(|| format!("call_{}", call.item_id));
+            if let CallKind::Gateway { name, .. } = &restored {
+                // Held for the gateway, which did not run it (its loop stopped first).
+                self.add_diagnostic(diag(
+                    CALL_NOT_RESTORED,
+                    None,
+                    format!("the gateway tool `{name}` was called after the tool loop stopped; the call was not run"),
+                ));
+                continue;
+            }
             match restored {
                 CallKind::Function {
                     namespace,
@@ -1087,6 +1317,8 @@ impl Assembler {
                     };
                     self.announce_and_finish(make("in_progress"), make("completed"), out);
                 }
+                // Left out above.
+                CallKind::Gateway { .. } => {}
             }
         }
     }
@@ -1171,3 +1403,51 @@ fn empty_response() -> Response {
 
 #[cfg(test)]
 mod tests;
+
+/// The item of a hosted call, with its result once it has one.
+fn hosted_item(
+    slot: &HostedSlot,
+    status: &str,
+    result: Option<Result<String, String>>,
+) -> OutputItem {
+    match &slot.hosted {
+        Hosted::Mcp {
+            server_label,
+            name,
+            arguments,
+        } => {
+            let (output, error) = match result {
+                Some(Ok(output)) => (Some(output), None),
+                Some(Err(error)) => (None, Some(error)),
+                None => (None, None),
+            };
+            OutputItem::McpCall(toolbridge_wire::responses::McpCallItem {
+                id: slot.id.clone(),
+                server_label: server_label.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                output,
+                error,
+                status: Some(status.to_owned()),
+                approval_request_id: None,
+            })
+        }
+        Hosted::WebSearch { query } => OutputItem::WebSearchCall(WebSearchCallItem {
+            id: slot.id.clone(),
+            status: status.to_owned(),
+            action: serde_json::json!({"type": "search", "query": query}),
+        }),
+    }
+}
+
+/// Two rounds' usage added up.
+fn add_usage(a: &Usage, b: &Usage) -> Usage {
+    let mut sum = b.clone();
+    sum.input_tokens += a.input_tokens;
+    sum.output_tokens += a.output_tokens;
+    sum.total_tokens += a.total_tokens;
+    sum.input_tokens_details.cached_tokens += a.input_tokens_details.cached_tokens;
+    sum.input_tokens_details.cache_write_tokens += a.input_tokens_details.cache_write_tokens;
+    sum.output_tokens_details.reasoning_tokens += a.output_tokens_details.reasoning_tokens;
+    sum
+}

@@ -115,6 +115,12 @@ pub enum CallKind {
     ApplyPatch {
         operation: Value,
     },
+    /// A call the gateway ran (an `mcp_call` item echoed back).
+    Gateway {
+        server: String,
+        name: String,
+        arguments: String,
+    },
 }
 
 impl CallKind {
@@ -136,6 +142,10 @@ impl CallKind {
             Self::LocalShell { .. } => Identity::LocalShell,
             Self::Shell { .. } => Identity::Shell,
             Self::ApplyPatch { .. } => Identity::ApplyPatch,
+            Self::Gateway { server, name, .. } => Identity::Gateway {
+                server: server.clone(),
+                name: name.clone(),
+            },
         }
     }
 }

@@ -286,6 +286,44 @@ impl Reducer {
                 };
                 self.output(i, &o.call_id, output)
             }
+            // A call the gateway ran comes back as the call and its result, so the provider
+            // sees the exchange it had.
+            InputItem::McpCall(c) => {
+                if self.repeated(i, Some(&c.id)) {
+                    return Ok(());
+                }
+                let call_id = if c.id.is_empty() {
+                    format!("mcp_{i}")
+                } else {
+                    c.id.clone()
+                };
+                self.call(
+                    i,
+                    &call_id,
+                    CallKind::Gateway {
+                        server: c.server_label.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    },
+                )?;
+                let output = match (&c.output, &c.error) {
+                    (Some(output), _) => output.clone(),
+                    (None, Some(error)) => format!("error: {error}"),
+                    (None, None) => String::new(),
+                };
+                self.output(i, &call_id, output)
+            }
+            // Approvals are the gateway's own exchange: it turns an answered request into an
+            // `mcp_call` before normalising; what is left was never answered (or the gateway
+            // runs no tools here).
+            InputItem::McpApprovalRequest(_) | InputItem::McpApprovalResponse(_) => {
+                self.diagnostics.push(diag(
+                    ITEM_DROPPED,
+                    Some(&format!("input[{i}]")),
+                    "an MCP approval item without its counterpart (or with no gateway tools to run it) was left out",
+                ));
+                Ok(())
+            }
             InputItem::Other(map) => {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
                 self.diagnostics.push(diag(

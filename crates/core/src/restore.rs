@@ -72,6 +72,14 @@ pub fn restore(
             },
             None,
         ),
+        Some(Identity::Gateway { server, name }) => (
+            CallKind::Gateway {
+                server: server.clone(),
+                name: name.clone(),
+                arguments: arguments.to_owned(),
+            },
+            None,
+        ),
         Some(Identity::Custom { namespace, name }) => (
             CallKind::Custom {
                 namespace: namespace.clone(),

@@ -10,11 +10,13 @@ use toolbridge_core::canonical::CallKind;
 /// object (Anthropic `input`, Gemini `args`).
 pub(crate) fn call_object(kind: &CallKind) -> Value {
     match kind {
-        CallKind::Function { arguments, .. } => match serde_json::from_str::<Value>(arguments) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            _ if arguments.trim().is_empty() => json!({}),
-            _ => json!({"arguments": arguments}),
-        },
+        CallKind::Function { arguments, .. } | CallKind::Gateway { arguments, .. } => {
+            match serde_json::from_str::<Value>(arguments) {
+                Ok(Value::Object(map)) => Value::Object(map),
+                _ if arguments.trim().is_empty() => json!({}),
+                _ => json!({"arguments": arguments}),
+            }
+        }
         CallKind::Custom { input, .. } => json!({"input": input}),
         CallKind::LocalShell { action } => pick(
             action,
@@ -31,7 +33,9 @@ pub(crate) fn call_object(kind: &CallKind) -> Value {
 /// call's arguments are sent byte for byte as the model wrote them.
 pub(crate) fn call_text(kind: &CallKind) -> String {
     match kind {
-        CallKind::Function { arguments, .. } => arguments.clone(),
+        CallKind::Function { arguments, .. } | CallKind::Gateway { arguments, .. } => {
+            arguments.clone()
+        }
         other => call_object(other).to_string(),
     }
 }

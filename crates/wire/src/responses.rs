@@ -138,6 +138,12 @@ pub enum InputItem {
     ApplyPatchCall(ApplyPatchCallItem),
     ApplyPatchCallOutput(ApplyPatchCallOutputItem),
     Reasoning(ReasoningItem),
+    /// A tool call the gateway (or a Responses server) ran, echoed back with its output.
+    McpCall(McpCallItem),
+    /// A call waiting for the client's approval, echoed back.
+    McpApprovalRequest(McpApprovalRequestItem),
+    /// The client's answer to an approval request.
+    McpApprovalResponse(McpApprovalResponseItem),
     /// Any other item type, kept as its JSON object (including `type`).
     #[serde(untagged)]
     Other(Map<String, Value>),
@@ -160,6 +166,9 @@ impl<'de> Deserialize<'de> for InputItem {
             "apply_patch_call" => Self::ApplyPatchCall(typed(map)?),
             "apply_patch_call_output" => Self::ApplyPatchCallOutput(typed(map)?),
             "reasoning" => Self::Reasoning(typed(map)?),
+            "mcp_call" => Self::McpCall(typed(map)?),
+            "mcp_approval_request" => Self::McpApprovalRequest(typed(map)?),
+            "mcp_approval_response" => Self::McpApprovalResponse(typed(map)?),
             _ => {
                 map.insert("type".to_owned(), Value::String(kind));
                 Self::Other(map)
@@ -636,6 +645,63 @@ pub enum OutputItem {
     /// A web search the provider ran itself.
     WebSearchCall(WebSearchCallItem),
     Reasoning(ReasoningItem),
+    /// A tool the gateway ran (an MCP server's, or a built-in under the `toolbridge` label).
+    McpCall(McpCallItem),
+    /// The tools of an MCP server the gateway listed.
+    McpListTools(McpListToolsItem),
+    /// A call that runs only once the client approves it.
+    McpApprovalRequest(McpApprovalRequestItem),
+}
+
+/// An `mcp_call` item: a call the gateway ran, with its output or error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCallItem {
+    #[serde(default)]
+    pub id: String,
+    pub server_label: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_request_id: Option<String>,
+}
+
+/// An `mcp_list_tools` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpListToolsItem {
+    pub id: String,
+    pub server_label: String,
+    /// `{"name","description","input_schema","annotations"}` each.
+    pub tools: Vec<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// An `mcp_approval_request` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpApprovalRequestItem {
+    pub id: String,
+    pub server_label: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// An `mcp_approval_response` input item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpApprovalResponseItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub approval_request_id: String,
+    pub approve: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A `web_search_call` item: a search that ran on the provider's (or the gateway's) side.
@@ -657,6 +723,9 @@ impl OutputItem {
             Self::ApplyPatchCall(c) => c.id.as_deref(),
             Self::WebSearchCall(c) => Some(&c.id),
             Self::Reasoning(r) => r.id.as_deref(),
+            Self::McpCall(c) => Some(&c.id),
+            Self::McpListTools(l) => Some(&l.id),
+            Self::McpApprovalRequest(r) => Some(&r.id),
         }
     }
 
@@ -664,7 +733,12 @@ impl OutputItem {
     pub fn is_tool_call(&self) -> bool {
         !matches!(
             self,
-            Self::Message(_) | Self::Reasoning(_) | Self::WebSearchCall(_)
+            Self::Message(_)
+                | Self::Reasoning(_)
+                | Self::WebSearchCall(_)
+                | Self::McpCall(_)
+                | Self::McpListTools(_)
+                | Self::McpApprovalRequest(_)
         )
     }
 }
@@ -813,6 +887,48 @@ pub enum EventKind {
         item_id: String,
         output_index: usize,
     },
+    #[serde(rename = "response.mcp_call_arguments.delta")]
+    McpCallArgumentsDelta {
+        item_id: String,
+        output_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "response.mcp_call_arguments.done")]
+    McpCallArgumentsDone {
+        item_id: String,
+        output_index: usize,
+        arguments: String,
+    },
+    #[serde(rename = "response.mcp_call.in_progress")]
+    McpCallInProgress {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_call.completed")]
+    McpCallCompleted {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_call.failed")]
+    McpCallFailed {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_list_tools.in_progress")]
+    McpListToolsInProgress {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_list_tools.completed")]
+    McpListToolsCompleted {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_list_tools.failed")]
+    McpListToolsFailed {
+        item_id: String,
+        output_index: usize,
+    },
     #[serde(rename = "response.custom_tool_call_input.delta")]
     CustomToolCallInputDelta {
         item_id: String,
@@ -891,6 +1007,14 @@ impl EventKind {
             Self::WebSearchCallInProgress { .. } => "response.web_search_call.in_progress",
             Self::WebSearchCallSearching { .. } => "response.web_search_call.searching",
             Self::WebSearchCallCompleted { .. } => "response.web_search_call.completed",
+            Self::McpCallArgumentsDelta { .. } => "response.mcp_call_arguments.delta",
+            Self::McpCallArgumentsDone { .. } => "response.mcp_call_arguments.done",
+            Self::McpCallInProgress { .. } => "response.mcp_call.in_progress",
+            Self::McpCallCompleted { .. } => "response.mcp_call.completed",
+            Self::McpCallFailed { .. } => "response.mcp_call.failed",
+            Self::McpListToolsInProgress { .. } => "response.mcp_list_tools.in_progress",
+            Self::McpListToolsCompleted { .. } => "response.mcp_list_tools.completed",
+            Self::McpListToolsFailed { .. } => "response.mcp_list_tools.failed",
             Self::CustomToolCallInputDelta { .. } => "response.custom_tool_call_input.delta",
             Self::CustomToolCallInputDone { .. } => "response.custom_tool_call_input.done",
             Self::ReasoningSummaryPartAdded { .. } => "response.reasoning_summary_part.added",

@@ -145,13 +145,20 @@ pub enum Identity {
     LocalShell,
     Shell,
     ApplyPatch,
+    /// A tool the gateway runs itself: a built-in (server `toolbridge`) or an MCP server's.
+    Gateway {
+        server: String,
+        name: String,
+    },
 }
 
 impl Identity {
     /// The name the tool was declared with (the Responses tool type for built-in types).
     pub fn declared_name(&self) -> &str {
         match self {
-            Self::Function { name, .. } | Self::Custom { name, .. } => name,
+            Self::Function { name, .. }
+            | Self::Custom { name, .. }
+            | Self::Gateway { name, .. } => name,
             Self::LocalShell => "local_shell",
             Self::Shell => "shell",
             Self::ApplyPatch => "apply_patch",
@@ -241,6 +248,13 @@ pub mod reasons {
     pub const NOT_IN_ALLOWED_TOOLS: &str = "not_in_allowed_tools";
     /// A native Responses upstream takes the tool as declared.
     pub const RESPONSES_NATIVE: &str = "responses_native";
+    /// A tool the gateway runs itself (a built-in or an MCP server's), declared upstream as a
+    /// function.
+    pub const GATEWAY_TOOL: &str = "gateway_tool";
+    /// `web_search` the provider lacks, served by the gateway's search tool.
+    pub const GATEWAY_WEB_SEARCH: &str = "gateway_web_search";
+    /// An `mcp` server the provider cannot reach, listed and called by the gateway.
+    pub const GATEWAY_MCP: &str = "gateway_mcp";
 }
 
 /// The name of Kimi's builtin web search function.
@@ -268,20 +282,58 @@ struct Candidate {
     upstream: Option<UpstreamTool>,
 }
 
+/// A tool the gateway runs itself, offered to the model as a function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayTool {
+    /// `toolbridge` for built-ins, else the MCP server's label.
+    pub server: String,
+    pub name: String,
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments.
+    pub parameters: Value,
+}
+
+/// What the gateway runs itself for one request: the tools it offers the model, and which
+/// declared hosted tools it serves in the provider's place.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GatewayOffer {
+    pub tools: Vec<GatewayTool>,
+    /// The gateway serves `web_search` (with its own search tool, among `tools`).
+    pub web_search: bool,
+    /// Labels of declared `mcp` servers the gateway listed (their tools are among `tools`).
+    pub mcp_servers: Vec<String>,
+}
+
 /// Plans `tools` and `tool_choice` for a provider with `caps`.
 pub fn plan(
     tools: &[Tool],
     tool_choice: Option<&Value>,
     caps: &ToolCapabilities,
 ) -> Result<ToolPlan, Error> {
+    plan_with(tools, tool_choice, caps, &GatewayOffer::default())
+}
+
+/// Plans as [`plan`] does, with the tools the gateway runs itself: they get the `gateway`
+/// decision, go upstream as functions (named after the client's tools, made unique), and their
+/// calls are never handed to the client. A native Responses upstream gets no gateway tools.
+pub fn plan_with(
+    tools: &[Tool],
+    tool_choice: Option<&Value>,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Result<ToolPlan, Error> {
     if caps.responses_native {
         return plan_passthrough(tools, tool_choice, caps);
     }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();
-    let mut candidates = Vec::with_capacity(tools.len());
+    let mut candidates = Vec::with_capacity(tools.len() + offer.tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let param = format!("tools[{i}]");
+        if let Some(candidate) = served_by_gateway(&param, tool, caps, offer) {
+            candidates.push(candidate);
+            continue;
+        }
         match tool {
             Tool::Namespace(ns) => {
                 if ns.name.is_empty() {
@@ -318,6 +370,28 @@ pub fn plan(
         }
     }
 
+    for (i, tool) in offer.tools.iter().enumerate() {
+        candidates.push(Candidate {
+            entry: PlanEntry {
+                param: format!("gateway.tools[{i}]"),
+                kind: "function".to_owned(),
+                name: Some(format!("{}.{}", tool.server, tool.name)),
+                decision: Decision::Gateway,
+                reason: reasons::GATEWAY_TOOL,
+                provider_name: None,
+            },
+            identity: Some(Identity::Gateway {
+                server: tool.server.clone(),
+                name: tool.name.clone(),
+            }),
+            upstream: Some(UpstreamTool::Function {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone(),
+                strict: None,
+            }),
+        });
+    }
     let mut names = NameMap::allocate(
         candidates
             .iter()
@@ -377,6 +451,46 @@ pub fn plan(
     }
     std::mem::swap(&mut plan.names, &mut names);
     Ok(plan)
+}
+
+/// A declared hosted tool the provider lacks and the gateway serves: `web_search` by the
+/// gateway's search, an `mcp` server the gateway listed. Its functions come from the offer.
+fn served_by_gateway(
+    param: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Option<Candidate> {
+    let Tool::Other(map) = tool else {
+        return None;
+    };
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+    let reason = if kind.starts_with("web_search") {
+        let allowed = map.get("external_web_access") != Some(&Value::Bool(false));
+        (offer.web_search && allowed && caps.web_search.is_none())
+            .then_some(reasons::GATEWAY_WEB_SEARCH)?
+    } else if kind == "mcp" {
+        let label = map.get("server_label").and_then(Value::as_str)?;
+        (caps.mcp.is_none() && offer.mcp_servers.iter().any(|l| l == label))
+            .then_some(reasons::GATEWAY_MCP)?
+    } else {
+        return None;
+    };
+    Some(Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: map
+                .get("server_label")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            decision: Decision::Gateway,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream: None,
+    })
 }
 
 /// The plan for a native Responses upstream: every tool goes as declared, names unchanged (an

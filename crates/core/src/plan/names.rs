@@ -112,6 +112,7 @@ fn kind_word(identity: &Identity) -> &'static str {
         Identity::LocalShell => "local_shell tool",
         Identity::Shell => "shell tool",
         Identity::ApplyPatch => "apply_patch tool",
+        Identity::Gateway { .. } => "gateway tool",
     }
 }
 
