@@ -1,0 +1,100 @@
+use serde_json::json;
+
+use super::lark::Grammar;
+use super::matcher::{Verdict, check, line_column};
+use super::*;
+
+const PATCH_GRAMMAR: &str = "start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\n\nhunk: add_hunk | delete_hunk | update_hunk\nadd_hunk: \"*** Add File: \" filename LF add_line+\ndelete_hunk: \"*** Delete File: \" filename LF\nupdate_hunk: \"*** Update File: \" filename LF change_move? change?\n\nfilename: /(.+)/\nadd_line: \"+\" /(.*)/ LF -> line\n\nchange_move: \"*** Move to: \" filename LF\nchange: (change_context | change_line)+ eof_line?\nchange_context: (\"@@\" | \"@@ \" /(.+)/) LF\nchange_line: (\"+\" | \"-\" | \" \") /(.*)/ LF\neof_line: \"*** End of File\" LF\n\n%import common.LF\n";
+
+#[test]
+fn the_codex_patch_grammar_compiles_and_checks() {
+    let g = Grammar::compile(PATCH_GRAMMAR).unwrap();
+    let ok =
+        "*** Begin Patch\n*** Update File: a.rs\n@@ fn main\n-old\n+new\n context\n*** End Patch\n";
+    assert_eq!(check(&g, ok), Verdict::Matches);
+    let Verdict::Fails(message) = check(&g, "*** Begin Patch\n*** Frobnicate: a\n*** End Patch\n")
+    else {
+        panic!("expected a failure");
+    };
+    assert!(message.contains("line 2, column 1"), "{message}");
+    assert!(message.contains("*** Add File: "), "{message}");
+}
+
+#[test]
+fn alternatives_continue_on_pipe_lines_and_ranges_compile() {
+    let g = Grammar::compile("start: item+\n?item: DIGIT\n    | \"a\"..\"c\"\n    | WORD\n%import common.DIGIT\n%import common.WORD\n")
+        .unwrap();
+    assert_eq!(check(&g, "1b2"), Verdict::Matches);
+    assert!(matches!(check(&g, "1-2"), Verdict::Fails(_)));
+}
+
+#[test]
+fn unsupported_grammar_features_fail_to_compile() {
+    for source in [
+        "start: WS\n%ignore WS\n%import common.WS\n",
+        "start: /(?=a)a/\n",
+        "start: undefined_rule\n",
+        "rule: \"a\"\n",
+        "start: \"a\" ~ 3\n",
+    ] {
+        assert!(Grammar::compile(source).is_err(), "{source}");
+    }
+}
+
+#[test]
+fn left_recursion_is_undecided_not_rejected() {
+    let g = Grammar::compile("start: start \"a\" | \"a\"\n").unwrap();
+    assert!(matches!(check(&g, "aaa"), Verdict::Undecided(_)));
+}
+
+#[test]
+fn line_column_counts_characters() {
+    assert_eq!(line_column("ab\ncé\nx", 6), (2, 3));
+    assert_eq!(line_column("", 0), (1, 1));
+}
+
+#[test]
+fn outcome_diagnostics_split_syntax_and_coercions() {
+    let outcome = Outcome::Repaired {
+        text: "{}".to_owned(),
+        fixes: vec![
+            Fix::whole(FixKind::JsonSyntaxRepaired),
+            Fix::at(FixKind::StringToNumber, "/n"),
+        ],
+    };
+    let diags = outcome.diagnostics(Subject::Arguments, "t");
+    let codes: Vec<&str> = diags.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["arguments_repaired", "arguments_coerced"]);
+    assert!(diags[1].message.contains("string_to_number at `/n`"));
+}
+
+#[test]
+fn tool_schemas_cover_namespaces_and_builtins() {
+    let tools: Vec<toolbridge_wire::responses::Tool> = serde_json::from_value(json!([
+        {"type": "namespace", "name": "ns", "tools": [
+            {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+        ]},
+        {"type": "local_shell"},
+        {"type": "custom", "name": "free"}
+    ]))
+    .unwrap();
+    let schemas = ToolSchemas::from_tools(&tools);
+    let f = crate::plan::Identity::Function {
+        namespace: Some("ns".to_owned()),
+        name: "f".to_owned(),
+    };
+    let outcome = schemas.repair(Some(&f), r#"{"n": "5"}"#);
+    assert_eq!(outcome.text(), r#"{"n":5}"#);
+    assert!(matches!(
+        schemas.get(&crate::plan::Identity::LocalShell),
+        Some(ToolCheck::Arguments(_))
+    ));
+    let free = crate::plan::Identity::Custom {
+        namespace: None,
+        name: "free".to_owned(),
+    };
+    assert!(matches!(
+        schemas.repair(Some(&free), "x"),
+        Outcome::Unchecked { .. }
+    ));
+}
