@@ -92,7 +92,15 @@ fn parse_repaired(raw: &str) -> Result<(Value, Vec<Fix>), String> {
         fixes.push(Fix::whole(FixKind::EmptyArgumentsFilled));
         return Ok((Value::Object(Default::default()), fixes));
     }
+    if let Some(inner) = strip_template_tokens(&text) {
+        fixes.push(Fix::whole(FixKind::TemplateTokenStripped));
+        text = inner;
+    }
     if let Ok(value) = serde_json::from_str::<Value>(&text) {
+        return Ok((value, fixes));
+    }
+    if let Some(value) = undouble_braces(&text) {
+        fixes.push(Fix::whole(FixKind::ExtraBracesRemoved));
         return Ok((value, fixes));
     }
     let repaired = jsonrepair_rs::jsonrepair_value_with_options(
@@ -147,6 +155,49 @@ fn invalid(best_effort: &str, message: String, fixes: Vec<Fix>) -> Outcome {
         message,
         fixes,
     }
+}
+
+/// Chat-template markers a provider's tool parser left around the arguments.
+const TEMPLATE_TAGS: &[&str] = &["<tool_call>", "</tool_call>", "<arg_value>", "</arg_value>"];
+
+/// The text without leaked template tokens at either end (`<|…|>` special tokens, tool-call
+/// tags), if there were any.
+fn strip_template_tokens(text: &str) -> Option<String> {
+    let mut rest = text;
+    loop {
+        let before = rest.len();
+        rest = rest.trim();
+        if rest.ends_with("|>")
+            && let Some(open) = rest.rfind("<|")
+        {
+            rest = &rest[..open];
+        }
+        if rest.starts_with("<|")
+            && let Some(close) = rest.find("|>")
+        {
+            rest = &rest[close + 2..];
+        }
+        for tag in TEMPLATE_TAGS {
+            rest = rest.strip_prefix(tag).unwrap_or(rest);
+            rest = rest.strip_suffix(tag).unwrap_or(rest);
+        }
+        if rest.len() == before {
+            break;
+        }
+    }
+    let rest = rest.trim();
+    (rest.len() != text.trim().len()).then(|| rest.to_owned())
+}
+
+/// `{{…}}` whose inside is a JSON object: the doubled braces Kimi-family models emit.
+fn undouble_braces(text: &str) -> Option<Value> {
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?.trim();
+    if !(inner.starts_with('{') && inner.ends_with('}')) {
+        return None;
+    }
+    serde_json::from_str::<Value>(inner)
+        .ok()
+        .filter(Value::is_object)
 }
 
 /// A JSON string holding an object (arguments encoded twice) → `Ok(Some(object))`; another

@@ -12,8 +12,13 @@ use std::rc::Rc;
 
 use super::lark::{Expr, Grammar};
 
-/// Steps (terminal attempts and rule entries) one match may take.
-pub const STEP_BUDGET: usize = 2_000_000;
+/// Steps one match may take: terminal attempts, rule entries (memoised or not) and end
+/// positions produced, so that the bound follows the work done. A well-formed patch takes a
+/// few steps per byte; the budget grows with the input so long patches pass, and an ambiguous
+/// grammar on adversarial input stops after a number of steps linear in its length.
+pub fn step_budget(text_len: usize) -> usize {
+    100_000 + 8 * text_len
+}
 /// Nested rule entries one match may make.
 const MAX_DEPTH: usize = 256;
 
@@ -35,6 +40,7 @@ pub fn check(grammar: &Grammar, text: &str) -> Verdict {
         memo: HashMap::new(),
         active: BTreeSet::new(),
         steps: 0,
+        budget: step_budget(text.len()),
         depth: 0,
         farthest: 0,
         expected: BTreeSet::new(),
@@ -54,6 +60,7 @@ struct Matcher<'g, 't> {
     memo: HashMap<(usize, usize), Ends>,
     active: BTreeSet<(usize, usize)>,
     steps: usize,
+    budget: usize,
     depth: usize,
     farthest: usize,
     expected: BTreeSet<String>,
@@ -61,10 +68,10 @@ struct Matcher<'g, 't> {
 
 impl Matcher<'_, '_> {
     fn rule(&mut self, rule: usize, pos: usize) -> Result<Ends, String> {
+        self.step()?;
         if let Some(ends) = self.memo.get(&(rule, pos)) {
             return Ok(ends.clone());
         }
-        self.step()?;
         if !self.active.insert((rule, pos)) {
             return Err(format!(
                 "rule `{}` is left-recursive, which this matcher does not follow",
@@ -90,8 +97,8 @@ impl Matcher<'_, '_> {
 
     fn step(&mut self) -> Result<(), String> {
         self.steps += 1;
-        if self.steps > STEP_BUDGET {
-            return Err(format!("the match took more than {STEP_BUDGET} steps"));
+        if self.steps > self.budget {
+            return Err(format!("the match took more than {} steps", self.budget));
         }
         Ok(())
     }
@@ -137,7 +144,10 @@ impl Matcher<'_, '_> {
     fn ends_from_each(&mut self, expr: &Expr, starts: &[usize]) -> Result<Vec<usize>, String> {
         let mut ends = BTreeSet::new();
         for &start in starts {
-            ends.extend(self.expr(expr, start)?);
+            let found = self.expr(expr, start)?;
+            self.steps += found.len();
+            self.step()?;
+            ends.extend(found);
         }
         Ok(ends.into_iter().collect())
     }
@@ -149,6 +159,7 @@ impl Matcher<'_, '_> {
         let mut seen = BTreeSet::from([pos]);
         while let Some(at) = queue.pop() {
             for end in self.expr(inner, at)? {
+                self.step()?;
                 ends.insert(end);
                 if seen.insert(end) {
                     queue.push(end);

@@ -56,6 +56,11 @@ pub enum FixKind {
     DoubleEncodedUnwrapped,
     /// Empty arguments were read as `{}`.
     EmptyArgumentsFilled,
+    /// Chat-template tokens the provider leaked around the arguments (`<|tool_call_end|>`,
+    /// `</tool_call>`) were removed.
+    TemplateTokenStripped,
+    /// A doubled pair of braces around the arguments (`{{…}}`) became one.
+    ExtraBracesRemoved,
     /// The JSON syntax was repaired (quotes, commas, comments, keywords, truncation).
     JsonSyntaxRepaired,
     /// A numeric string became a number for an `integer`/`number` field.
@@ -87,6 +92,8 @@ impl FixKind {
             Self::FenceStripped => "fence_stripped",
             Self::DoubleEncodedUnwrapped => "double_encoded_unwrapped",
             Self::EmptyArgumentsFilled => "empty_arguments_filled",
+            Self::TemplateTokenStripped => "template_token_stripped",
+            Self::ExtraBracesRemoved => "extra_braces_removed",
             Self::JsonSyntaxRepaired => "json_syntax_repaired",
             Self::StringToNumber => "string_to_number",
             Self::StringToBoolean => "string_to_boolean",

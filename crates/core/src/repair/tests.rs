@@ -98,3 +98,40 @@ fn tool_schemas_cover_namespaces_and_builtins() {
         Outcome::Unchecked { .. }
     ));
 }
+
+#[test]
+fn a_long_patch_matches_within_the_budget() {
+    let g = Grammar::compile(PATCH_GRAMMAR).unwrap();
+    let mut patch = String::from("*** Begin Patch\n*** Update File: big.txt\n@@\n");
+    for i in 0..5_000 {
+        patch.push_str(&format!("-old line {i}\n+new line {i}\n context {i}\n"));
+    }
+    patch.push_str("*** End Patch\n");
+    assert_eq!(check(&g, &patch), Verdict::Matches);
+}
+
+#[test]
+fn an_ambiguous_grammar_spends_its_budget_and_is_undecided() {
+    // Three nested stars over the same letter: every split is a parse, quadratic per star.
+    let g = Grammar::compile("start: A* A* A* \"b\"\nA: \"a\"\n").unwrap();
+    let input = "a".repeat(5_000);
+    assert!(matches!(check(&g, &input), Verdict::Undecided(_)));
+    assert!(matches!(
+        repair_custom_input(&input, &g),
+        Outcome::Unchecked { .. }
+    ));
+}
+
+#[test]
+fn oversized_input_is_unchecked_not_rejected() {
+    let g = Grammar::compile(PATCH_GRAMMAR).unwrap();
+    let input = "x".repeat(MAX_REPAIR_BYTES + 1);
+    assert!(matches!(
+        repair_custom_input(&input, &g),
+        Outcome::Unchecked { .. }
+    ));
+    assert!(matches!(
+        repair_arguments(&input, None),
+        Outcome::Invalid { .. }
+    ));
+}
