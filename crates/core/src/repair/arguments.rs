@@ -1,8 +1,9 @@
 //! Function-call arguments: JSON repair, schema validation and safe coercions.
 //!
 //! Arguments that parse as a JSON object and match the schema are returned untouched. Anything
-//! else goes through, in order: fence removal, double-encoding removal, `jsonrepair-rs` (only for
-//! text that is not JSON), then coercions guided by the validator's errors: each `type` or `enum`
+//! else goes through, in order: fence removal, leaked template tokens (`<|tool_call_end|>`)
+//! removed, doubled braces (`{{…}}`) undone, `jsonrepair-rs` (only for text that is still not
+//! JSON), double-encoding removal, then coercions guided by the validator's errors: each `type` or `enum`
 //! error points at one value, and only the conversions that cannot change meaning are made
 //! (a numeric string for a number, `"true"`/`"false"` for a boolean, a lone value for an array,
 //! an enum value in another case when exactly one matches).

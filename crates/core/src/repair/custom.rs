@@ -4,7 +4,8 @@
 //! The repairs are the ones models need for patches, each made only when its sign is there: a
 //! JSON wrapper (`{"input": …}` or a JSON string) removed, a markdown fence removed, CRLF made
 //! LF, indentation shared by every line removed, `*** Begin Patch`/`*** End Patch` added to a
-//! patch that lacks them, trailing blank lines trimmed. The repaired text must then match the
+//! patch that lacks them, trailing blank lines trimmed, empty lines inside an update hunk made
+//! empty context lines. The repaired text must then match the
 //! grammar, or the outcome is invalid with the parse error of the repaired text.
 
 use serde_json::Value;
@@ -67,7 +68,7 @@ type Step = fn(&str) -> Option<String>;
 
 /// Every repair whose sign is in the text, in order.
 fn repaired(raw: &str) -> (String, Vec<Fix>) {
-    let steps: [(FixKind, Step); 7] = [
+    let steps: [(FixKind, Step); 8] = [
         (FixKind::JsonWrapperRemoved, unwrap_json),
         (FixKind::FenceStripped, strip_fence_step),
         (FixKind::CrlfNormalized, crlf),
@@ -75,6 +76,7 @@ fn repaired(raw: &str) -> (String, Vec<Fix>) {
         (FixKind::BeginPatchAdded, add_begin_patch),
         (FixKind::EndPatchAdded, add_end_patch),
         (FixKind::TrailingWhitespaceTrimmed, trim_trailing),
+        (FixKind::BlankContextLineFilled, fill_blank_context),
     ];
     let mut text = raw.to_owned();
     let mut fixes = Vec::new();
@@ -158,6 +160,30 @@ fn add_end_patch(text: &str) -> Option<String> {
     }
     let body = text.trim_end_matches(['\n', ' ', '\t']);
     Some(format!("{body}\n{END_PATCH}\n"))
+}
+
+/// Empty lines inside `*** Update File:` hunks → `" "` (an empty context line).
+fn fill_blank_context(text: &str) -> Option<String> {
+    let mut in_update = false;
+    let mut changed = false;
+    let last_piece = text.matches('\n').count();
+    let lines: Vec<&str> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, line)| {
+            if line.starts_with("*** ") {
+                in_update = line.starts_with("*** Update File: ");
+            }
+            // The text's final line end leaves an empty last piece; it is not a line.
+            let last = i == last_piece;
+            if in_update && line.is_empty() && !last {
+                changed = true;
+                return " ";
+            }
+            line
+        })
+        .collect();
+    changed.then(|| lines.join("\n"))
 }
 
 /// More than one line end (or spaces) after the last line → one line end.

@@ -63,10 +63,17 @@ struct Matcher<'g, 't> {
     budget: usize,
     depth: usize,
     farthest: usize,
-    expected: BTreeSet<String>,
+    expected: BTreeSet<Expected<'g>>,
 }
 
-impl Matcher<'_, '_> {
+/// A terminal that failed, kept by reference and spelled out only if the match fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Expected<'g> {
+    Lit(&'g str),
+    Re(usize),
+}
+
+impl<'g> Matcher<'g, '_> {
     fn rule(&mut self, rule: usize, pos: usize) -> Result<Ends, String> {
         self.step()?;
         if let Some(ends) = self.memo.get(&(rule, pos)) {
@@ -82,11 +89,8 @@ impl Matcher<'_, '_> {
             return Err("the grammar nests deeper than the matcher follows".to_owned());
         }
         self.depth += 1;
-        let expr = self
-            .g
-            .rules
-            .get(rule)
-            .ok_or("a rule index is out of range")?;
+        let g = self.g;
+        let expr = g.rules.get(rule).ok_or("a rule index is out of range")?;
         let result = self.expr(expr, pos);
         self.depth -= 1;
         self.active.remove(&(rule, pos));
@@ -104,7 +108,7 @@ impl Matcher<'_, '_> {
     }
 
     /// Every position where `expr`, starting at `pos`, can end; sorted, without repeats.
-    fn expr(&mut self, expr: &Expr, pos: usize) -> Result<Vec<usize>, String> {
+    fn expr(&mut self, expr: &'g Expr, pos: usize) -> Result<Vec<usize>, String> {
         match expr {
             Expr::Lit(text, ci) => self.literal(text, *ci, pos),
             Expr::Re(i) => self.regex(*i, pos),
@@ -141,7 +145,7 @@ impl Matcher<'_, '_> {
     }
 
     /// The ends of `expr` from every position of `starts`.
-    fn ends_from_each(&mut self, expr: &Expr, starts: &[usize]) -> Result<Vec<usize>, String> {
+    fn ends_from_each(&mut self, expr: &'g Expr, starts: &[usize]) -> Result<Vec<usize>, String> {
         let mut ends = BTreeSet::new();
         for &start in starts {
             let found = self.expr(expr, start)?;
@@ -153,7 +157,7 @@ impl Matcher<'_, '_> {
     }
 
     /// Every end of one or more `inner`s from `pos`, each position expanded once.
-    fn repeat(&mut self, inner: &Expr, pos: usize) -> Result<BTreeSet<usize>, String> {
+    fn repeat(&mut self, inner: &'g Expr, pos: usize) -> Result<BTreeSet<usize>, String> {
         let mut ends = BTreeSet::new();
         let mut queue = vec![pos];
         let mut seen = BTreeSet::from([pos]);
@@ -169,7 +173,7 @@ impl Matcher<'_, '_> {
         Ok(ends)
     }
 
-    fn literal(&mut self, text: &str, ci: bool, pos: usize) -> Result<Vec<usize>, String> {
+    fn literal(&mut self, text: &'g str, ci: bool, pos: usize) -> Result<Vec<usize>, String> {
         self.step()?;
         let rest = self.text.get(pos..).unwrap_or("");
         let hit = match rest.get(..text.len()) {
@@ -180,7 +184,7 @@ impl Matcher<'_, '_> {
         if hit {
             return Ok(vec![pos + text.len()]);
         }
-        self.miss(pos, format!("{text:?}"));
+        self.miss(pos, Expected::Lit(text));
         Ok(Vec::new())
     }
 
@@ -195,17 +199,12 @@ impl Matcher<'_, '_> {
         if let Some(m) = re.find(rest) {
             return Ok(vec![pos + m.end()]);
         }
-        let shown = re
-            .as_str()
-            .trim_start_matches("^(?:")
-            .trim_end_matches(')')
-            .to_owned();
-        self.miss(pos, format!("/{shown}/"));
+        self.miss(pos, Expected::Re(i));
         Ok(Vec::new())
     }
 
     /// Records what was expected at the farthest position a terminal failed at.
-    fn miss(&mut self, pos: usize, expected: String) {
+    fn miss(&mut self, pos: usize, expected: Expected<'g>) {
         if pos > self.farthest {
             self.farthest = pos;
             self.expected.clear();
@@ -222,7 +221,7 @@ impl Matcher<'_, '_> {
         };
         let (line, column) = line_column(self.text, at);
         if at == self.farthest && !self.expected.is_empty() {
-            let expected: Vec<&str> = self.expected.iter().map(String::as_str).collect();
+            let expected: Vec<String> = self.expected.iter().map(|e| self.spell(*e)).collect();
             format!(
                 "the input does not match the grammar at line {line}, column {column}: expected {}",
                 expected.join(" or ")
@@ -231,6 +230,21 @@ impl Matcher<'_, '_> {
             format!(
                 "the input does not match the grammar at line {line}, column {column}: unexpected text"
             )
+        }
+    }
+}
+
+impl Matcher<'_, '_> {
+    fn spell(&self, expected: Expected<'_>) -> String {
+        match expected {
+            Expected::Lit(text) => format!("{text:?}"),
+            Expected::Re(i) => {
+                let source = self.g.regexes.get(i).map_or("", |r| r.as_str());
+                let inner = source
+                    .strip_prefix("^(?:")
+                    .and_then(|s| s.strip_suffix(')'));
+                format!("/{}/", inner.unwrap_or(source))
+            }
         }
     }
 }

@@ -83,6 +83,9 @@ pub enum FixKind {
     BeginPatchAdded,
     /// `*** End Patch` was added after a patch that lacked it.
     EndPatchAdded,
+    /// An empty line inside an update hunk became an empty context line (`" "`), as editors that
+    /// strip trailing spaces leave them and as Codex's own patch parser reads them.
+    BlankContextLineFilled,
 }
 
 impl FixKind {
@@ -105,6 +108,7 @@ impl FixKind {
             Self::TrailingWhitespaceTrimmed => "trailing_whitespace_trimmed",
             Self::BeginPatchAdded => "begin_patch_added",
             Self::EndPatchAdded => "end_patch_added",
+            Self::BlankContextLineFilled => "blank_context_line_filled",
         }
     }
 

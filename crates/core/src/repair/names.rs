@@ -4,7 +4,8 @@
 //! The steps run in order and the first that finds anything decides: exact; the same name in
 //! another case or with other separators (`ExecCommand`, `exec-command`); the name behind a
 //! prefix models add (`functions.exec_command`, `default_api:exec_command`, a namespace
-//! written with a dot where the provider saw `ns__name`); a known alias ([`ALIASES`], data).
+//! written with a dot where the provider saw `ns__name`); the bare name of a namespace member
+//! (`close_agent` for `multi_agent_v1__close_agent`); a known alias ([`ALIASES`], data).
 //! Only a unique match maps: two declared tools that fit one step is no match, never a guess.
 
 use crate::plan::NameMap;
