@@ -61,13 +61,13 @@ pub const ARGUMENTS_COERCED: &str = "arguments_coerced";
 pub const ARGUMENTS_INVALID: &str = "arguments_invalid";
 /// The model called a tool by a variant of a declared name; the call was mapped to it.
 pub const TOOL_NAME_MAPPED: &str = "tool_name_mapped";
-/// The model called a tool name that matches no declared tool with confidence.
-pub const TOOL_NAME_UNKNOWN: &str = "tool_name_unknown";
 /// A freeform tool's input was repaired (fences, CRLF, indentation, a missing end marker).
 pub const CUSTOM_INPUT_REPAIRED: &str = "custom_input_repaired";
 /// A freeform tool's input does not match its grammar even after repair.
 pub const CUSTOM_INPUT_INVALID: &str = "custom_input_invalid";
-/// A freeform tool's grammar could not be checked (outside the supported Lark subset).
+/// A freeform tool's grammar (or a function's schema) cannot be checked: it is outside the
+/// supported Lark subset, or does not compile. Its calls go on unchecked. (A name that matches
+/// no declared tool keeps `undeclared_tool_called`.)
 pub const CUSTOM_INPUT_UNCHECKED: &str = "custom_input_unchecked";
 
 /// Builds a diagnostic.

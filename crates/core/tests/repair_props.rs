@@ -59,6 +59,24 @@ fn exec_arguments() -> impl Strategy<Value = Value> {
         })
 }
 
+/// Any JSON value, a few levels deep.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1.0e9f64..1.0e9).prop_map(Value::from),
+        any::<String>().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(any::<String>(), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 /// Text that looks like what models emit: JSON punctuation, quotes, keywords, fences.
 fn json_ish() -> impl Strategy<Value = String> {
     proptest::collection::vec(
@@ -147,6 +165,20 @@ proptest! {
             serde_json::to_string(&value).unwrap()
         };
         prop_assert_eq!(repair_arguments(&raw, Some(&EXEC)), Outcome::Valid(raw.clone()));
+    }
+
+    #[test]
+    fn any_json_object_passes_untouched_without_a_schema(
+        map in proptest::collection::btree_map(any::<String>(), json_value(), 0..5),
+        pretty in any::<bool>(),
+    ) {
+        let value = Value::Object(map.into_iter().collect());
+        let raw = if pretty {
+            serde_json::to_string_pretty(&value).unwrap()
+        } else {
+            serde_json::to_string(&value).unwrap()
+        };
+        prop_assert_eq!(repair_arguments(&raw, None), Outcome::Valid(raw.clone()));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   missing `*** End Patch`, uniform indentation, a `{"input": …}` wrapper).
 //!
 //! [`ToolSchemas`] compiles every declared tool's check once per request; the assembler asks it
-//! per complete call.
+//! per complete call, through [`ToolSchemas::restore_repaired`] (name, then payload, then
+//! restoration, in the order each needs).
 //!
 //! *Invariant*: input that already passes its check is returned unchanged, byte for byte
 //! ([`Outcome::Valid`]). A check this module cannot run (a grammar outside the subset, a budget
@@ -25,6 +26,7 @@
 //! restoring calls to Responses items (`restore`).
 
 pub mod arguments;
+mod call;
 pub mod custom;
 pub mod lark;
 pub mod matcher;
@@ -32,6 +34,7 @@ pub mod names;
 mod schemas;
 
 pub use arguments::{CompiledSchema, repair_arguments};
+pub use call::RepairedCall;
 pub use custom::repair_custom_input;
 pub use lark::Grammar;
 pub use names::{MatchReason, NameMatch, resolve_name, resolve_provider_name};

@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolbridge_wire::responses::{CustomTool, Tool};
+use toolbridge_wire::responses::{CustomTool, Diagnostic, Tool};
 
 use super::Outcome;
 use super::arguments::{CompiledSchema, repair_arguments};
 use super::custom::repair_custom_input;
 use super::lark::Grammar;
 use crate::canonical::CallKind;
+use crate::diagnostics::{CUSTOM_INPUT_UNCHECKED, diag};
 use crate::plan::{Identity, schemas};
 
 /// How one tool's calls are checked.
@@ -20,8 +21,10 @@ pub enum ToolCheck {
     Arguments(CompiledSchema),
     /// Freeform input against a compiled Lark grammar.
     Grammar(Arc<Grammar>),
+    /// A freeform tool without a grammar: any text is its input.
+    Freeform,
     /// Nothing can be checked; the reason says why (a schema or grammar that did not compile,
-    /// a freeform tool without a grammar).
+    /// a grammar syntax other than Lark).
     Unchecked(String),
 }
 
@@ -79,6 +82,28 @@ impl ToolSchemas {
         }
     }
 
+    /// One diagnostic per declared tool whose calls cannot be checked, to report once per
+    /// request rather than on every call.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out: Vec<Diagnostic> = self
+            .checks
+            .iter()
+            .filter_map(|(identity, check)| match check {
+                ToolCheck::Unchecked(reason) => Some(diag(
+                    CUSTOM_INPUT_UNCHECKED,
+                    None,
+                    format!(
+                        "calls to `{}` are not checked: {reason}",
+                        identity.declared_name()
+                    ),
+                )),
+                _ => None,
+            })
+            .collect();
+        out.sort_by(|a, b| a.message.cmp(&b.message));
+        out
+    }
+
     /// The check of one tool.
     pub fn get(&self, identity: &Identity) -> Option<&ToolCheck> {
         self.checks.get(identity)
@@ -92,6 +117,7 @@ impl ToolSchemas {
         match identity.and_then(|id| self.checks.get(id)) {
             Some(ToolCheck::Arguments(schema)) => repair_arguments(payload, Some(schema)),
             Some(ToolCheck::Grammar(grammar)) => repair_custom_input(payload, grammar),
+            Some(ToolCheck::Freeform) => Outcome::Valid(payload.to_owned()),
             Some(ToolCheck::Unchecked(reason)) => Outcome::Unchecked {
                 text: payload.to_owned(),
                 reason: reason.clone(),
@@ -134,7 +160,7 @@ fn arguments_check(name: &str, schema: &Value) -> ToolCheck {
 
 fn grammar_check(tool: &CustomTool) -> ToolCheck {
     let Some(format) = tool.format.as_ref().filter(|f| f.kind == "grammar") else {
-        return ToolCheck::Unchecked("a freeform tool without a grammar".to_owned());
+        return ToolCheck::Freeform;
     };
     match (format.syntax.as_deref(), format.definition.as_deref()) {
         (Some("lark") | None, Some(definition)) => match Grammar::compile(definition) {

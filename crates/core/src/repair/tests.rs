@@ -93,10 +93,11 @@ fn tool_schemas_cover_namespaces_and_builtins() {
         namespace: None,
         name: "free".to_owned(),
     };
-    assert!(matches!(
+    assert_eq!(
         schemas.repair(Some(&free), "x"),
-        Outcome::Unchecked { .. }
-    ));
+        Outcome::Valid("x".to_owned())
+    );
+    assert!(schemas.diagnostics().is_empty());
 }
 
 #[test]
@@ -134,4 +135,75 @@ fn oversized_input_is_unchecked_not_rejected() {
         repair_arguments(&input, None),
         Outcome::Invalid { .. }
     ));
+}
+
+fn codex_plan() -> (ToolSchemas, crate::plan::ToolPlan) {
+    let tools: Vec<toolbridge_wire::responses::Tool> =
+        serde_json::from_str(include_str!("../../tests/fixtures/repair/tools_codex.json")).unwrap();
+    let plan = crate::plan::plan(&tools, None, &crate::plan::ToolCapabilities::default()).unwrap();
+    (ToolSchemas::from_tools(&tools), plan)
+}
+
+fn codes(call: &RepairedCall) -> Vec<&str> {
+    call.diagnostics.iter().map(|d| d.code.as_str()).collect()
+}
+
+#[test]
+fn a_misnamed_call_with_broken_arguments_is_mapped_repaired_and_restored() {
+    let (schemas, plan) = codex_plan();
+    let got = schemas.restore_repaired(&plan.names, "bash", "{cmd: 'ls', yield_time_ms: '500',}");
+    assert_eq!(
+        got.call,
+        crate::canonical::CallKind::Function {
+            namespace: None,
+            name: "exec_command".to_owned(),
+            arguments: r#"{"cmd":"ls","yield_time_ms":500}"#.to_owned(),
+        }
+    );
+    assert_eq!(
+        codes(&got),
+        [
+            "tool_name_mapped",
+            "arguments_repaired",
+            "arguments_coerced"
+        ]
+    );
+}
+
+#[test]
+fn a_degraded_patch_call_is_unwrapped_then_repaired() {
+    let (schemas, plan) = codex_plan();
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n";
+    let arguments = serde_json::to_string(&json!({"input": format!("```\n{patch}```")})).unwrap();
+    let got = schemas.restore_repaired(&plan.names, "apply_patch", &arguments);
+    let crate::canonical::CallKind::Custom { input, .. } = &got.call else {
+        panic!("not restored as a custom call: {:?}", got.call);
+    };
+    assert_eq!(input, &format!("{patch}*** End Patch\n"));
+    assert_eq!(codes(&got), ["custom_input_repaired"]);
+}
+
+#[test]
+fn valid_calls_pass_untouched_and_unknown_names_stay_undeclared() {
+    let (schemas, plan) = codex_plan();
+    let raw = r#"{ "cmd": "ls" }"#;
+    let got = schemas.restore_repaired(&plan.names, "exec_command", raw);
+    assert!(got.diagnostics.is_empty());
+    assert!(
+        matches!(&got.call, crate::canonical::CallKind::Function { arguments, .. } if arguments == raw)
+    );
+    let got = schemas.restore_repaired(&plan.names, "read_file", "{");
+    assert_eq!(got.name, Some(NameMatch::NoConfidentMatch));
+    assert_eq!(codes(&got), ["undeclared_tool_called"]);
+}
+
+#[test]
+fn uncheckable_grammars_are_reported_once_per_request() {
+    let tools: Vec<toolbridge_wire::responses::Tool> = serde_json::from_value(json!([
+        {"type": "custom", "name": "g", "format": {"type": "grammar", "syntax": "lark", "definition": "start: WS\n%ignore WS\n"}}
+    ]))
+    .unwrap();
+    let diags = ToolSchemas::from_tools(&tools).diagnostics();
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags[0].code, "custom_input_unchecked");
 }
