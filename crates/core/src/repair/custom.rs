@@ -158,7 +158,7 @@ fn add_end_patch(text: &str) -> Option<String> {
     if !trimmed.starts_with(BEGIN_PATCH) || text.lines().any(|l| l.trim_end() == END_PATCH) {
         return None;
     }
-    let body = text.trim_end_matches(['\n', ' ', '\t']);
+    let body = text.trim_end_matches(['\n', '\r']);
     Some(format!("{body}\n{END_PATCH}\n"))
 }
 

@@ -115,6 +115,7 @@ impl Grammar {
         let mut builder = Builder {
             index: &index,
             regexes: Vec::new(),
+            nesting: 0,
         };
         let mut rules = Vec::with_capacity(names.len());
         for (_, body) in &defs {
@@ -308,9 +309,14 @@ fn regex_literal(
     Ok((pattern, flags))
 }
 
+/// Brackets a grammar may nest: the client writes the grammar, so its depth is bounded before
+/// it can exhaust the stack.
+const MAX_NESTING: usize = 64;
+
 struct Builder<'a> {
     index: &'a HashMap<String, usize>,
     regexes: Vec<Regex>,
+    nesting: usize,
 }
 
 impl Builder<'_> {
@@ -380,7 +386,15 @@ impl Builder<'_> {
                 } else {
                     Tok::RBrack
                 };
-                let inner = self.alternatives(toks, pos)?;
+                if self.nesting >= MAX_NESTING {
+                    return Err(format!(
+                        "the grammar nests brackets deeper than {MAX_NESTING}"
+                    ));
+                }
+                self.nesting += 1;
+                let inner = self.alternatives(toks, pos);
+                self.nesting -= 1;
+                let inner = inner?;
                 if toks.get(*pos) != Some(&close) {
                     return Err("unbalanced brackets in the grammar".to_owned());
                 }

@@ -19,8 +19,10 @@ use super::lark::{Expr, Grammar};
 pub fn step_budget(text_len: usize) -> usize {
     100_000 + 8 * text_len
 }
-/// Nested rule entries one match may make.
-const MAX_DEPTH: usize = 256;
+/// Nested expressions (rule entries included) one match may follow: the grammar is the
+/// client's, and each level is a few stack frames, so this bounds the stack whatever the
+/// grammar and the input.
+const MAX_DEPTH: usize = 512;
 
 /// What matching found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,14 +87,9 @@ impl<'g> Matcher<'g, '_> {
                 self.g.names.get(rule).map_or("?", String::as_str)
             ));
         }
-        if self.depth >= MAX_DEPTH {
-            return Err("the grammar nests deeper than the matcher follows".to_owned());
-        }
-        self.depth += 1;
         let g = self.g;
         let expr = g.rules.get(rule).ok_or("a rule index is out of range")?;
         let result = self.expr(expr, pos);
-        self.depth -= 1;
         self.active.remove(&(rule, pos));
         let ends = Rc::new(result?);
         self.memo.insert((rule, pos), ends.clone());
@@ -109,6 +106,16 @@ impl<'g> Matcher<'g, '_> {
 
     /// Every position where `expr`, starting at `pos`, can end; sorted, without repeats.
     fn expr(&mut self, expr: &'g Expr, pos: usize) -> Result<Vec<usize>, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err("the grammar nests deeper than the matcher follows".to_owned());
+        }
+        self.depth += 1;
+        let ends = self.expr_inner(expr, pos);
+        self.depth -= 1;
+        ends
+    }
+
+    fn expr_inner(&mut self, expr: &'g Expr, pos: usize) -> Result<Vec<usize>, String> {
         match expr {
             Expr::Lit(text, ci) => self.literal(text, *ci, pos),
             Expr::Re(i) => self.regex(*i, pos),

@@ -36,6 +36,11 @@ fn unsupported_grammar_features_fail_to_compile() {
         "start: undefined_rule\n",
         "rule: \"a\"\n",
         "start: \"a\" ~ 3\n",
+        &format!(
+            "start: {}\"a\"{}\n",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        ),
     ] {
         assert!(Grammar::compile(source).is_err(), "{source}");
     }
@@ -206,4 +211,30 @@ fn uncheckable_grammars_are_reported_once_per_request() {
     let diags = ToolSchemas::from_tools(&tools).diagnostics();
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0].code, "custom_input_unchecked");
+}
+
+#[test]
+fn deeply_nested_arguments_are_invalid_not_a_stack_overflow() {
+    for open in ["[", "{\"a\":", "\"{"] {
+        let raw = open.repeat(100_000);
+        assert!(
+            matches!(repair_arguments(&raw, None), Outcome::Invalid { .. }),
+            "{open}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_end_patch_keeps_the_last_line_byte_for_byte() {
+    let g = Grammar::compile(PATCH_GRAMMAR).unwrap();
+    let raw = "*** Begin Patch\n*** Add File: a.txt\n+keep trailing spaces   \n";
+    let outcome = repair_custom_input(raw, &g);
+    assert_eq!(outcome.text(), format!("{raw}*** End Patch\n"));
+}
+
+#[test]
+fn right_recursion_on_long_input_is_undecided_not_a_stack_overflow() {
+    let g = Grammar::compile("start: item\nitem: \"a\" item | \"a\"\n").unwrap();
+    assert_eq!(check(&g, "aaa"), Verdict::Matches);
+    assert!(matches!(check(&g, &"a".repeat(10_000)), Verdict::Undecided(_)));
 }
