@@ -6,8 +6,9 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
 use toolbridge_core::repair::{
-    CompiledSchema, Grammar, repair_arguments, repair_custom_input, resolve_name,
+    CompiledSchema, Grammar, ToolSchemas, repair_arguments, repair_custom_input, resolve_name,
 };
+use toolbridge_wire::responses::Tool;
 
 const TOOLS: &str = include_str!("../tests/fixtures/repair/tools_codex.json");
 
@@ -64,6 +65,10 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("custom/repair_fenced_crlf_patch", |b| {
         b.iter(|| repair_custom_input(black_box(&fenced_patch), &patch))
+    });
+    let tools: Vec<Tool> = serde_json::from_str(TOOLS).unwrap_or_default();
+    c.bench_function("schemas/from_tools_codex_8_tools", |b| {
+        b.iter(|| ToolSchemas::from_tools(black_box(&tools)))
     });
     c.bench_function("names/alias_bash", |b| {
         b.iter(|| resolve_name(black_box("bash"), declared))

@@ -236,5 +236,8 @@ fn a_missing_end_patch_keeps_the_last_line_byte_for_byte() {
 fn right_recursion_on_long_input_is_undecided_not_a_stack_overflow() {
     let g = Grammar::compile("start: item\nitem: \"a\" item | \"a\"\n").unwrap();
     assert_eq!(check(&g, "aaa"), Verdict::Matches);
-    assert!(matches!(check(&g, &"a".repeat(10_000)), Verdict::Undecided(_)));
+    assert!(matches!(
+        check(&g, &"a".repeat(10_000)),
+        Verdict::Undecided(_)
+    ));
 }
