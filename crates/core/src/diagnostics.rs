@@ -52,6 +52,24 @@ pub const ITEM_DROPPED: &str = "item_dropped";
 /// The upstream stream contained a chunk toolbridge skipped.
 pub const CHUNK_SKIPPED: &str = "upstream_chunk_skipped";
 
+/// A call's arguments were not valid JSON and were repaired (fences, quotes, commas, truncation).
+pub const ARGUMENTS_REPAIRED: &str = "arguments_repaired";
+/// A call's argument values were coerced to the declared schema's types (the message has the
+/// JSON pointers).
+pub const ARGUMENTS_COERCED: &str = "arguments_coerced";
+/// A call's arguments do not match the declared schema even after repair; returned as best effort.
+pub const ARGUMENTS_INVALID: &str = "arguments_invalid";
+/// The model called a tool by a variant of a declared name; the call was mapped to it.
+pub const TOOL_NAME_MAPPED: &str = "tool_name_mapped";
+/// A freeform tool's input was repaired (fences, CRLF, indentation, a missing end marker).
+pub const CUSTOM_INPUT_REPAIRED: &str = "custom_input_repaired";
+/// A freeform tool's input does not match its grammar even after repair.
+pub const CUSTOM_INPUT_INVALID: &str = "custom_input_invalid";
+/// A freeform tool's grammar (or a function's schema) cannot be checked: it is outside the
+/// supported Lark subset, or does not compile. Its calls go on unchecked. (A name that matches
+/// no declared tool keeps `undeclared_tool_called`.)
+pub const CUSTOM_INPUT_UNCHECKED: &str = "custom_input_unchecked";
+
 /// Builds a diagnostic.
 pub fn diag(code: &str, param: Option<&str>, message: impl Into<String>) -> Diagnostic {
     Diagnostic {

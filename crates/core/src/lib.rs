@@ -19,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod plan;
 pub mod reasoning;
+pub mod repair;
 pub mod request;
 pub mod restore;
 

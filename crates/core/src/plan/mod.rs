@@ -8,7 +8,7 @@
 
 mod choice;
 mod names;
-mod schemas;
+pub(crate) mod schemas;
 
 use std::collections::HashMap;
 

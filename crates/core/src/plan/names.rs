@@ -100,6 +100,11 @@ impl NameMap {
         self.to_identity.get(provider_name)
     }
 
+    /// Every provider name, in no particular order.
+    pub fn provider_names(&self) -> impl Iterator<Item = &str> {
+        self.to_identity.keys().map(String::as_str)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.to_identity.is_empty()
     }
