@@ -167,6 +167,8 @@ pub struct GatewayCall {
 pub struct RoundOutput {
     pub text: Option<String>,
     pub reasoning: Option<String>,
+    /// The provider's signature over that reasoning (Anthropic, Gemini), needed to replay it.
+    pub reasoning_signature: Option<String>,
 }
 
 /// A hosted item the gateway shows for a call it runs.
@@ -588,6 +590,7 @@ impl Assembler {
             UpstreamEvent::ReasoningSignature(sig) => {
                 // Only reasoning with text can be replayed; a signature alone is dropped.
                 if let Open::Reasoning { signature, .. } = &mut self.current {
+                    self.round.reasoning_signature = Some(sig.clone());
                     *signature = Some(sig);
                 }
             }

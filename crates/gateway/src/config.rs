@@ -54,6 +54,8 @@ pub struct FileConfig {
     pub providers: BTreeMap<String, ProviderFile>,
     #[serde(default)]
     pub routes: Vec<RouteFile>,
+    /// Tools the gateway runs itself.
+    pub gateway_tools: Option<crate::gateway_tools::ToolsFile>,
 }
 
 /// One provider as written.
@@ -142,6 +144,8 @@ pub struct Config {
     pub reasoning_keys: Vec<[u8; 32]>,
     pub providers: BTreeMap<String, Provider>,
     pub routes: Vec<Route>,
+    /// Tools the gateway runs itself; `None`: none.
+    pub gateway_tools: crate::gateway_tools::Shared,
 }
 
 /// The wire dialect a provider speaks.
@@ -246,6 +250,7 @@ impl std::fmt::Debug for Config {
             )
             .field("providers", &self.providers)
             .field("routes", &self.routes)
+            .field("gateway_tools", &self.gateway_tools.is_some())
             .finish()
     }
 }
@@ -379,6 +384,7 @@ impl Config {
                 upstream_model: None,
                 fallbacks: Vec::new(),
             }],
+            gateway_tools: None,
         };
         Self::from_file(file, env)
     }
@@ -510,6 +516,13 @@ impl Config {
             reasoning_keys,
             providers,
             routes,
+            gateway_tools: match &file.gateway_tools {
+                Some(tools) => Some(std::sync::Arc::new(
+                    crate::gateway_tools::GatewayTools::build(tools, env)
+                        .map_err(|e| ConfigError::invalid("gateway_tools", e))?,
+                )),
+                None => None,
+            },
         })
     }
 

@@ -11,6 +11,7 @@ pub mod compact;
 pub mod config;
 pub mod conversations;
 pub mod error;
+pub mod gateway_tools;
 pub mod history;
 pub mod ids;
 pub mod matrix;

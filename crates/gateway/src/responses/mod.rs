@@ -19,7 +19,7 @@ use sse_stream::SseByteStream;
 use tokio::sync::watch;
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
 use toolbridge_core::events::UpstreamEvent;
-use toolbridge_core::plan::plan as plan_tools;
+use toolbridge_core::plan::{plan as plan_tools, plan_with};
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::anthropic::request as anthropic_request;
@@ -44,6 +44,7 @@ mod passthrough;
 mod persist;
 mod sse;
 mod sync;
+mod tool_loop;
 
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use passthrough::Passthrough;
@@ -52,6 +53,7 @@ use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, sse_response, strea
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::sync_response;
+use tool_loop::{OUT_OF_STEPS, PendingTools, ToolRounds};
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {
@@ -425,10 +427,18 @@ async fn respond(
         let profile = provider.profile_for(upstream_model);
         // The one plan of this request for this provider: the translator and the
         // reconstruction both read it.
-        let plan = match plan_tools(
+        // What the gateway runs itself for this request, if anything.
+        let offer = state
+            .config
+            .gateway_tools
+            .as_ref()
+            .map(|t| t.offer_for(&canonical.model, &canonical.tools, &profile.tools))
+            .unwrap_or_default();
+        let plan = match plan_with(
             &canonical.tools,
             canonical.tool_choice.as_ref(),
             &profile.tools,
+            &offer,
         ) {
             Ok(plan) => plan,
             // The primary's refusal is the client's answer; a fallback that cannot take the
@@ -577,6 +587,22 @@ async fn respond(
             | Outgoing::Gemini { .. }
             | Outgoing::Responses(_) => (Vec::new(), None),
         };
+        let tools = match &state.config.gateway_tools {
+            Some(tools) if !offer.tools.is_empty() => Some(ToolRounds {
+                tools: tools.clone(),
+                upstreams: state.upstreams.clone(),
+                provider: provider.clone(),
+                profile: profile.clone(),
+                upstream_model: upstream_model.clone(),
+                req: req.clone(),
+                canonical: canonical.clone(),
+                plan: plan.clone(),
+                steps_left: tools.limits.max_steps,
+                calls_left: req.max_tool_calls,
+                deadline: tokio::time::Instant::now() + tools.limits.time_budget,
+            }),
+            _ => None,
+        };
         let assembler = Assembler::new(
             skeleton(&req, &meta),
             AssembleOptions {
@@ -613,6 +639,8 @@ async fn respond(
                     },
                     usage_basis,
                     echo,
+                    tools,
+                    pending_tools: None,
                     persist,
                     final_response: None,
                     pending: Vec::new(),
@@ -628,6 +656,7 @@ async fn respond(
                     &profile,
                     usage_basis,
                     echo,
+                    tools,
                 )
                 .await?;
                 if let Some(persist) = persist {

@@ -148,6 +148,10 @@ pub(super) struct Pump {
     pub(super) usage_basis: Option<Bytes>,
     /// Set when provider builtin calls are answered by the gateway.
     pub(super) echo: Option<EchoRounds>,
+    /// Set when the gateway runs tools itself.
+    pub(super) tools: Option<ToolRounds>,
+    /// Gateway calls shown as started, to run at the next step.
+    pub(super) pending_tools: Option<PendingTools>,
     /// Set when the response is stored at its end.
     pub(super) persist: Option<Persist>,
     /// The final response, between its terminal event and its storing.
@@ -155,6 +159,16 @@ pub(super) struct Pump {
     pub(super) pending: Vec<UpstreamEvent>,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) request_id: String,
+}
+
+/// How an upstream round ended.
+pub(super) enum RoundEnd {
+    /// The response ends here.
+    Finish,
+    /// The next round's stream is in place.
+    Continue,
+    /// Gateway calls were shown as started: send what is ready, then run them.
+    Flush,
 }
 
 pub(super) enum Step {
@@ -182,6 +196,44 @@ impl Pump {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
+            if let Some(mut pending) = self.pending_tools.take() {
+                let (Some(rounds), Some(assembler)) =
+                    (self.tools.as_mut(), self.assembler.as_mut())
+                else {
+                    return Some(self.finish(out, true));
+                };
+                let results = tokio::select! {
+                    biased;
+                    () = wait_for(&mut self.limits.shutdown) => None,
+                    results = rounds.run(&pending.calls) => Some(results),
+                };
+                let Some(results) = results else {
+                    return Some(self.fail(
+                        "server_shutting_down",
+                        "the gateway is shutting down; retry the request".to_owned(),
+                        out,
+                    ));
+                };
+                ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
+                if assembler.has_client_calls() {
+                    return Some(self.finish(out, true));
+                }
+                match rounds.send_next(pending, results).await {
+                    Ok((response, payload)) => {
+                        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+                        self.decoder = self.decoder.restarted(&self.profile);
+                        if self.usage_basis.is_some() {
+                            self.usage_basis = Some(payload);
+                        }
+                        assembler.next_round();
+                        if !out.is_empty() {
+                            return Some(frames(&out));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
+                }
+            }
             let keepalive = self.limits.keepalive;
             let step = tokio::select! {
                 biased;
@@ -210,8 +262,9 @@ impl Pump {
                         Ok(Flow::Continue) if out.is_empty() => continue,
                         Ok(Flow::Continue) => return Some(frames(&out)),
                         Ok(Flow::Done) => match self.next_round(&mut out).await {
-                            Ok(true) => continue,
-                            Ok(false) => return Some(self.finish(out, true)),
+                            Ok(RoundEnd::Continue) => continue,
+                            Ok(RoundEnd::Flush) => return Some(frames(&out)),
+                            Ok(RoundEnd::Finish) => return Some(self.finish(out, true)),
                             Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                         },
                         Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -223,8 +276,9 @@ impl Pump {
                 }
                 // The body ended without `[DONE]`.
                 Step::Item(None) => match self.next_round(&mut out).await {
-                    Ok(true) => continue,
-                    Ok(false) => return Some(self.finish(out, false)),
+                    Ok(RoundEnd::Continue) => continue,
+                    Ok(RoundEnd::Flush) => return Some(frames(&out)),
+                    Ok(RoundEnd::Finish) => return Some(self.finish(out, false)),
                     Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                 },
                 Step::Silence => {
@@ -253,30 +307,47 @@ impl Pump {
         }
     }
 
-    /// When the round's only calls are provider builtins to echo, sends the next round and
-    /// switches to its stream (`Ok(true)`); `Ok(false)` when the response ends here.
+    /// At the end of an upstream round: gateway calls are shown and left for the next step
+    /// ([`RoundEnd::Flush`]), or stop the response when the loop is out of steps; when the
+    /// round's only calls are provider builtins to echo, the next round is sent and its stream
+    /// switched to ([`RoundEnd::Continue`]); else the response ends here.
     pub(super) async fn next_round(
         &mut self,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<bool, GatewayError> {
+    ) -> Result<RoundEnd, GatewayError> {
+        if let (Some(rounds), Some(assembler)) = (self.tools.as_ref(), self.assembler.as_mut()) {
+            self.decoder.finish(&mut self.pending);
+            for ev in self.pending.drain(..) {
+                assembler.on_event(ev, out);
+            }
+            let (calls, round) = assembler.take_gateway_calls(out);
+            if !calls.is_empty() {
+                if !rounds.allows(calls.len()) {
+                    assembler.stop_incomplete(OUT_OF_STEPS);
+                    return Ok(RoundEnd::Finish);
+                }
+                self.pending_tools = Some(rounds.start(calls, round, assembler, out));
+                return Ok(RoundEnd::Flush);
+            }
+        }
         let (Some(rounds), Some(assembler)) = (
             self.echo.as_mut().filter(|r| r.left > 0),
             self.assembler.as_mut(),
         ) else {
-            return Ok(false);
+            return Ok(RoundEnd::Finish);
         };
         self.decoder.finish(&mut self.pending);
         for ev in self.pending.drain(..) {
             assembler.on_event(ev, out);
         }
         let Some(echoes) = assembler.take_echoes(out) else {
-            return Ok(false);
+            return Ok(RoundEnd::Finish);
         };
         let (response, payload) = rounds.send(echoes).await?;
         self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
         self.decoder = self.decoder.restarted(&self.profile);
         self.usage_basis = Some(payload);
-        Ok(true)
+        Ok(RoundEnd::Continue)
     }
 
     /// Ends the response; `done` says whether the upstream sent `[DONE]`.

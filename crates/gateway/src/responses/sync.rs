@@ -9,6 +9,7 @@ pub(super) async fn sync_response(
     profile: &Profile,
     mut usage_basis: Option<Bytes>,
     mut echo: Option<EchoRounds>,
+    mut tools: Option<ToolRounds>,
 ) -> Result<toolbridge_wire::responses::Response, GatewayError> {
     let mut upstream = upstream;
     let mut sink = Vec::new();
@@ -22,6 +23,29 @@ pub(super) async fn sync_response(
         for event in events {
             assembler.on_event(event, &mut sink);
             sink.clear();
+        }
+        if let Some(rounds) = tools.as_mut() {
+            let (calls, round) = assembler.take_gateway_calls(&mut sink);
+            if !calls.is_empty() {
+                if !rounds.allows(calls.len()) {
+                    assembler.stop_incomplete(OUT_OF_STEPS);
+                    break;
+                }
+                let mut pending = rounds.start(calls, round, &mut assembler, &mut sink);
+                let results = rounds.run(&pending.calls).await;
+                ToolRounds::finish_items(&mut pending, &results, &mut assembler, &mut sink);
+                sink.clear();
+                if assembler.has_client_calls() {
+                    break;
+                }
+                let payload;
+                (upstream, payload) = rounds.send_next(pending, results).await?;
+                if usage_basis.is_some() {
+                    usage_basis = Some(payload);
+                }
+                assembler.next_round();
+                continue;
+            }
         }
         let Some(rounds) = echo.as_mut().filter(|r| r.left > 0) else {
             break;

@@ -1,0 +1,191 @@
+//! The gateway's tool loop: when the upstream calls tools the gateway runs itself, the gateway
+//! runs them (concurrently when the calls are parallel), shows them as hosted items, appends the
+//! calls and their results to the request, and calls the upstream again — within the same
+//! response, up to a step limit and a time budget. A round that also calls client tools ends the
+//! response after its gateway calls ran: the client gets its calls, and the gateway's exchange is
+//! in the output as `mcp_call` items, which a stateless client replays (they become the call and
+//! its result upstream again).
+
+use std::time::Duration;
+
+use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
+use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
+use toolbridge_core::plan::ToolPlan;
+
+use super::*;
+use crate::gateway_tools::GatewayTools;
+
+/// Why a loop stopped short: the response's `incomplete_details.reason`.
+pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
+
+/// What one response's tool loop needs.
+pub(super) struct ToolRounds {
+    pub(super) tools: Arc<GatewayTools>,
+    pub(super) upstreams: Arc<crate::upstream::Upstreams>,
+    pub(super) provider: crate::config::Provider,
+    pub(super) profile: Profile,
+    pub(super) upstream_model: String,
+    /// The client's request (its non-history fields are read by the translators).
+    pub(super) req: CreateResponse,
+    /// The conversation so far, growing by one exchange per round.
+    pub(super) canonical: CanonicalRequest,
+    pub(super) plan: ToolPlan,
+    pub(super) steps_left: u32,
+    /// What is left of the request's `max_tool_calls`, when it set one.
+    pub(super) calls_left: Option<u64>,
+    pub(super) deadline: tokio::time::Instant,
+}
+
+/// Calls of one round, shown as started and waiting to run.
+pub(super) struct PendingTools {
+    pub(super) calls: Vec<GatewayCall>,
+    /// Each call's hosted item; `None` when gateway calls are hidden.
+    pub(super) slots: Vec<Option<HostedSlot>>,
+    pub(super) round: RoundOutput,
+}
+
+impl ToolRounds {
+    /// Whether the loop may run these calls and go on: steps, `max_tool_calls` and time left.
+    pub(super) fn allows(&self, calls: usize) -> bool {
+        self.steps_left > 0
+            && self.calls_left.is_none_or(|left| left >= calls as u64)
+            && tokio::time::Instant::now() < self.deadline
+    }
+
+    /// Shows the calls as started (unless hidden): the hosted items go out before the calls
+    /// run.
+    pub(super) fn start(
+        &self,
+        calls: Vec<GatewayCall>,
+        round: RoundOutput,
+        assembler: &mut Assembler,
+        out: &mut Vec<StreamEvent>,
+    ) -> PendingTools {
+        let slots = calls
+            .iter()
+            .map(|call| {
+                self.tools
+                    .show
+                    .then(|| assembler.hosted_start(hosted(call), out))
+            })
+            .collect();
+        PendingTools {
+            calls,
+            slots,
+            round,
+        }
+    }
+
+    /// Runs the round's calls concurrently (in this task), each within the tool timeout and
+    /// what is left of the time budget.
+    pub(super) async fn run(&self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+        let left = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        let timeout = self
+            .tools
+            .limits
+            .tool_timeout
+            .min(left)
+            .max(Duration::from_millis(1));
+        futures::future::join_all(calls.iter().map(|call| {
+            self.tools
+                .run(&call.server, &call.name, &call.arguments, timeout)
+        }))
+        .await
+    }
+
+    /// Finishes the hosted items with the results.
+    pub(super) fn finish_items(
+        pending: &mut PendingTools,
+        results: &[Result<String, String>],
+        assembler: &mut Assembler,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        for (slot, result) in std::mem::take(&mut pending.slots).into_iter().zip(results) {
+            if let Some(slot) = slot {
+                assembler.hosted_finish(slot, result.clone(), out);
+            }
+        }
+    }
+
+    /// Appends the round (its text, reasoning and calls, then each result) to the conversation
+    /// and sends the next request: the upstream's answer and the body sent.
+    pub(super) async fn send_next(
+        &mut self,
+        pending: PendingTools,
+        results: Vec<Result<String, String>>,
+    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        self.steps_left = self.steps_left.saturating_sub(1);
+        if let Some(left) = &mut self.calls_left {
+            *left = left.saturating_sub(pending.calls.len() as u64);
+        }
+        let PendingTools { calls, round, .. } = pending;
+        self.canonical.turns.push(Turn::Assistant(AssistantTurn {
+            text: round.text,
+            reasoning: round.reasoning,
+            reasoning_signature: round.reasoning_signature,
+            sealed_reasoning: Vec::new(),
+            tool_calls: calls
+                .iter()
+                .map(|c| ToolCall {
+                    call_id: c.call_id.clone(),
+                    kind: CallKind::Gateway {
+                        server: c.server.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    },
+                })
+                .collect(),
+        }));
+        for (call, result) in calls.into_iter().zip(results) {
+            self.canonical.turns.push(Turn::ToolResult {
+                call_id: call.call_id,
+                output: result.unwrap_or_else(|error| error),
+            });
+        }
+        // The first round's translation diagnostics are already on the response.
+        let mut diagnostics = Vec::new();
+        let outgoing = Outgoing::build(
+            self.provider.dialect,
+            &Source {
+                req: &self.req,
+                raw: None,
+                canonical: &self.canonical,
+                stored: false,
+            },
+            &self.plan,
+            &self.profile,
+            &self.upstream_model,
+            &mut diagnostics,
+        );
+        let payload = outgoing.payload();
+        let response = self
+            .upstreams
+            .send(
+                &self.provider,
+                &self.upstream_model,
+                &payload,
+                outgoing.stream(),
+            )
+            .await?;
+        Ok((response, payload))
+    }
+}
+
+/// The hosted item a gateway call shows as: a search as `web_search_call`, any other tool as
+/// `mcp_call` under its server label.
+fn hosted(call: &GatewayCall) -> Hosted {
+    if GatewayTools::is_search(&call.server, &call.name) {
+        let query = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v["query"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        return Hosted::WebSearch { query };
+    }
+    Hosted::Mcp {
+        server_label: call.server.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+    }
+}

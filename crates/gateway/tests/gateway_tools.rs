@@ -1,0 +1,333 @@
+//! Ring 2: tools the gateway runs itself, against a fake Chat upstream on 127.0.0.1:0 (and a
+//! fake SearXNG backend for `web_search`): the bounded loop, hosted items (`mcp_call`,
+//! `web_search_call`) with their events, structured failures, the step limit, a turn mixing
+//! gateway and client calls, and the replay of the gateway's exchange by a stateless client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+mod common;
+
+use common::Harness;
+use serde_json::{Value, json};
+use toolbridge_testkit::chat::{chunk, usage, usage_chunk};
+use toolbridge_testkit::{FakeUpstream, Reply};
+
+/// A gateway running `builtins` itself for a generic Chat provider.
+async fn harness(extra: &str) -> Harness {
+    let extra = extra.to_owned();
+    Harness::with_toml(move |url| {
+        format!(
+            r#"
+[providers.up]
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "up"
+
+[gateway_tools]
+builtins = ["calculator"]
+jq_isolation = false
+{extra}
+"#
+        )
+    })
+    .await
+}
+
+/// A whole Chat answer calling tools: `(id, name, arguments)` each.
+fn calls(calls: &[(&str, &str, Value)]) -> Value {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    json!({
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": tool_calls},
+                     "finish_reason": "tool_calls"}],
+        "usage": usage(10, 5),
+    })
+}
+
+fn answer(text: &str) -> Value {
+    toolbridge_testkit::chat::completion(text, "stop")
+}
+
+/// The streamed form of a round calling one tool.
+fn call_stream(id: &str, name: &str, args: &Value) -> Reply {
+    Reply::sse(vec![
+        chunk(json!({"role": "assistant", "content": ""}), None),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        usage_chunk(10, 5),
+    ])
+}
+
+#[tokio::test]
+async fn the_upstream_calls_the_calculator_and_then_answers_in_one_response() {
+    let h = harness("").await;
+    h.upstream.push(Reply::json(calls(&[(
+        "call_calc",
+        "calculator",
+        json!({"expression": "2+3*4"}),
+    )])));
+    h.upstream.push(Reply::json(answer("2+3*4 is 14.")));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "What is 2+3*4?", "store": false}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.check_response(&body);
+
+    // The model saw the calculator as a function, and its result in the second round.
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0].body;
+    assert_eq!(first["tools"][0]["function"]["name"], "calculator");
+    let second = &requests[1].body;
+    let messages = second["messages"].as_array().unwrap();
+    let assistant = &messages[messages.len() - 2];
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_calc");
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "calculator");
+    let result = &messages[messages.len() - 1];
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], "call_calc");
+    assert!(
+        result["content"].as_str().unwrap().contains("14"),
+        "{result}"
+    );
+
+    // The client sees the call as a hosted item, never as a call of its own.
+    let output = body["output"].as_array().unwrap();
+    let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["mcp_call", "message"], "{body:#}");
+    assert_eq!(output[0]["server_label"], "toolbridge");
+    assert_eq!(output[0]["name"], "calculator");
+    assert_eq!(output[0]["status"], "completed");
+    assert!(output[0]["output"].as_str().unwrap().contains("14"));
+    assert_eq!(body["status"], "completed");
+    // Both rounds' tokens are counted.
+    assert_eq!(body["usage"]["input_tokens"], 21);
+    assert_eq!(body["usage"]["output_tokens"], 12);
+}
+
+#[tokio::test]
+async fn a_streamed_loop_shows_the_call_before_it_runs_and_keeps_one_state_machine() {
+    let h = harness("").await;
+    h.upstream.push(call_stream(
+        "call_1",
+        "calculator",
+        &json!({"expression": "6*7"}),
+    ));
+    h.upstream
+        .push(Reply::sse(toolbridge_testkit::chat::text_stream(
+            &["The answer ", "is 42."],
+            "stop",
+        )));
+    let events = h
+        .post_stream(&json!({"model": "m", "input": "6*7?", "stream": true, "store": false}))
+        .await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.data["type"].as_str().unwrap())
+        .collect();
+    let at = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
+    assert!(at("response.mcp_call.in_progress") < at("response.mcp_call.completed"));
+    assert!(at("response.mcp_call_arguments.done") < at("response.mcp_call.completed"));
+    assert!(at("response.mcp_call.completed") < at("response.output_text.delta"));
+    assert!(!kinds.contains(&"response.function_call_arguments.delta"));
+    let last = &events.last().unwrap().data["response"];
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["output"][0]["type"], "mcp_call");
+    assert!(last["output"][0]["output"].as_str().unwrap().contains("42"));
+    assert_eq!(last["output"][1]["content"][0]["text"], "The answer is 42.");
+}
+
+#[tokio::test]
+async fn a_tool_error_is_a_result_the_model_reads_not_a_failed_request() {
+    let h = harness("").await;
+    h.upstream.push(Reply::json(calls(&[(
+        "call_bad",
+        "calculator",
+        json!({"expression": "2+*"}),
+    )])));
+    h.upstream
+        .push(Reply::json(answer("That expression is malformed.")));
+    let (status, body) = h.post_json(&json!({"model": "m", "input": "2+*?"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["output"][0]["status"], "failed");
+    let error = body["output"][0]["error"].as_str().unwrap();
+    let error: Value = serde_json::from_str(error).unwrap();
+    assert!(error["error"]["code"].is_string(), "{error}");
+    // The model read the same structured error as the call's result.
+    let second = &h.upstream.requests()[1].body;
+    let result = second["messages"].as_array().unwrap().last().unwrap();
+    let seen: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(seen, error);
+}
+
+#[tokio::test]
+async fn the_loop_stops_at_its_step_limit_with_an_incomplete_response() {
+    let h = harness("max_steps = 2").await;
+    for i in 0..5 {
+        h.upstream.push(Reply::json(calls(&[(
+            &format!("call_{i}"),
+            "calculator",
+            json!({"expression": "1+1"}),
+        )])));
+    }
+    let (status, body) = h.post_json(&json!({"model": "m", "input": "loop"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "incomplete");
+    assert_eq!(body["incomplete_details"]["reason"], "max_tool_calls");
+    // The first round and two more; the third round's call was not run.
+    assert_eq!(h.upstream.requests().len(), 3);
+    let mcp_calls = body["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "mcp_call")
+        .count();
+    assert_eq!(mcp_calls, 2);
+
+    // The request's own `max_tool_calls` caps the calls too.
+    let h = harness("").await;
+    for i in 0..3 {
+        h.upstream.push(Reply::json(calls(&[(
+            &format!("call_{i}"),
+            "calculator",
+            json!({"expression": "1+1"}),
+        )])));
+    }
+    let (_, body) = h
+        .post_json(&json!({"model": "m", "input": "loop", "max_tool_calls": 1}))
+        .await;
+    assert_eq!(body["status"], "incomplete");
+    assert_eq!(h.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_turn_mixing_gateway_and_client_calls_returns_the_client_calls_and_replays_cleanly() {
+    let h = harness("").await;
+    let weather = json!({"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}});
+    h.upstream.push(Reply::json(calls(&[
+        ("call_calc", "calculator", json!({"expression": "20-3"})),
+        ("call_weather", "get_weather", json!({"city": "Oslo"})),
+    ])));
+    let (status, body) = h
+        .post_json(
+            &json!({"model": "m", "input": "weather and 20-3", "tools": [weather], "store": false}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let output = body["output"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    // The client's call was announced as it streamed; the gateway's shows once it ran.
+    assert_eq!(kinds, ["function_call", "mcp_call"], "{body:#}");
+    assert_eq!(output[0]["name"], "get_weather");
+    assert!(output[1]["output"].as_str().unwrap().contains("17"));
+    assert_eq!(
+        h.upstream.requests().len(),
+        1,
+        "the client's call ends the response"
+    );
+
+    // A stateless client replays the whole output with its own result: the upstream sees the
+    // round's two calls, then both results.
+    h.upstream
+        .push(Reply::json(answer("Oslo is 3°C; 20-3 is 17.")));
+    let mut input = vec![json!({"role": "user", "content": "weather and 20-3"})];
+    input.extend(output);
+    input.push(json!({"type": "function_call_output", "call_id": "call_weather", "output": "3°C"}));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": input, "tools": [weather], "store": false}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.get("toolbridge_diagnostics").is_none(),
+        "nothing dropped: {body:#}"
+    );
+    let messages = h.upstream.last_body()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+    let names: Vec<&str> = messages[1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_weather", "calculator"]);
+    // The replayed call is keyed by its item id, and its result pairs with it.
+    assert_eq!(
+        messages[2]["tool_call_id"],
+        messages[1]["tool_calls"][1]["id"]
+    );
+    assert!(messages[2]["content"].as_str().unwrap().contains("17"));
+    assert_eq!(messages[3]["tool_call_id"], "call_weather");
+    assert_eq!(messages[3]["content"], "3°C");
+}
+
+#[tokio::test]
+async fn web_search_the_provider_lacks_is_served_by_the_gateway_as_a_web_search_call() {
+    let search = FakeUpstream::start().await;
+    let search_url = search.base_url();
+    let port = search_url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/v1");
+    search.push(Reply::json(json!({
+        "query": "toolbridge release",
+        "results": [{"title": "toolbridge 1.0 released", "url": "https://example.com/tb", "content": "Released on 2026-11-30."}]
+    })));
+    let h = harness(&format!(
+        "\n[gateway_tools.web_search]\nbackend = \"searxng\"\nurl = \"{search_url}\"\nallow_loopback_ports = [{port}]\n"
+    ))
+    .await;
+    h.upstream.push(Reply::json(calls(&[(
+        "call_s",
+        "web_search",
+        json!({"query": "toolbridge release"}),
+    )])));
+    h.upstream
+        .push(Reply::json(answer("It was released on 2026-11-30.")));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "When was toolbridge released?", "tools": [{"type": "web_search"}]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.check_response(&body);
+    let output = body["output"].as_array().unwrap();
+    assert_eq!(output[0]["type"], "web_search_call");
+    assert_eq!(output[0]["action"]["query"], "toolbridge release");
+    assert_eq!(output[0]["status"], "completed");
+    assert_eq!(output[1]["type"], "message");
+    // The search reached the backend, and its hits reached the model.
+    let asked = search.requests().pop().unwrap();
+    assert!(asked.query.unwrap().contains("q=toolbridge+release"));
+    let second = &h.upstream.requests()[1].body;
+    let result = second["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("Released on 2026-11-30.")
+    );
+    // The plan says who served web_search.
+    let header = body["toolbridge_diagnostics"].to_string();
+    assert!(!header.contains("tool_ignored"), "{header}");
+}
