@@ -1,4 +1,5 @@
-//! The axum application: state, routes, authentication and fallbacks. [`app`] builds the whole
+//! The axum application: state, routes, authentication (gateway keys and the per-key request
+//! limit, see [`crate::auth`] and [`crate::limits`]) and fallbacks. [`app`] builds the whole
 //! router, for `main` and for tests alike.
 
 use std::sync::Arc;
@@ -12,13 +13,15 @@ use axum::routing::{get, post};
 use tokio::sync::watch;
 use tower_http::decompression::RequestDecompressionLayer;
 
+use crate::auth::KeyResolver;
 use crate::config::Config;
 use crate::error::GatewayError;
+use crate::limits::Limits;
 use crate::seal::AeadSealer;
 use crate::upstream::Upstreams;
 use crate::{compact, conversations, models, responses, stored};
 use toolbridge_core::reasoning::Sealer;
-use toolbridge_store::{ResponseStore, SqlStore};
+use toolbridge_store::{KeyStore, ResponseStore, SqlStore};
 
 /// Shared, read-only state of the application.
 #[derive(Clone)]
@@ -34,11 +37,18 @@ pub struct AppState {
     /// Background runs of this process, so a cancel landing here stops them at once (a cancel
     /// landing on another process still wins through the store).
     pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    /// Gateway keys: config keys and store keys through a cache.
+    pub keys: Arc<KeyResolver>,
+    /// Store keys and their token ledger; `None` when storage is off.
+    pub key_store: Option<Arc<dyn KeyStore>>,
+    /// Requests and tokens per minute, per key and per provider.
+    pub limits: Arc<Limits>,
 }
 
 impl AppState {
     /// State for `config`; the returned sender forces in-flight streams to end.
     pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
+        let mut key_store: Option<Arc<dyn KeyStore>> = None;
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
             Some(url) => {
@@ -61,9 +71,17 @@ impl AppState {
                         "marked responses interrupted by a restart as failed"
                     );
                 }
+                key_store = Some(Arc::new(store.clone()));
                 Some(Arc::new(store))
             }
         };
+        let keys = KeyResolver::new(
+            config.keys.clone(),
+            config.require_keys,
+            key_store.clone(),
+            config.key_cache,
+        );
+        let limits = Limits::new(config.limits.clone())?;
         let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
         let sealer = if config.reasoning_keys.is_empty() {
             tracing::warn!(
@@ -82,6 +100,9 @@ impl AppState {
                 sealer: Arc::new(sealer),
                 store,
                 running: Arc::default(),
+                keys: Arc::new(keys),
+                key_store,
+                limits: Arc::new(limits),
             },
             tx,
         ))
@@ -145,11 +166,15 @@ async fn not_found(request: Request) -> Response {
         .into_response()
 }
 
-/// Checks the gateway key when keys are configured.
-async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if state.config.api_keys.is_empty() {
-        return next.run(request).await;
-    }
+/// Resolves the gateway key (401 when one is required and missing, unknown or revoked), counts
+/// the request against the key's limit (429), and hands the key to the handler: as an
+/// [`crate::auth::Authenticated`] in the request's extensions and through
+/// [`crate::auth::current`].
+pub async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -159,24 +184,18 @@ async fn authenticate(State(state): State<AppState>, request: Request, next: Nex
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim);
-    let ok = presented.is_some_and(|key| {
-        state
-            .config
-            .api_keys
-            .iter()
-            .any(|k| constant_time_eq(k.as_bytes(), key.as_bytes()))
-    });
-    if ok {
-        next.run(request).await
-    } else {
-        GatewayError::Unauthorized.into_response()
+    let auth = match state.keys.resolve(presented).await {
+        Ok(auth) => auth,
+        Err(e) => return e.into_response(),
+    };
+    let key = auth
+        .as_ref()
+        .map_or(crate::limits::ANONYMOUS, |a| a.key_id.as_str());
+    if let Err(e) = state.limits.check_request(key).await {
+        return e.into_response();
     }
-}
-
-/// Compares without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+    if let Some(auth) = &auth {
+        request.extensions_mut().insert(auth.clone());
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    crate::auth::scoped(auth, next.run(request)).await
 }

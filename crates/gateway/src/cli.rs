@@ -1,4 +1,5 @@
-//! The `toolbridge` command line: `serve`, `check`, `plan`, `providers`, `--version`.
+//! The `toolbridge` command line: `serve`, `check`, `plan`, `providers`, `keys`, `healthcheck`,
+//! `--version`.
 
 use std::path::PathBuf;
 
@@ -61,10 +62,59 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Manage gateway keys in the store (`TOOLBRIDGE_STORE_URL`, or the config's `store_url`).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Exit 0 when the gateway at `--url` answers its health check (for container
+    /// HEALTHCHECKs: the runtime image has no shell or curl).
+    Healthcheck {
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+    },
     /// Internal: run one jq query for the json tool's isolated mode (a JSON request on stdin, a
     /// JSON answer on stdout). The gateway starts its own binary with this under a memory limit.
     #[command(hide = true, name = "jq-worker")]
     JqWorker,
+}
+
+/// `toolbridge keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print its secret, once.
+    Create {
+        /// A name for people (who or what uses the key).
+        #[arg(long)]
+        name: String,
+        /// Model names or globs the key may use (default: all).
+        #[arg(long, value_delimiter = ',')]
+        models: Option<Vec<String>>,
+        /// Tool rules the key may expose: `type` or `type:name-glob` (default: all).
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+        /// Tokens per UTC day.
+        #[arg(long)]
+        daily_tokens: Option<u64>,
+        /// Tokens per UTC month.
+        #[arg(long)]
+        monthly_tokens: Option<u64>,
+        #[arg(long, env = "TOOLBRIDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// List keys (never secrets).
+    List {
+        #[arg(long, env = "TOOLBRIDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Revoke a key by id.
+    Revoke {
+        id: String,
+        #[arg(long, env = "TOOLBRIDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print a new secret and the `hash` a config `[[keys]]` entry takes for it.
+    Hash,
 }
 
 /// Loads a config with the process environment, `--listen` winning over both.
@@ -86,12 +136,17 @@ pub fn describe(config: &Config) -> String {
     out.push_str(&format!("listen: {}\n", config.listen));
     out.push_str(&format!(
         "gateway keys: {}\n",
-        if config.api_keys.is_empty() {
-            "none (no authentication)".to_owned()
+        if config.keys.is_empty() && !config.require_keys {
+            "none (no authentication)\n  (keys created in the store with `toolbridge keys create` turn it on)".to_owned()
         } else {
-            format!("{} configured", config.api_keys.len())
+            format!("{} in config, required", config.keys.len())
         }
     ));
+    out.push_str(&format!(
+        "store key cache: {} s\n",
+        config.key_cache.as_secs()
+    ));
+    out.push_str(&describe_limits(&config.limits));
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.
@@ -121,6 +176,35 @@ pub fn describe(config: &Config) -> String {
                 .as_deref()
                 .map(|m| format!("as {m}"))
                 .unwrap_or_else(|| "same model name".to_owned())
+        ));
+    }
+    out
+}
+
+fn describe_limits(limits: &crate::limits::LimitsConfig) -> String {
+    let per = |rpm: Option<std::num::NonZeroU32>, tpm: Option<u64>| {
+        format!(
+            "{} requests/min, {} tokens/min",
+            rpm.map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
+            tpm.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
+        )
+    };
+    let mut out = format!(
+        "limits: {}\n  per key: {}\n",
+        match &limits.redis_url {
+            // Only the host: a Redis URL may carry a password.
+            Some(url) => format!(
+                "shared through Redis at {}",
+                url.split('@').next_back().unwrap_or(url)
+            ),
+            None => "in process".to_owned(),
+        },
+        per(limits.key_requests_per_minute, limits.key_tokens_per_minute)
+    );
+    for (name, p) in &limits.providers {
+        out.push_str(&format!(
+            "  provider {name}: {}\n",
+            per(p.requests_per_minute, p.tokens_per_minute)
         ));
     }
     out
@@ -205,4 +289,41 @@ pub fn plan_report(
     out.push_str(&serde_json::to_string_pretty(&chat).unwrap_or_default());
     out.push('\n');
     Ok(out)
+}
+
+/// `toolbridge healthcheck`: one plain-HTTP GET, 200 or an error; bounded to 3 seconds.
+pub fn healthcheck(url: &str) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    if parsed.scheme() != "http" {
+        return Err("only http:// URLs are checked".to_owned());
+    }
+    let host = parsed.host_str().ok_or("the URL has no host")?;
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let limit = std::time::Duration::from_secs(3);
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, limit)
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    tcp.set_read_timeout(Some(limit))
+        .map_err(|e| e.to_string())?;
+    tcp.set_write_timeout(Some(limit))
+        .map_err(|e| e.to_string())?;
+    write!(
+        tcp,
+        "GET {} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+        parsed.path()
+    )
+    .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 64];
+    let n = tcp.read(&mut head).map_err(|e| e.to_string())?;
+    let line = String::from_utf8_lossy(head.get(..n).unwrap_or_default());
+    match line.split_whitespace().nth(1) {
+        Some("200") => Ok(()),
+        other => Err(format!("unhealthy: status {}", other.unwrap_or("none"))),
+    }
 }

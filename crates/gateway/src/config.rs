@@ -14,7 +14,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toolbridge_providers::profile::{Profile, ProfilePatch};
 
+use crate::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
+use crate::auth::{ConfiguredKey, cli::MAX_NAME_LEN};
 use crate::error::ConfigError;
+use crate::limits::{LimitsConfig, LimitsFile};
 
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -32,6 +35,18 @@ pub struct FileConfig {
     pub api_keys: Vec<String>,
     /// An environment variable holding more gateway keys, comma-separated.
     pub api_keys_env: Option<String>,
+    /// Gateway keys by the SHA-256 of their secret, each with its scopes.
+    #[serde(default)]
+    pub keys: Vec<KeyFile>,
+    /// Ask every request for a key even when the config declares none (keys in the store only).
+    /// Without it, keys are required as soon as the config declares one or the store holds one.
+    pub require_keys: Option<bool>,
+    /// How long a store key lookup is cached in process, in seconds (so a revocation takes
+    /// effect within it). Default 30.
+    pub key_cache_secs: Option<u64>,
+    /// Rate limits per key and per provider.
+    #[serde(default)]
+    pub limits: LimitsFile,
     /// Seconds in-flight streams get to finish after SIGTERM/SIGINT.
     pub shutdown_grace_secs: Option<u64>,
     /// Seconds of upstream silence after which a stream gets an SSE keep-alive comment; 0
@@ -56,6 +71,21 @@ pub struct FileConfig {
     pub routes: Vec<RouteFile>,
     /// Tools the gateway runs itself.
     pub gateway_tools: Option<crate::gateway_tools::ToolsFile>,
+}
+
+/// One `[[keys]]` entry: a key known by its hash.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyFile {
+    /// The key's id in logs, ledgers and limits. Default: the name.
+    pub id: Option<String>,
+    pub name: String,
+    /// `sha256:` and the hex SHA-256 of the secret (`toolbridge keys hash` makes a pair).
+    pub hash: String,
+    pub models: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
+    pub daily_tokens: Option<u64>,
+    pub monthly_tokens: Option<u64>,
 }
 
 /// One provider as written.
@@ -130,7 +160,13 @@ fn default_dialect() -> String {
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit: usize,
-    pub api_keys: Vec<String>,
+    /// Gateway keys from the config (`[[keys]]` and the plain `api_keys`, hashed).
+    pub keys: Vec<ConfiguredKey>,
+    /// Keys are asked for even when none is configured.
+    pub require_keys: bool,
+    /// How long a store key lookup is cached.
+    pub key_cache: Duration,
+    pub limits: LimitsConfig,
     pub shutdown_grace: Duration,
     /// Silence after which a keep-alive comment is sent; `None`: never.
     pub keepalive: Option<Duration>,
@@ -231,10 +267,8 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("listen", &self.listen)
             .field("body_limit", &self.body_limit)
-            .field(
-                "api_keys",
-                &format_args!("[{} redacted]", self.api_keys.len()),
-            )
+            .field("keys", &format_args!("[{} redacted]", self.keys.len()))
+            .field("limits", &self.limits.any())
             .field("shutdown_grace", &self.shutdown_grace)
             .field("keepalive", &self.keepalive)
             .field(
@@ -370,6 +404,10 @@ impl Config {
             body_limit_bytes: None,
             api_keys: Vec::new(),
             api_keys_env: None,
+            keys: Vec::new(),
+            require_keys: None,
+            key_cache_secs: None,
+            limits: LimitsFile::default(),
             shutdown_grace_secs: None,
             keepalive_secs: None,
             store_url: None,
@@ -415,6 +453,7 @@ impl Config {
         if api_keys.iter().any(String::is_empty) {
             return Err(ConfigError::invalid("api_keys", "keys must not be empty"));
         }
+        let keys = gateway_keys(&api_keys, file.keys)?;
         let mut key_texts = file.reasoning_keys;
         let reasoning_var = file
             .reasoning_keys_env
@@ -484,33 +523,50 @@ impl Config {
                 "at least one route is required",
             ));
         }
+        let names: Vec<&str> = providers.keys().map(String::as_str).collect();
+        let limits = LimitsConfig::from_file(file.limits, env("TOOLBRIDGE_REDIS_URL"), &names)
+            .map_err(|(field, message)| ConfigError::invalid(field, message))?;
+        let store_url = match env("TOOLBRIDGE_STORE_URL")
+            .or(file.store_url)
+            .unwrap_or_else(|| "sqlite://toolbridge.db".to_owned())
+        {
+            off if off == "none" || off.is_empty() => None,
+            url if url.starts_with("sqlite:")
+                || url.starts_with("postgres://")
+                || url.starts_with("postgresql://") =>
+            {
+                Some(url)
+            }
+            other => {
+                return Err(ConfigError::invalid(
+                    "store_url",
+                    format!("`{other}` is not sqlite://PATH, postgres://… or none"),
+                ));
+            }
+        };
+        if store_url.is_none()
+            && let Some(i) = keys
+                .iter()
+                .position(|k| k.scopes.daily_tokens.is_some() || k.scopes.monthly_tokens.is_some())
+        {
+            return Err(ConfigError::invalid(
+                format!("keys[{i}]"),
+                "token budgets are counted in the store, and the store is off",
+            ));
+        }
         Ok(Self {
             listen,
             body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
-            api_keys,
+            keys,
+            require_keys: file.require_keys.unwrap_or(false),
+            key_cache: Duration::from_secs(file.key_cache_secs.unwrap_or(30)),
+            limits,
             shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
             keepalive: match file.keepalive_secs.unwrap_or(15) {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
             },
-            store_url: match env("TOOLBRIDGE_STORE_URL")
-                .or(file.store_url)
-                .unwrap_or_else(|| "sqlite://toolbridge.db".to_owned())
-            {
-                off if off == "none" || off.is_empty() => None,
-                url if url.starts_with("sqlite:")
-                    || url.starts_with("postgres://")
-                    || url.starts_with("postgresql://") =>
-                {
-                    Some(url)
-                }
-                other => {
-                    return Err(ConfigError::invalid(
-                        "store_url",
-                        format!("`{other}` is not sqlite://PATH, postgres://… or none"),
-                    ));
-                }
-            },
+            store_url,
             store_ttl: Duration::from_secs(file.store_ttl_secs.unwrap_or(30 * 24 * 3600)),
             store_max_bytes: file.store_max_response_bytes.unwrap_or(16 * 1024 * 1024),
             reasoning_keys,
@@ -612,6 +668,60 @@ pub struct KnownModel {
     pub id: String,
     pub owned_by: String,
     pub context_window: Option<u64>,
+}
+
+/// The config's gateway keys: plain `api_keys` (hashed here, every scope open) and `[[keys]]`.
+fn gateway_keys(
+    plain: &[String],
+    declared: Vec<KeyFile>,
+) -> Result<Vec<ConfiguredKey>, ConfigError> {
+    let mut out: Vec<ConfiguredKey> = plain
+        .iter()
+        .enumerate()
+        .map(|(i, secret)| ConfiguredKey {
+            id: format!("api_keys[{i}]"),
+            name: format!("api_keys[{i}]"),
+            hash: hash_secret(secret),
+            scopes: std::sync::Arc::new(Scope::unrestricted()),
+        })
+        .collect();
+    for (i, k) in declared.into_iter().enumerate() {
+        let at = |field: &str| format!("keys[{i}].{field}");
+        if k.name.is_empty() || k.name.len() > MAX_NAME_LEN {
+            return Err(ConfigError::invalid(
+                at("name"),
+                format!("must be 1 to {MAX_NAME_LEN} characters"),
+            ));
+        }
+        let hash = parse_hash(&k.hash).map_err(|e| ConfigError::invalid(at("hash"), e))?;
+        let scopes = Scope::compile(&Scopes {
+            models: k.models,
+            tools: k.tools,
+            daily_tokens: k.daily_tokens,
+            monthly_tokens: k.monthly_tokens,
+        })
+        .map_err(|e| ConfigError::invalid(format!("keys[{i}]"), e))?;
+        let id = k.id.unwrap_or_else(|| k.name.clone());
+        if out.iter().any(|o| o.id == id) {
+            return Err(ConfigError::invalid(
+                at("id"),
+                format!("`{id}` is used by two keys"),
+            ));
+        }
+        if out.iter().any(|o| o.hash == hash) {
+            return Err(ConfigError::invalid(
+                at("hash"),
+                "the same secret is declared twice",
+            ));
+        }
+        out.push(ConfiguredKey {
+            id,
+            name: k.name,
+            hash,
+            scopes: std::sync::Arc::new(scopes),
+        });
+    }
+    Ok(out)
 }
 
 fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, ConfigError> {
@@ -723,6 +833,63 @@ mod tests {
                 "providers.up.dialect",
                 "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini, responses)"
             )
+        );
+    }
+
+    fn with_keys(keys: &str, store: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "{keys}\n[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        );
+        let file: FileConfig = toml::from_str(&text).unwrap();
+        let store = store.to_owned();
+        Config::from_file(file, &move |k: &str| {
+            (k == "TOOLBRIDGE_STORE_URL").then(|| store.clone())
+        })
+    }
+
+    #[test]
+    fn keys_and_limits_are_validated_with_the_field_named() {
+        let hash = crate::auth::keys::hash_secret("tb-x");
+        let ok = with_keys(
+            &format!("api_keys = [\"plain\"]\n[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmodels = [\"gpt-*\"]\ndaily_tokens = 5\n"),
+            "sqlite://x.db",
+        )
+        .unwrap();
+        assert_eq!(ok.keys.len(), 2);
+        assert_eq!(ok.keys[0].id, "api_keys[0]");
+        assert_eq!(ok.keys[0].hash, crate::auth::keys::hash_secret("plain"));
+        assert_eq!(ok.keys[1].id, "ci");
+        assert!(
+            !format!("{ok:?}").contains(&hash),
+            "hashes stay out of Debug"
+        );
+
+        let bad_hash = with_keys("[[keys]]\nname = \"ci\"\nhash = \"tb-plain\"\n", "none");
+        assert!(
+            matches!(bad_hash, Err(ConfigError::Invalid { field, .. }) if field == "keys[0].hash")
+        );
+        let no_store = with_keys(
+            &format!("[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmonthly_tokens = 5\n"),
+            "none",
+        );
+        assert!(matches!(no_store, Err(ConfigError::Invalid { field, .. }) if field == "keys[0]"));
+        let bad_glob = with_keys(
+            &format!("[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmodels = [\"[\"]\n"),
+            "none",
+        );
+        assert!(matches!(bad_glob, Err(ConfigError::Invalid { field, .. }) if field == "keys[0]"));
+        let twice = with_keys(
+            &format!(
+                "[[keys]]\nname = \"a\"\nhash = \"{hash}\"\n[[keys]]\nname = \"b\"\nhash = \"{hash}\"\n"
+            ),
+            "none",
+        );
+        assert!(
+            matches!(twice, Err(ConfigError::Invalid { field, .. }) if field == "keys[1].hash")
+        );
+        let limit = with_keys("[limits.providers.nope]\nrequests_per_minute = 5\n", "none");
+        assert!(
+            matches!(limit, Err(ConfigError::Invalid { field, .. }) if field == "limits.providers.nope")
         );
     }
 }

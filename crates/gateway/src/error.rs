@@ -69,6 +69,25 @@ pub enum GatewayError {
     ConversationNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
+    #[error("this gateway key may not use the model `{model}`")]
+    ModelNotAllowed { model: String },
+    #[error("this gateway key may not expose the tool {tool} (at `{param}`)")]
+    ToolNotAllowed { param: String, tool: String },
+    #[error(
+        "this gateway key's {period} token budget of {limit} is used up ({used} used); it resets at {resets_at}"
+    )]
+    BudgetExhausted {
+        period: &'static str,
+        limit: u64,
+        used: u64,
+        resets_at: String,
+        retry_after_secs: u64,
+    },
+    #[error("{message}; retry after {retry_after_secs} s")]
+    RateLimited {
+        message: String,
+        retry_after_secs: u64,
+    },
 }
 
 impl GatewayError {
@@ -91,6 +110,10 @@ impl GatewayError {
             Self::ResponseNotFound(_) => "response_not_found",
             Self::ConversationNotFound(_) => "conversation_not_found",
             Self::Store(_) => "store_unavailable",
+            Self::ModelNotAllowed { .. } => "model_not_allowed",
+            Self::ToolNotAllowed { .. } => "tool_not_allowed",
+            Self::BudgetExhausted { .. } => "budget_exhausted",
+            Self::RateLimited { .. } => "rate_limit_exceeded",
         }
     }
 
@@ -110,6 +133,8 @@ impl GatewayError {
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
             Self::UpstreamUnreachable(_) => 502,
             Self::UpstreamTimeout => 504,
+            Self::ModelNotAllowed { .. } | Self::ToolNotAllowed { .. } => 403,
+            Self::BudgetExhausted { .. } | Self::RateLimited { .. } => 429,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
     }
@@ -130,6 +155,13 @@ impl GatewayError {
                         ("invalid_request_error", Some(param.as_str()))
                     }
                     Self::ResponseNotFound(_) => ("invalid_request_error", None),
+                    Self::ModelNotAllowed { .. } => ("invalid_request_error", Some("model")),
+                    Self::ToolNotAllowed { param, .. } => {
+                        ("invalid_request_error", Some(param.as_str()))
+                    }
+                    // A spent budget is not retried soon: OpenAI's quota type says so.
+                    Self::BudgetExhausted { .. } => ("insufficient_quota", None),
+                    Self::RateLimited { .. } => ("rate_limit_error", None),
                     Self::ConversationNotFound(_) => {
                         ("invalid_request_error", Some("conversation"))
                     }
@@ -163,9 +195,15 @@ impl GatewayError {
         }
     }
 
-    fn retry_after(&self) -> Option<&str> {
+    fn retry_after(&self) -> Option<String> {
         match self {
-            Self::Upstream(toolbridge_providers::Error::Upstream(e)) => e.retry_after.as_deref(),
+            Self::Upstream(toolbridge_providers::Error::Upstream(e)) => e.retry_after.clone(),
+            Self::BudgetExhausted {
+                retry_after_secs, ..
+            }
+            | Self::RateLimited {
+                retry_after_secs, ..
+            } => Some(retry_after_secs.to_string()),
             _ => None,
         }
     }
@@ -182,7 +220,7 @@ impl IntoResponse for GatewayError {
         );
         if let Some(v) = self
             .retry_after()
-            .and_then(|v| HeaderValue::from_str(v).ok())
+            .and_then(|v| HeaderValue::from_str(&v).ok())
         {
             headers.insert(header::RETRY_AFTER, v);
         }

@@ -6,6 +6,7 @@
 //! reconstructed by the core's assembler; the handlers here only wire those steps to HTTP.
 
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod compact;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod gateway_tools;
 pub mod history;
 pub mod ids;
+pub mod limits;
 pub mod matrix;
 pub mod models;
 pub mod responses;

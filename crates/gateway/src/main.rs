@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use toolbridge_gateway::cli::{Cli, Command, describe, load};
+use toolbridge_gateway::cli::{Cli, Command, KeysCommand, describe, load};
 use toolbridge_gateway::config::Dialect;
 
 fn main() -> ExitCode {
@@ -20,6 +20,14 @@ fn main() -> ExitCode {
                 println!("config ok");
                 ExitCode::SUCCESS
             }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Keys { command } => keys(command),
+        Command::Healthcheck { url } => match toolbridge_gateway::cli::healthcheck(&url) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE
@@ -76,6 +84,60 @@ fn init_logging() {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+/// `toolbridge keys …`: prints what the command says, or the error.
+fn keys(command: KeysCommand) -> ExitCode {
+    use toolbridge_gateway::auth::{cli, keys};
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            KeysCommand::Create {
+                name,
+                models,
+                tools,
+                daily_tokens,
+                monthly_tokens,
+                config,
+            } => {
+                let new = cli::NewKey {
+                    name,
+                    models,
+                    tools,
+                    daily_tokens,
+                    monthly_tokens,
+                };
+                cli::create(config.as_deref(), new).await
+            }
+            KeysCommand::List { config } => cli::list(config.as_deref()).await,
+            KeysCommand::Revoke { id, config } => cli::revoke(config.as_deref(), &id).await,
+            KeysCommand::Hash => keys::generate_secret().map(|secret| {
+                format!(
+                    "secret: {secret}\nhash: {}\n\nPut the hash in a [[keys]] entry; give the secret to the client.\n",
+                    keys::hash_secret(&secret)
+                )
+            }),
+        }
+    });
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -7,6 +7,8 @@
 //! migrated at open. Writes of one response and its items are one transaction, so a response is
 //! never half-visible.
 //!
+//! Gateway keys (stored by hash) and their token ledger live here too ([`KeyStore`]).
+//!
 //! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
 //! an item's `id`.
 
@@ -18,6 +20,9 @@ use std::str::FromStr;
 use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
+
+mod keys;
+pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
 
 /// A boxed future, so that [`ResponseStore`] stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -213,6 +218,20 @@ const MIGRATIONS: &[&str] = &[
         item_id TEXT,
         body TEXT NOT NULL,
         PRIMARY KEY (conversation_id, position)
+    )",
+    "CREATE TABLE IF NOT EXISTS toolbridge_keys (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT
+    )",
+    "CREATE TABLE IF NOT EXISTS toolbridge_usage (
+        key_id TEXT NOT NULL,
+        period TEXT NOT NULL,
+        tokens BIGINT NOT NULL,
+        PRIMARY KEY (key_id, period)
     )",
 ];
 

@@ -1,0 +1,139 @@
+//! Token budgets: the periods a key's usage is counted in (UTC day and calendar month), when
+//! each resets, and the check before a request.
+//!
+//! Usage is a ledger in the store (`KeyStore::add_usage`): one row per key and period, so every
+//! gateway process sharing the store sees the same counts. A budget is checked before a
+//! request and charged after it, so the request that crosses the line still finishes; the next
+//! one is refused until the period resets.
+
+use crate::error::GatewayError;
+
+/// A budget period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    Day,
+    Month,
+}
+
+impl Period {
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Day => "daily",
+            Self::Month => "monthly",
+        }
+    }
+
+    /// The ledger's name for the period holding `now` (Unix seconds): `day:2025-01-31`,
+    /// `month:2025-01`.
+    pub fn label(self, now: i64) -> String {
+        let (y, m, d) = civil(now.div_euclid(86_400));
+        match self {
+            Self::Day => format!("day:{y:04}-{m:02}-{d:02}"),
+            Self::Month => format!("month:{y:04}-{m:02}"),
+        }
+    }
+
+    /// When the period holding `now` ends (Unix seconds).
+    pub fn end(self, now: i64) -> i64 {
+        let day = now.div_euclid(86_400);
+        match self {
+            Self::Day => (day + 1) * 86_400,
+            Self::Month => {
+                let (y, m, _) = civil(day);
+                let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+                days_from_civil(y, m, 1) * 86_400
+            }
+        }
+    }
+}
+
+/// Both periods' labels, in the order [`Period::Day`], [`Period::Month`].
+pub fn labels(now: i64) -> [String; 2] {
+    [Period::Day.label(now), Period::Month.label(now)]
+}
+
+/// The refusal when `used` reached `limit` in `period`, else nothing.
+pub fn verdict(
+    period: Period,
+    limit: Option<u64>,
+    used: i64,
+    now: i64,
+) -> Result<(), GatewayError> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    let used = u64::try_from(used).unwrap_or(0);
+    if used < limit {
+        return Ok(());
+    }
+    let end = period.end(now);
+    let (y, m, d) = civil(end.div_euclid(86_400));
+    Err(GatewayError::BudgetExhausted {
+        period: period.word(),
+        limit,
+        used,
+        resets_at: format!("{y:04}-{m:02}-{d:02}T00:00:00Z"),
+        retry_after_secs: u64::try_from(end - now).unwrap_or(1).max(1),
+    })
+}
+
+/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Days since 1970-01-01 of a date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_are_utc_days_and_months_with_their_ends() {
+        // 2024-02-29T13:00:00Z, a leap day.
+        let now = 1_709_211_600;
+        assert_eq!(
+            labels(now),
+            ["day:2024-02-29".to_owned(), "month:2024-02".to_owned()]
+        );
+        assert_eq!(Period::Day.end(now), 1_709_251_200); // 2024-03-01T00:00:00Z
+        assert_eq!(Period::Month.end(now), 1_709_251_200);
+        // 2024-12-31T23:59:59Z: the month ends with the year.
+        let now = 1_735_689_599;
+        assert_eq!(Period::Month.label(now), "month:2024-12");
+        assert_eq!(Period::Month.end(now), 1_735_689_600);
+        assert_eq!(Period::Day.label(0), "day:1970-01-01");
+    }
+
+    #[test]
+    fn an_exhausted_budget_names_its_period_and_reset() {
+        let now = 1_709_211_600;
+        assert!(verdict(Period::Day, Some(100), 99, now).is_ok());
+        assert!(verdict(Period::Day, None, 1_000, now).is_ok());
+        let refused = verdict(Period::Month, Some(100), 100, now).unwrap_err();
+        assert_eq!(refused.code(), "budget_exhausted");
+        assert_eq!(refused.status().as_u16(), 429);
+        let message = refused.to_string();
+        assert!(message.contains("monthly token budget of 100"), "{message}");
+        assert!(message.contains("2024-03-01T00:00:00Z"), "{message}");
+    }
+}

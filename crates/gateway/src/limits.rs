@@ -1,0 +1,552 @@
+//! Rate limits: requests and tokens per minute, per gateway key and per upstream provider.
+//!
+//! In process by default: requests through governor's GCRA (a keyed limiter for keys, one
+//! limiter per provider), tokens in a one-minute window per key and per provider. With
+//! `[limits] redis_url` every count lives in Redis instead, so all gateway processes share
+//! them: a fixed window per counter that starts at its first use and lasts a minute (one Lua
+//! script: `INCR`, then `PEXPIRE` on the first hit, answering the count and the time left),
+//! so no two processes need agreeing clocks.
+//!
+//! A request refused answers 429 `rate_limit_exceeded` with `Retry-After`. Tokens are counted
+//! after a response (its usage) and checked before the next: the request that crosses the line
+//! finishes. When Redis cannot be reached the limits fail open (the request is served, a warning
+//! logged): the gateway's availability does not hang on its limiter.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+
+use crate::error::GatewayError;
+
+/// The key name requests without a gateway key are counted under.
+pub const ANONYMOUS: &str = "-";
+/// The window of every limit.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// How long one Redis round trip may take before the limit fails open.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
+/// Past this many tracked keys, forgotten ones are dropped.
+const MAX_TRACKED: usize = 10_000;
+
+/// `[limits]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Share the counts through Redis (`redis://127.0.0.1:6379`); `TOOLBRIDGE_REDIS_URL`
+    /// overrides it.
+    pub redis_url: Option<String>,
+    /// The prefix of every Redis key. Default `toolbridge`.
+    pub redis_prefix: Option<String>,
+    /// Requests per minute per gateway key.
+    pub key_requests_per_minute: Option<u32>,
+    /// Tokens (input plus output) per minute per gateway key.
+    pub key_tokens_per_minute: Option<u64>,
+    /// Limits per upstream provider, by provider name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderLimitsFile>,
+}
+
+/// One provider's limits as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderLimitsFile {
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// Validated limits.
+#[derive(Debug, Clone, Default)]
+pub struct LimitsConfig {
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+    pub key_requests_per_minute: Option<NonZeroU32>,
+    pub key_tokens_per_minute: Option<u64>,
+    pub providers: BTreeMap<String, ProviderLimits>,
+}
+
+/// One provider's validated limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProviderLimits {
+    pub requests_per_minute: Option<NonZeroU32>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl LimitsConfig {
+    /// Validates `[limits]`; `providers` are the declared provider names. Errors name the field.
+    pub fn from_file(
+        file: LimitsFile,
+        redis_env: Option<String>,
+        providers: &[&str],
+    ) -> Result<Self, (String, String)> {
+        let rpm = |field: String, v: Option<u32>| match v {
+            None => Ok(None),
+            Some(n) => NonZeroU32::new(n).map(Some).ok_or((
+                field,
+                "must be at least 1 (leave it out for no limit)".to_owned(),
+            )),
+        };
+        let redis_url = redis_env.or(file.redis_url).filter(|u| !u.is_empty());
+        if let Some(url) = &redis_url {
+            redis::Client::open(url.as_str()).map_err(|e| {
+                (
+                    "limits.redis_url".to_owned(),
+                    format!("not a usable Redis URL: {e}"),
+                )
+            })?;
+        }
+        let mut out = BTreeMap::new();
+        for (name, p) in file.providers {
+            if !providers.contains(&name.as_str()) {
+                return Err((
+                    format!("limits.providers.{name}"),
+                    format!("`{name}` is not a declared provider"),
+                ));
+            }
+            out.insert(
+                name.clone(),
+                ProviderLimits {
+                    requests_per_minute: rpm(
+                        format!("limits.providers.{name}.requests_per_minute"),
+                        p.requests_per_minute,
+                    )?,
+                    tokens_per_minute: p.tokens_per_minute,
+                },
+            );
+        }
+        Ok(Self {
+            redis_url,
+            redis_prefix: file.redis_prefix.unwrap_or_else(|| "toolbridge".to_owned()),
+            key_requests_per_minute: rpm(
+                "limits.key_requests_per_minute".to_owned(),
+                file.key_requests_per_minute,
+            )?,
+            key_tokens_per_minute: file.key_tokens_per_minute,
+            providers: out,
+        })
+    }
+
+    /// True when any limit is set.
+    pub fn any(&self) -> bool {
+        self.key_requests_per_minute.is_some()
+            || self.key_tokens_per_minute.is_some()
+            || self
+                .providers
+                .values()
+                .any(|p| p.requests_per_minute.is_some() || p.tokens_per_minute.is_some())
+    }
+}
+
+/// What a counter is for, in errors and Redis key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Subject {
+    Key,
+    Provider,
+}
+
+impl Subject {
+    fn word(self) -> &'static str {
+        match self {
+            Self::Key => "key",
+            Self::Provider => "provider",
+        }
+    }
+}
+
+/// The limiter of one process.
+pub struct Limits {
+    config: LimitsConfig,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limits")
+            .field("shared", &matches!(self.backend, Backend::Redis(_)))
+            .finish_non_exhaustive()
+    }
+}
+
+enum Backend {
+    Local(Box<Local>),
+    Redis(redis::aio::ConnectionManager),
+}
+
+struct Local {
+    keys: Option<DefaultKeyedRateLimiter<String>>,
+    providers: HashMap<String, DefaultDirectRateLimiter>,
+    tokens: Mutex<HashMap<(Subject, String), (Instant, u64)>>,
+}
+
+/// Adds `ARGV[2]` to a counter, the window (`ARGV[1]` ms) set on the first hit; answers
+/// `{count, ms left}`.
+const HIT: &str = r"
+local n = redis.call('INCRBY', KEYS[1], ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {n, ttl}
+";
+
+/// Reads a counter: `{count, ms left}` (0 and 0 when absent).
+const PEEK: &str = r"
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = 0 end
+return {n, ttl}
+";
+
+impl Limits {
+    /// The limiter for `config`. A Redis connection is made lazily, on first use.
+    pub fn new(config: LimitsConfig) -> Result<Self, String> {
+        let backend = match &config.redis_url {
+            Some(url) => {
+                let client = redis::Client::open(url.as_str())
+                    .map_err(|e| format!("not a usable Redis URL: {e}"))?;
+                let manager_config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(REDIS_TIMEOUT))
+                    .set_response_timeout(Some(REDIS_TIMEOUT))
+                    .set_number_of_retries(1);
+                let manager =
+                    redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
+                        .map_err(|e| format!("cannot set up the Redis connection: {e}"))?;
+                Backend::Redis(manager)
+            }
+            None => Backend::Local(Box::new(Local {
+                keys: config
+                    .key_requests_per_minute
+                    .map(|n| RateLimiter::keyed(Quota::per_minute(n))),
+                providers: config
+                    .providers
+                    .iter()
+                    .filter_map(|(name, p)| {
+                        p.requests_per_minute
+                            .map(|n| (name.clone(), RateLimiter::direct(Quota::per_minute(n))))
+                    })
+                    .collect(),
+                tokens: Mutex::default(),
+            })),
+        };
+        Ok(Self { config, backend })
+    }
+
+    /// No limits at all.
+    pub fn none() -> Self {
+        Self {
+            config: LimitsConfig::default(),
+            backend: Backend::Local(Box::new(Local {
+                keys: None,
+                providers: HashMap::new(),
+                tokens: Mutex::default(),
+            })),
+        }
+    }
+
+    /// Before a request of key `key` (its id, or [`ANONYMOUS`]): counts it against the key's
+    /// requests per minute and checks the key's tokens per minute.
+    pub async fn check_request(&self, key: &str) -> Result<(), GatewayError> {
+        self.check_tokens(Subject::Key, key, self.config.key_tokens_per_minute)
+            .await?;
+        let Some(limit) = self.config.key_requests_per_minute else {
+            return Ok(());
+        };
+        match &self.backend {
+            Backend::Local(local) => {
+                let Some(limiter) = &local.keys else {
+                    return Ok(());
+                };
+                if limiter.len() > MAX_TRACKED {
+                    limiter.retain_recent();
+                }
+                limiter.check_key(&key.to_owned()).map_err(|not_until| {
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    refused(Subject::Key, key, "requests", u64::from(limit.get()), wait)
+                })
+            }
+            Backend::Redis(manager) => {
+                self.redis_hit(
+                    manager,
+                    Subject::Key,
+                    key,
+                    "requests",
+                    u64::from(limit.get()),
+                    1,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Before sending to `provider`: counts the request against its requests per minute and
+    /// checks its tokens per minute.
+    pub async fn check_upstream(&self, provider: &str) -> Result<(), GatewayError> {
+        let Some(limits) = self.config.providers.get(provider).copied() else {
+            return Ok(());
+        };
+        self.check_tokens(Subject::Provider, provider, limits.tokens_per_minute)
+            .await?;
+        let Some(limit) = limits.requests_per_minute else {
+            return Ok(());
+        };
+        match &self.backend {
+            Backend::Local(local) => match local.providers.get(provider) {
+                Some(limiter) => limiter.check().map_err(|not_until| {
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    refused(
+                        Subject::Provider,
+                        provider,
+                        "requests",
+                        u64::from(limit.get()),
+                        wait,
+                    )
+                }),
+                None => Ok(()),
+            },
+            Backend::Redis(manager) => {
+                self.redis_hit(
+                    manager,
+                    Subject::Provider,
+                    provider,
+                    "requests",
+                    u64::from(limit.get()),
+                    1,
+                )
+                .await
+            }
+        }
+    }
+
+    /// After a response: adds its `tokens` to the windows of `key` and `provider`.
+    pub async fn record_tokens(&self, key: &str, provider: &str, tokens: u64) {
+        if tokens == 0 {
+            return;
+        }
+        if self.config.key_tokens_per_minute.is_some() {
+            self.add_tokens(Subject::Key, key, tokens).await;
+        }
+        if self
+            .config
+            .providers
+            .get(provider)
+            .is_some_and(|p| p.tokens_per_minute.is_some())
+        {
+            self.add_tokens(Subject::Provider, provider, tokens).await;
+        }
+    }
+
+    async fn check_tokens(
+        &self,
+        subject: Subject,
+        id: &str,
+        limit: Option<u64>,
+    ) -> Result<(), GatewayError> {
+        let Some(limit) = limit else {
+            return Ok(());
+        };
+        let (used, left) = match &self.backend {
+            Backend::Local(local) => {
+                let Ok(windows) = local.tokens.lock() else {
+                    return Ok(());
+                };
+                match windows.get(&(subject, id.to_owned())) {
+                    Some((start, used)) if start.elapsed() < WINDOW => {
+                        (*used, WINDOW.saturating_sub(start.elapsed()))
+                    }
+                    _ => (0, Duration::ZERO),
+                }
+            }
+            Backend::Redis(manager) => {
+                let script = redis::Script::new(PEEK);
+                let mut conn = manager.clone();
+                let key = self.redis_key(subject, id, "tokens");
+                let answer = tokio::time::timeout(
+                    REDIS_TIMEOUT,
+                    script.key(&key).invoke_async::<(u64, u64)>(&mut conn),
+                )
+                .await;
+                match answer {
+                    Ok(Ok((used, ms))) => (used, Duration::from_millis(ms)),
+                    Ok(Err(e)) => return fail_open(&e.to_string()),
+                    Err(_) => return fail_open("timed out"),
+                }
+            }
+        };
+        if used >= limit {
+            return Err(refused(subject, id, "tokens", limit, left));
+        }
+        Ok(())
+    }
+
+    async fn add_tokens(&self, subject: Subject, id: &str, tokens: u64) {
+        match &self.backend {
+            Backend::Local(local) => {
+                if let Ok(mut windows) = local.tokens.lock() {
+                    if windows.len() > MAX_TRACKED {
+                        windows.retain(|_, (start, _)| start.elapsed() < WINDOW);
+                    }
+                    let entry = windows
+                        .entry((subject, id.to_owned()))
+                        .or_insert((Instant::now(), 0));
+                    if entry.0.elapsed() >= WINDOW {
+                        *entry = (Instant::now(), 0);
+                    }
+                    entry.1 = entry.1.saturating_add(tokens);
+                }
+            }
+            Backend::Redis(manager) => {
+                // The limit is only checked before the next request: any limit passes here.
+                let _ = self
+                    .redis_hit(manager, subject, id, "tokens", u64::MAX, tokens)
+                    .await;
+            }
+        }
+    }
+
+    /// Adds `n` to a shared counter; refused when the count passes `limit`.
+    async fn redis_hit(
+        &self,
+        manager: &redis::aio::ConnectionManager,
+        subject: Subject,
+        id: &str,
+        what: &'static str,
+        limit: u64,
+        n: u64,
+    ) -> Result<(), GatewayError> {
+        let script = redis::Script::new(HIT);
+        let mut conn = manager.clone();
+        let key = self.redis_key(subject, id, what);
+        let window_ms = WINDOW.as_millis() as u64;
+        let answer = tokio::time::timeout(
+            REDIS_TIMEOUT,
+            script
+                .key(&key)
+                .arg(window_ms)
+                .arg(n)
+                .invoke_async::<(u64, u64)>(&mut conn),
+        )
+        .await;
+        match answer {
+            Ok(Ok((count, ms))) if count > limit => {
+                Err(refused(subject, id, what, limit, Duration::from_millis(ms)))
+            }
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => fail_open(&e.to_string()),
+            Err(_) => fail_open("timed out"),
+        }
+    }
+
+    fn redis_key(&self, subject: Subject, id: &str, what: &str) -> String {
+        format!(
+            "{}:rl:{}:{what}:{id}",
+            self.config.redis_prefix,
+            subject.word()
+        )
+    }
+}
+
+fn fail_open(reason: &str) -> Result<(), GatewayError> {
+    tracing::warn!("rate limit not applied: Redis did not answer ({reason})");
+    Ok(())
+}
+
+fn refused(subject: Subject, id: &str, what: &str, limit: u64, wait: Duration) -> GatewayError {
+    // Round up: a client waiting the advertised seconds must find room.
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    GatewayError::RateLimited {
+        message: format!(
+            "the {} `{id}` is over its limit of {limit} {what} per minute",
+            subject.word()
+        ),
+        retry_after_secs: secs.max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(rpm: u32, tpm: Option<u64>) -> LimitsConfig {
+        LimitsConfig::from_file(
+            LimitsFile {
+                key_requests_per_minute: Some(rpm),
+                key_tokens_per_minute: tpm,
+                providers: [(
+                    "up".to_owned(),
+                    ProviderLimitsFile {
+                        requests_per_minute: Some(1),
+                        tokens_per_minute: None,
+                    },
+                )]
+                .into(),
+                ..LimitsFile::default()
+            },
+            None,
+            &["up"],
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn in_process_limits_refuse_with_a_retry_after() {
+        let limits = Limits::new(config(2, Some(100))).unwrap();
+        assert!(limits.check_request("a").await.is_ok());
+        assert!(limits.check_request("a").await.is_ok());
+        let refused = limits.check_request("a").await.unwrap_err();
+        assert_eq!(refused.code(), "rate_limit_exceeded");
+        assert_eq!(refused.status().as_u16(), 429);
+        assert!(
+            matches!(refused, GatewayError::RateLimited { retry_after_secs, .. } if (1..=60).contains(&retry_after_secs))
+        );
+        assert!(
+            limits.check_request("b").await.is_ok(),
+            "keys are counted apart"
+        );
+
+        limits.record_tokens("b", "up", 150).await;
+        let over = limits.check_request("b").await.unwrap_err();
+        assert!(over.to_string().contains("100 tokens per minute"), "{over}");
+
+        assert!(limits.check_upstream("up").await.is_ok());
+        assert!(limits.check_upstream("up").await.is_err());
+        assert!(limits.check_upstream("other").await.is_ok());
+    }
+
+    #[test]
+    fn limits_config_names_bad_fields() {
+        let zero = LimitsConfig::from_file(
+            LimitsFile {
+                key_requests_per_minute: Some(0),
+                ..LimitsFile::default()
+            },
+            None,
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(zero.0, "limits.key_requests_per_minute");
+        let unknown = LimitsConfig::from_file(
+            LimitsFile {
+                providers: [("nope".to_owned(), ProviderLimitsFile::default())].into(),
+                ..LimitsFile::default()
+            },
+            None,
+            &["up"],
+        )
+        .unwrap_err();
+        assert_eq!(unknown.0, "limits.providers.nope");
+        let bad_url = LimitsConfig::from_file(
+            LimitsFile {
+                redis_url: Some("http://x".to_owned()),
+                ..LimitsFile::default()
+            },
+            None,
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(bad_url.0, "limits.redis_url");
+    }
+}
