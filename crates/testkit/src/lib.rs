@@ -9,6 +9,7 @@
 
 pub mod chat;
 pub mod dialects;
+pub mod mcp;
 pub mod process;
 pub mod schema;
 pub mod sse;

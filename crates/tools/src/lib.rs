@@ -10,12 +10,15 @@
 //! - [`planner`]: intent analysis (English and Chinese, word boundaries), capabilities checked
 //!   against the registry, evidence-based ranking, validated DAG plans with output binding, and
 //!   the [`planner::Bridge`] with its optional planner fallback.
+//! - [`mcp`]: MCP servers (stdio, streamable HTTP) as tools, behind our own
+//!   [`mcp::McpClient`] trait over the official SDK.
 //! - [`suggest`]: the close-match rule every "unknown name" error uses.
 //!
 //! The library knows nothing of providers or of the gateway: the gateway-executed tools build on
 //! it, and so can any agent.
 
 pub mod builtins;
+pub mod mcp;
 pub mod planner;
 pub mod registry;
 pub mod suggest;

@@ -369,7 +369,7 @@ async fn run_bounded(
 }
 
 /// Resolves when the flag turns true; never resolves when the sender is gone (nobody can cancel).
-async fn wait_cancelled(rx: &mut watch::Receiver<bool>) {
+pub(crate) async fn wait_cancelled(rx: &mut watch::Receiver<bool>) {
     if rx.wait_for(|cancelled| *cancelled).await.is_err() {
         std::future::pending::<()>().await;
     }

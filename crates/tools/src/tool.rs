@@ -145,6 +145,34 @@ pub enum ToolError {
     /// not registered).
     #[error("invalid configuration: {0}")]
     InvalidConfiguration(String),
+    /// An MCP server could not be reached or did not complete the handshake in time (the command
+    /// does not exist, nothing listens at the URL, the `initialize` exchange failed).
+    #[error("cannot connect to MCP server `{server}`: {message}")]
+    McpConnect {
+        /// The server's label.
+        server: String,
+        /// Why.
+        message: String,
+    },
+    /// An MCP server broke the protocol or the connection (a JSON-RPC error, an unexpected
+    /// answer, a closed transport, a message over the size limit).
+    #[error("MCP server `{server}` failed: {message}")]
+    McpProtocol {
+        /// The server's label.
+        server: String,
+        /// Why.
+        message: String,
+    },
+    /// An MCP tool ran and reported an error (`isError: true`); `message` is its text.
+    #[error("MCP tool `{tool}` on `{server}` reported an error: {message}")]
+    McpTool {
+        /// The server's label.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// The tool's own text, bounded.
+        message: String,
+    },
 }
 
 impl ToolError {
@@ -167,6 +195,9 @@ impl ToolError {
             Self::StepFailed { .. } => "step_failed",
             Self::NoCapability { .. } => "no_capability",
             Self::InvalidConfiguration(_) => "invalid_configuration",
+            Self::McpConnect { .. } => "mcp_connect_failed",
+            Self::McpProtocol { .. } => "mcp_protocol_error",
+            Self::McpTool { .. } => "mcp_tool_error",
         }
     }
 }
