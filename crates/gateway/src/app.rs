@@ -15,8 +15,9 @@ use tower_http::decompression::RequestDecompressionLayer;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::seal::AeadSealer;
+use crate::sessions::EventBus;
 use crate::upstream::Upstreams;
-use crate::{compact, conversations, models, responses, stored};
+use crate::{compact, conversations, models, responses, sessions, stored};
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_store::{ResponseStore, SqlStore};
 
@@ -34,6 +35,8 @@ pub struct AppState {
     /// Background runs of this process, so a cancel landing here stops them at once (a cancel
     /// landing on another process still wins through the store).
     pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
+    pub sessions: EventBus,
 }
 
 impl AppState {
@@ -73,6 +76,7 @@ impl AppState {
         } else {
             AeadSealer::new(&config.reasoning_keys)?
         };
+        let sessions = EventBus::from_config(&config.sessions).await?;
         let (tx, rx) = watch::channel(false);
         Ok((
             Self {
@@ -82,6 +86,7 @@ impl AppState {
                 sealer: Arc::new(sealer),
                 store,
                 running: Arc::default(),
+                sessions,
             },
             tx,
         ))
@@ -106,6 +111,7 @@ pub fn app(state: AppState) -> Router {
             get(conversations::list_items).post(conversations::add_items),
         )
         .route("/models", get(models::list))
+        .route("/sessions/{session_id}/events", get(sessions::events))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
     // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).

@@ -92,6 +92,10 @@ pub fn describe(config: &Config) -> String {
             format!("{} configured", config.api_keys.len())
         }
     ));
+    out.push_str(&format!(
+        "session events: {}\n",
+        describe_sessions(&config.sessions)
+    ));
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.
@@ -124,6 +128,23 @@ pub fn describe(config: &Config) -> String {
         ));
     }
     out
+}
+
+/// The session event backend, as `toolbridge check` names it (credentials left out).
+pub fn describe_sessions(sessions: &crate::config::SessionsConfig) -> String {
+    match &sessions.redis_url {
+        None => format!(
+            "in-process (at most {} sessions, buffer {}, {} subscribers)",
+            sessions.max_sessions, sessions.buffer, sessions.max_subscribers
+        ),
+        Some(url) => format!(
+            "redis {} (channels {}{{session_id}}, buffer {}, {} subscribers)",
+            crate::config::redact_url(url),
+            sessions.channel_prefix,
+            sessions.buffer,
+            sessions.max_subscribers
+        ),
+    }
 }
 
 /// What `toolbridge plan` prints for a request body, planned for `profile`.
