@@ -18,8 +18,9 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::limits::Limits;
 use crate::seal::AeadSealer;
+use crate::sessions::EventBus;
 use crate::upstream::Upstreams;
-use crate::{compact, conversations, models, responses, stored};
+use crate::{compact, conversations, models, responses, sessions, stored};
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_store::{KeyStore, ResponseStore, SqlStore};
 
@@ -43,6 +44,8 @@ pub struct AppState {
     pub key_store: Option<Arc<dyn KeyStore>>,
     /// Requests and tokens per minute, per key and per provider.
     pub limits: Arc<Limits>,
+    /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
+    pub sessions: EventBus,
 }
 
 impl AppState {
@@ -91,6 +94,7 @@ impl AppState {
         } else {
             AeadSealer::new(&config.reasoning_keys)?
         };
+        let sessions = EventBus::from_config(&config.sessions).await?;
         let (tx, rx) = watch::channel(false);
         Ok((
             Self {
@@ -103,6 +107,7 @@ impl AppState {
                 keys: Arc::new(keys),
                 key_store,
                 limits: Arc::new(limits),
+                sessions,
             },
             tx,
         ))
@@ -127,6 +132,7 @@ pub fn app(state: AppState) -> Router {
             get(conversations::list_items).post(conversations::add_items),
         )
         .route("/models", get(models::list))
+        .route("/sessions/{session_id}/events", get(sessions::events))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
     // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).

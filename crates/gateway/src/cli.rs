@@ -147,6 +147,10 @@ pub fn describe(config: &Config) -> String {
         config.key_cache.as_secs()
     ));
     out.push_str(&describe_limits(&config.limits));
+    out.push_str(&format!(
+        "session events: {}\n",
+        describe_sessions(&config.sessions)
+    ));
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.
@@ -208,6 +212,23 @@ fn describe_limits(limits: &crate::limits::LimitsConfig) -> String {
         ));
     }
     out
+}
+
+/// The session event backend, as `toolbridge check` names it (credentials left out).
+pub fn describe_sessions(sessions: &crate::config::SessionsConfig) -> String {
+    match &sessions.redis_url {
+        None => format!(
+            "in-process (at most {} sessions, buffer {}, {} subscribers)",
+            sessions.max_sessions, sessions.buffer, sessions.max_subscribers
+        ),
+        Some(url) => format!(
+            "redis {} (channels {}{{session_id}}, buffer {}, {} subscribers)",
+            crate::config::redact_url(url),
+            sessions.channel_prefix,
+            sessions.buffer,
+            sessions.max_subscribers
+        ),
+    }
 }
 
 /// What `toolbridge plan` prints for a request body, planned for `profile`.

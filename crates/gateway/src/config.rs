@@ -65,6 +65,9 @@ pub struct FileConfig {
     pub reasoning_keys: Vec<String>,
     /// An environment variable holding more reasoning keys, comma-separated.
     pub reasoning_keys_env: Option<String>,
+    /// The session event side channel (`GET /v1/sessions/{id}/events`).
+    #[serde(default)]
+    pub sessions: SessionsFile,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderFile>,
     #[serde(default)]
@@ -86,6 +89,130 @@ pub struct KeyFile {
     pub tools: Option<Vec<String>>,
     pub daily_tokens: Option<u64>,
     pub monthly_tokens: Option<u64>,
+}
+
+/// `[sessions]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsFile {
+    /// `redis://…` or `rediss://…`: session events go through Redis pub/sub, so a subscriber
+    /// on any gateway process sees every process's events. Absent: in-process.
+    /// `TOOLBRIDGE_SESSIONS_REDIS_URL` overrides it (`none` turns Redis off).
+    pub redis_url: Option<String>,
+    /// The most sessions watched at once (in-process). Default 1024.
+    pub max_sessions: Option<usize>,
+    /// Events buffered per subscriber before it counts as lagging and is dropped. Default 256.
+    pub buffer: Option<usize>,
+    /// The most subscribers connected at once. Default 1024.
+    pub max_subscribers: Option<usize>,
+    /// The Redis channel name before the session id. Default `toolbridge:session:`.
+    pub channel_prefix: Option<String>,
+}
+
+/// The resolved `[sessions]` section.
+#[derive(Clone)]
+pub struct SessionsConfig {
+    pub redis_url: Option<String>,
+    pub max_sessions: usize,
+    pub buffer: usize,
+    pub max_subscribers: usize,
+    pub channel_prefix: String,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            redis_url: None,
+            max_sessions: 1024,
+            buffer: 256,
+            max_subscribers: 1024,
+            channel_prefix: DEFAULT_CHANNEL_PREFIX.to_owned(),
+        }
+    }
+}
+
+/// The Redis channel of session `id` is this prefix followed by the id.
+pub const DEFAULT_CHANNEL_PREFIX: &str = "toolbridge:session:";
+
+impl std::fmt::Debug for SessionsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionsConfig")
+            .field("redis", &self.redis_url.as_deref().map(redact_url))
+            .field("max_sessions", &self.max_sessions)
+            .field("buffer", &self.buffer)
+            .field("max_subscribers", &self.max_subscribers)
+            .field("channel_prefix", &self.channel_prefix)
+            .finish()
+    }
+}
+
+/// A URL without its credentials: what follows the last `@`, or the whole URL.
+pub fn redact_url(url: &str) -> String {
+    match url.rsplit_once('@') {
+        Some((before, host)) => {
+            let scheme = before.split_once("://").map_or("", |(s, _)| s);
+            format!("{scheme}://…@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+impl SessionsConfig {
+    fn from_file(file: SessionsFile, env: Env<'_>) -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let redis_url = match env("TOOLBRIDGE_SESSIONS_REDIS_URL").or(file.redis_url) {
+            None => None,
+            Some(off) if off.is_empty() || off == "none" => None,
+            Some(url) => {
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    return Err(ConfigError::invalid(
+                        "sessions.redis_url",
+                        format!("`{}` is not redis://… or rediss://…", redact_url(&url)),
+                    ));
+                }
+                redis::Client::open(url.as_str())
+                    .map_err(|e| ConfigError::invalid("sessions.redis_url", e.to_string()))?;
+                Some(url)
+            }
+        };
+        let bounded = |field: &str, value: Option<usize>, default: usize, max: usize| {
+            let value = value.unwrap_or(default);
+            if value == 0 || value > max {
+                Err(ConfigError::invalid(
+                    format!("sessions.{field}"),
+                    format!("{value} is not between 1 and {max}"),
+                ))
+            } else {
+                Ok(value)
+            }
+        };
+        let channel_prefix = file
+            .channel_prefix
+            .unwrap_or(defaults.channel_prefix.clone());
+        if channel_prefix.len() > 128 || channel_prefix.chars().any(|c| c.is_whitespace()) {
+            return Err(ConfigError::invalid(
+                "sessions.channel_prefix",
+                "at most 128 characters, without spaces",
+            ));
+        }
+        Ok(Self {
+            redis_url,
+            max_sessions: bounded(
+                "max_sessions",
+                file.max_sessions,
+                defaults.max_sessions,
+                1_000_000,
+            )?,
+            buffer: bounded("buffer", file.buffer, defaults.buffer, 65_536)?,
+            max_subscribers: bounded(
+                "max_subscribers",
+                file.max_subscribers,
+                defaults.max_subscribers,
+                1_000_000,
+            )?,
+            channel_prefix,
+        })
+    }
 }
 
 /// One provider as written.
@@ -178,6 +305,8 @@ pub struct Config {
     pub store_max_bytes: usize,
     /// Reasoning keys, first one sealing. Empty: a random key per process.
     pub reasoning_keys: Vec<[u8; 32]>,
+    /// The session event side channel.
+    pub sessions: SessionsConfig,
     pub providers: BTreeMap<String, Provider>,
     pub routes: Vec<Route>,
     /// Tools the gateway runs itself; `None`: none.
@@ -282,6 +411,7 @@ impl std::fmt::Debug for Config {
                 "reasoning_keys",
                 &format_args!("[{} redacted]", self.reasoning_keys.len()),
             )
+            .field("sessions", &self.sessions)
             .field("providers", &self.providers)
             .field("routes", &self.routes)
             .field("gateway_tools", &self.gateway_tools.is_some())
@@ -415,6 +545,7 @@ impl Config {
             store_max_response_bytes: None,
             reasoning_keys: Vec::new(),
             reasoning_keys_env: None,
+            sessions: SessionsFile::default(),
             providers,
             routes: vec![RouteFile {
                 model: "*".to_owned(),
@@ -570,6 +701,7 @@ impl Config {
             store_ttl: Duration::from_secs(file.store_ttl_secs.unwrap_or(30 * 24 * 3600)),
             store_max_bytes: file.store_max_response_bytes.unwrap_or(16 * 1024 * 1024),
             reasoning_keys,
+            sessions: SessionsConfig::from_file(file.sessions, env)?,
             providers,
             routes,
             gateway_tools: match &file.gateway_tools {

@@ -21,6 +21,7 @@ pub mod models;
 pub mod responses;
 pub mod seal;
 pub mod serve;
+pub mod sessions;
 pub mod stored;
 pub mod time;
 pub mod upstream;
