@@ -184,7 +184,10 @@ async fn bench(servers: &Servers, full: bool) {
     println!("tool loop, {STEPS} steps, medians of {measured} requests each:");
     println!("  loop request      {:>9.1} µs", us(looped));
     println!("  plain request     {:>9.1} µs", us(plain));
-    println!("  direct upstream   {:>9.1} µs (one round trip)", us(direct));
+    println!(
+        "  direct upstream   {:>9.1} µs (one round trip)",
+        us(direct)
+    );
     println!("  calculator call   {:>9.1} µs (in process)", us(tool));
     println!("  one step in all   {:>9.1} µs", us(per_step));
     println!(

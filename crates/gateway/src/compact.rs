@@ -68,6 +68,8 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
         prompt_cache_key: request.prompt_cache_key,
         ..CreateResponse::default()
     };
+    // The same key scopes and budget as a response.
+    crate::auth::admit(state, &req).await?;
     crate::history::expand(state.store.as_deref(), &mut req, false).await?;
     let mut diagnostics = Vec::new();
     expand_compactions(&mut req, state.sealer.as_ref(), &mut diagnostics);

@@ -219,7 +219,10 @@ stream_max_retries = 0
     // Codex saw the search as a web_search_call item (its JSON event stream names it).
     let saw_search = stdout.lines().any(|line| {
         serde_json::from_str::<Value>(line)
-            .map(|v| v.to_string().contains("web_search") || v.to_string().contains("toolbridge 1.0 release date"))
+            .map(|v| {
+                v.to_string().contains("web_search")
+                    || v.to_string().contains("toolbridge 1.0 release date")
+            })
             .unwrap_or(false)
     });
     assert!(saw_search, "{}", context());

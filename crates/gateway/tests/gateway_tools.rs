@@ -331,3 +331,70 @@ async fn web_search_the_provider_lacks_is_served_by_the_gateway_as_a_web_search_
     let header = body["toolbridge_diagnostics"].to_string();
     assert!(!header.contains("tool_ignored"), "{header}");
 }
+
+#[tokio::test]
+async fn the_session_side_channel_shows_each_step_of_the_loop() {
+    let h = harness("").await;
+    // Subscribe first: the subscription is open once the headers are back.
+    let events = h
+        .client
+        .get(h.url("/v1/sessions/codex-session-1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status().as_u16(), 200);
+    h.upstream.push(Reply::json(calls(&[(
+        "call_calc",
+        "calculator",
+        json!({"expression": "2**10"}),
+    )])));
+    h.upstream.push(Reply::json(answer("1024")));
+    let response = h
+        .client
+        .post(h.url("/v1/responses"))
+        .header("session-id", "codex-session-1")
+        .json(&json!({"model": "m", "input": "2**10?"}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "completed", "{body}");
+    let mut stream = events.bytes_stream();
+    let mut text = String::new();
+    let read = async {
+        use futures::StreamExt;
+        while let Some(chunk) = stream.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if text.contains("event: response.completed") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the side channel shows the response's end");
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.started",
+            "tool.started",
+            "tool.completed",
+            "response.completed"
+        ]
+    );
+    let completed: Value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|e| e["type"] == "tool.completed")
+        .unwrap();
+    assert_eq!(completed["tool"], "calculator");
+    assert_eq!(completed["server_label"], "toolbridge");
+    assert_eq!(completed["step"], 1);
+    assert_eq!(completed["response_id"], body["id"]);
+    assert!(completed["detail"].as_str().unwrap().contains("1024"));
+}

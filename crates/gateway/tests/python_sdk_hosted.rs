@@ -47,7 +47,10 @@ fn script(upstream: &FakeUpstream, search: &FakeUpstream) {
     chunks.push(usage_chunk(10, 5));
     upstream.push(Reply::sse(chunks));
     search.push(Reply::json(hits));
-    upstream.push(Reply::sse(text_stream(&["42; released ", "2026-11-30."], "stop")));
+    upstream.push(Reply::sse(text_stream(
+        &["42; released ", "2026-11-30."],
+        "stop",
+    )));
 }
 
 #[tokio::test]
@@ -90,7 +93,8 @@ allow_loopback_ports = [{port}]
     })
     .await;
     script(&h.upstream, &search);
-    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_hosted_items.py");
+    let script_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_hosted_items.py");
     let output = tokio::time::timeout(
         Duration::from_secs(120),
         Command::new(&python)
@@ -121,7 +125,11 @@ allow_loopback_ports = [{port}]
         .unwrap_or_else(|| panic!("no summary:\n{stdout}"));
     assert_eq!(
         summary["whole_classes"],
-        json!(["McpCall", "ResponseFunctionWebSearch", "ResponseOutputMessage"])
+        json!([
+            "McpCall",
+            "ResponseFunctionWebSearch",
+            "ResponseOutputMessage"
+        ])
     );
     assert_eq!(summary["whole_text"], "42; released 2026-11-30.");
     assert_eq!(summary["stream_status"], "completed");

@@ -40,6 +40,7 @@ use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped
 use crate::{ids, time};
 
 mod echo;
+mod meter;
 mod passthrough;
 mod persist;
 mod sse;
@@ -47,6 +48,7 @@ mod sync;
 mod tool_loop;
 
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
+use meter::Meter;
 use passthrough::Passthrough;
 use persist::Persist;
 use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, sse_response, stream_response};
@@ -179,11 +181,13 @@ impl Outgoing {
 /// The handler.
 pub async fn create(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let request_id = ids::new("req");
     let started = Instant::now();
-    let mut response = match handle(&state, body, &request_id).await {
+    let session = crate::sessions::session_id_from_headers(&headers);
+    let mut response = match handle(&state, body, &request_id, session).await {
         Ok(response) => response,
         Err(error) => {
             tracing::info!(
@@ -232,6 +236,7 @@ async fn handle(
     state: &AppState,
     body: Result<Bytes, BytesRejection>,
     request_id: &str,
+    session: Option<String>,
 ) -> Result<Response, GatewayError> {
     let bytes = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -243,10 +248,21 @@ async fn handle(
         }
     })?;
     let req = parse_request(&bytes)?;
+    // The gateway key's scopes (models, tools) and budget.
+    let key = crate::auth::admit(state, &req).await?;
     if req.background == Some(true) {
-        return start_background(state, req, request_id).await;
+        return start_background(state, req, request_id, key).await;
     }
-    respond(state, req, request_id, None, Some(&bytes)).await
+    let caller = Caller { key, session };
+    respond(state, req, request_id, None, Some(&bytes), caller).await
+}
+
+/// Who asked: the gateway key (charged for the tokens) and the session whose side channel
+/// shows the response's progress.
+#[derive(Clone, Default)]
+struct Caller {
+    key: Option<crate::auth::Authenticated>,
+    session: Option<String>,
 }
 
 /// A background run's identity, fixed before it starts.
@@ -265,6 +281,7 @@ async fn start_background(
     state: &AppState,
     mut req: CreateResponse,
     request_id: &str,
+    key: Option<crate::auth::Authenticated>,
 ) -> Result<Response, GatewayError> {
     let Some(store) = state.store.clone() else {
         return Err(GatewayError::Request(toolbridge_core::Error::Unsupported {
@@ -346,6 +363,7 @@ async fn start_background(
             &worker_request,
             Some(worker_run.clone()),
             None,
+            Caller { key, session: None },
         )
         .await
         {
@@ -392,6 +410,7 @@ async fn respond(
     request_id: &str,
     run: Option<BackgroundRun>,
     body: Option<&Bytes>,
+    caller: Caller,
 ) -> Result<Response, GatewayError> {
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     // A native Responses upstream gets the client's own JSON, not a re-serialisation of it.
@@ -475,6 +494,16 @@ async fn respond(
         let payload = outgoing.payload();
         // Kept (shared, not copied) for a usage estimate should the upstream report none.
         let usage_basis = outgoing.usage_basis(&payload);
+        // The provider's own request and token limits: a provider at its limit passes the
+        // request to the route's fallbacks.
+        if let Err(e) = state.limits.check_upstream(&provider.name).await {
+            if i + 1 < targets.len() {
+                failures.push(format!("`{}` is at its rate limit", provider.name));
+                last_error = Some(e);
+                continue;
+            }
+            return Err(e);
+        }
         let sent = match state
             .upstreams
             .send(provider, upstream_model, &payload, outgoing.stream())
@@ -529,6 +558,13 @@ async fn respond(
                 stored,
             },
         };
+        let meter = Meter::start(
+            state,
+            caller.key.clone(),
+            &provider.name,
+            caller.session.clone(),
+            &meta.id,
+        );
         let conversation = toolbridge_core::assemble::conversation_id(&req);
         let persist = match &state.store {
             Some(store) if stored || conversation.is_some() => Some(Persist {
@@ -548,6 +584,7 @@ async fn respond(
                 skeleton: skeleton(&req, &meta),
                 diagnostics,
                 persist,
+                meter,
                 request_id: request_id.to_owned(),
             };
             let mut response = match answer {
@@ -600,6 +637,8 @@ async fn respond(
                 steps_left: tools.limits.max_steps,
                 calls_left: req.max_tool_calls,
                 deadline: tokio::time::Instant::now() + tools.limits.time_budget,
+                meter: meter.clone(),
+                step: 0,
             }),
             _ => None,
         };
@@ -641,6 +680,7 @@ async fn respond(
                     echo,
                     tools,
                     pending_tools: None,
+                    meter: Some(meter),
                     persist,
                     final_response: None,
                     pending: Vec::new(),
@@ -659,10 +699,11 @@ async fn respond(
                     tools,
                 )
                 .await?;
+                let stored = serde_json::to_value(&response).unwrap_or_default();
                 if let Some(persist) = persist {
-                    let stored = serde_json::to_value(&response).unwrap_or_default();
                     persist.save(&stored, request_id).await;
                 }
+                meter.finish(&stored).await;
                 let body = serde_json::to_vec(&response).unwrap_or_default();
                 (
                     StatusCode::OK,

@@ -10,6 +10,7 @@ pub(super) struct Passthrough {
     pub(super) skeleton: toolbridge_wire::responses::Response,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) persist: Option<Persist>,
+    pub(super) meter: Meter,
     pub(super) request_id: String,
 }
 
@@ -28,6 +29,7 @@ impl Passthrough {
         if let Some(persist) = self.persist {
             persist.save(&response, &self.request_id).await;
         }
+        self.meter.finish(&response).await;
         let body = serde_json::to_vec(&response).unwrap_or_default();
         Ok((
             StatusCode::OK,
@@ -54,6 +56,7 @@ impl Passthrough {
             relay,
             limits,
             persist: self.persist,
+            meter: Some(self.meter),
             request_id: self.request_id,
         };
         let body = stream::iter(value_frames(&start))
@@ -75,6 +78,7 @@ struct RelayPump {
     relay: Relay,
     limits: PumpLimits,
     persist: Option<Persist>,
+    meter: Option<Meter>,
     request_id: String,
 }
 
@@ -139,10 +143,14 @@ impl RelayPump {
                 }
             }
         }
-        if let (Some(persist), Some(response)) = (self.persist.take(), self.relay.final_response())
-        {
+        if let Some(response) = self.relay.final_response() {
             tracing::info!(request_id = self.request_id, status = %response["status"], "stream ended");
-            persist.save(response, &self.request_id).await;
+            if let Some(persist) = self.persist.take() {
+                persist.save(response, &self.request_id).await;
+            }
+            if let Some(meter) = self.meter.take() {
+                meter.finish(response).await;
+            }
         }
         Some(value_frames(&out))
     }

@@ -152,6 +152,8 @@ pub(super) struct Pump {
     pub(super) tools: Option<ToolRounds>,
     /// Gateway calls shown as started, to run at the next step.
     pub(super) pending_tools: Option<PendingTools>,
+    /// Charges the tokens and reports the end on the session, at the end.
+    pub(super) meter: Option<Meter>,
     /// Set when the response is stored at its end.
     pub(super) persist: Option<Persist>,
     /// The final response, between its terminal event and its storing.
@@ -183,11 +185,14 @@ impl Pump {
     /// before its terminal event goes out.
     pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
         let frames = self.step().await?;
-        if let Some(response) = self.final_response.take()
-            && let Some(persist) = self.persist.take()
-        {
+        if let Some(response) = self.final_response.take() {
             let response = serde_json::to_value(&response).unwrap_or_default();
-            persist.save(&response, &self.request_id).await;
+            if let Some(persist) = self.persist.take() {
+                persist.save(&response, &self.request_id).await;
+            }
+            if let Some(meter) = self.meter.take() {
+                meter.finish(&response).await;
+            }
         }
         Some(frames)
     }

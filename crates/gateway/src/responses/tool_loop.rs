@@ -34,6 +34,10 @@ pub(super) struct ToolRounds {
     /// What is left of the request's `max_tool_calls`, when it set one.
     pub(super) calls_left: Option<u64>,
     pub(super) deadline: tokio::time::Instant,
+    /// Reports each call on the session's side channel.
+    pub(super) meter: Meter,
+    /// The loop's step, from 1 for the first round's calls.
+    pub(super) step: u32,
 }
 
 /// Calls of one round, shown as started and waiting to run.
@@ -78,7 +82,23 @@ impl ToolRounds {
 
     /// Runs the round's calls concurrently (in this task), each within the tool timeout and
     /// what is left of the time budget.
-    pub(super) async fn run(&self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+    pub(super) async fn run(&mut self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+        self.step += 1;
+        let timers: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                self.meter
+                    .tool_started(&c.call_id, &c.server, &c.name, self.step)
+            })
+            .collect();
+        let results = self.run_calls(calls).await;
+        for (timer, result) in timers.into_iter().zip(&results) {
+            self.meter.tool_finished(timer, result);
+        }
+        results
+    }
+
+    async fn run_calls(&self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
         let left = self
             .deadline
             .saturating_duration_since(tokio::time::Instant::now());

@@ -1,0 +1,103 @@
+//! What a response reports when it starts and ends, besides its own events: its tokens charged
+//! to the gateway key and the provider's limits, and its progress on the session's side channel
+//! (`GET /v1/sessions/{id}/events`, for requests that carry Codex's `session-id` header). The
+//! side channel never slows the request: publishing does not wait.
+
+use std::time::Instant;
+
+use super::*;
+use crate::auth::Authenticated;
+use crate::sessions::{ResponseInfo, SessionEvent, ToolInfo};
+
+/// One response's accounting and side channel.
+#[derive(Clone)]
+pub(super) struct Meter {
+    state: AppState,
+    key: Option<Authenticated>,
+    provider: String,
+    session: Option<String>,
+    response_id: String,
+}
+
+impl Meter {
+    /// Starts metering `response_id` (publishing `response.started` on the session).
+    pub(super) fn start(
+        state: &AppState,
+        key: Option<Authenticated>,
+        provider: &str,
+        session: Option<String>,
+        response_id: &str,
+    ) -> Self {
+        let meter = Self {
+            state: state.clone(),
+            key,
+            provider: provider.to_owned(),
+            session,
+            response_id: response_id.to_owned(),
+        };
+        meter.publish(SessionEvent::ResponseStarted(ResponseInfo::new(
+            &meter.response_id,
+            time::now_ms(),
+        )));
+        meter
+    }
+
+    /// Ends metering with the final response object: its tokens are charged, and
+    /// `response.completed` (with the status) goes to the session.
+    pub(super) async fn finish(&self, response: &serde_json::Value) {
+        let tokens = response["usage"]["total_tokens"].as_u64().unwrap_or(0);
+        crate::auth::charge(&self.state, self.key.as_ref(), &self.provider, tokens).await;
+        let status = response["status"].as_str().unwrap_or("unknown");
+        self.publish(SessionEvent::ResponseCompleted(
+            ResponseInfo::new(&self.response_id, time::now_ms()).status(status),
+        ));
+    }
+
+    /// A gateway call starting at `step`; the returned handle reports its end.
+    pub(super) fn tool_started(
+        &self,
+        call_id: &str,
+        server: &str,
+        tool: &str,
+        step: u32,
+    ) -> ToolTimer {
+        let info = ToolInfo::new(&self.response_id, call_id, tool, step, time::now_ms())
+            .server_label(server);
+        self.publish(SessionEvent::ToolStarted(info.clone()));
+        ToolTimer {
+            info,
+            started: Instant::now(),
+        }
+    }
+
+    /// A gateway call's end: `tool.completed` with a short summary, or `tool.failed`.
+    pub(super) fn tool_finished(&self, timer: ToolTimer, result: &Result<String, String>) {
+        let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let info = timer.info.at(time::now_ms(), elapsed);
+        self.publish(match result {
+            Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output))),
+            Err(error) => SessionEvent::ToolFailed(info.error(summary(error))),
+        });
+    }
+
+    fn publish(&self, event: SessionEvent) {
+        if let Some(session) = &self.session {
+            self.state.sessions.publish(session, event);
+        }
+    }
+}
+
+/// A gateway call in progress, for its end event.
+pub(super) struct ToolTimer {
+    info: ToolInfo,
+    started: Instant,
+}
+
+/// The start of a result, for a side-channel event (the bus bounds it again).
+fn summary(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
