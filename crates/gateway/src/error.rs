@@ -69,6 +69,9 @@ pub enum GatewayError {
     ConversationNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
+    /// The model's tool call stayed invalid after repair, and the provider's policy is `fail`.
+    #[error("{0}")]
+    InvalidToolCall(String),
 }
 
 impl GatewayError {
@@ -91,6 +94,7 @@ impl GatewayError {
             Self::ResponseNotFound(_) => "response_not_found",
             Self::ConversationNotFound(_) => "conversation_not_found",
             Self::Store(_) => "store_unavailable",
+            Self::InvalidToolCall(_) => toolbridge_core::assemble::codes::INVALID_TOOL_CALL,
         }
     }
 
@@ -108,7 +112,7 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
-            Self::UpstreamUnreachable(_) => 502,
+            Self::UpstreamUnreachable(_) | Self::InvalidToolCall(_) => 502,
             Self::UpstreamTimeout => 504,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
