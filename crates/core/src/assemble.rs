@@ -261,6 +261,8 @@ pub struct Assembler {
     /// Set when the response ends incomplete for a reason of the gateway's (its step limit).
     forced_incomplete: Option<String>,
     repair: Option<Arc<ToolSchemas>>,
+    /// Client calls of this round already shown (repair on, beside gateway calls).
+    client_calls_shown: bool,
 }
 
 #[derive(Debug)]
@@ -334,6 +336,7 @@ impl Assembler {
             carried_usage: None,
             forced_incomplete: None,
             repair: options.repair,
+            client_calls_shown: false,
         }
     }
 
@@ -399,6 +402,12 @@ impl Assembler {
             .into_iter()
             .partition(is_gateway);
         self.calls = client;
+        if self.repair.is_some() && !self.calls.is_empty() {
+            // Held calls are shown now, before the gateway's items, so the output keeps the
+            // round's calls together (a client replaying it sends them as one turn).
+            self.close_calls(out);
+            self.client_calls_shown = true;
+        }
         let taken = gateway
             .into_iter()
             .filter_map(|call| {
@@ -423,7 +432,16 @@ impl Assembler {
 
     /// True when the current round has calls for the client.
     pub fn has_client_calls(&self) -> bool {
-        !self.calls.is_empty()
+        !self.calls.is_empty() || self.client_calls_shown
+    }
+
+    /// True when the current round has calls the gateway runs itself.
+    pub fn has_gateway_calls(&self) -> bool {
+        self.calls.iter().any(|c| {
+            c.name
+                .as_deref()
+                .is_some_and(|n| matches!(self.names.identity(n), Some(Identity::Gateway { .. })))
+        })
     }
 
     /// At the end of a round, with repair on: checks and repairs every client call of the round
@@ -530,6 +548,7 @@ impl Assembler {
     /// counts, and this round's usage is carried into the total.
     pub fn next_round(&mut self) {
         self.finish = None;
+        self.client_calls_shown = false;
         if let Some(usage) = self.usage.take() {
             self.carried_usage = Some(usage.clone());
             self.usage = Some(usage);

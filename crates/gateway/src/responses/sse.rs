@@ -349,6 +349,14 @@ impl Pump {
             assembler.on_event(ev, out);
         }
         if let Some(rounds) = self.tools.as_ref() {
+            // Client calls beside gateway calls are shown before the gateway's run, and the
+            // round cannot be asked again: the after-re-ask policy applies to them now.
+            if let Some(repair) = self.repair.as_mut()
+                && assembler.has_gateway_calls()
+                && let Review::Fail(message) = repair.review(assembler, false, out)
+            {
+                return Ok(RoundEnd::Fail(message));
+            }
             let (calls, round) = assembler.take_gateway_calls(out);
             if !calls.is_empty() {
                 if !rounds.allows(calls.len()) {

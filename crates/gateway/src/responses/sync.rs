@@ -40,6 +40,14 @@ pub(super) async fn sync_response(
             sink.clear();
         }
         if let (Some(rounds), Some(continuation)) = (tools.as_mut(), continuation.as_mut()) {
+            // Client calls beside gateway calls are shown before the gateway's run, and the
+            // round cannot be asked again: the after-re-ask policy applies to them now.
+            if let Some(repair) = repair.as_mut()
+                && assembler.has_gateway_calls()
+                && let Review::Fail(message) = repair.review(&mut assembler, false, &mut sink)
+            {
+                return Err(GatewayError::InvalidToolCall(message));
+            }
             let (calls, round) = assembler.take_gateway_calls(&mut sink);
             if !calls.is_empty() {
                 if !rounds.allows(calls.len()) {
