@@ -1,14 +1,20 @@
 //! Repair costs: validating a valid call with a cached validator (the path every call takes),
-//! and the repair paths a malformed call takes.
+//! and the repair paths a malformed call takes; and the hot path through the assembler: one
+//! valid call restored with repair on against repair off, reported as a ratio.
 
 use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_core::events::{FinishReason, ToolCallDelta, UpstreamEvent};
+use toolbridge_core::plan::{ToolCapabilities, plan};
 use toolbridge_core::repair::{
     CompiledSchema, Grammar, ToolSchemas, repair_arguments, repair_custom_input, resolve_name,
 };
-use toolbridge_wire::responses::Tool;
+use toolbridge_wire::responses::{CreateResponse, Tool};
 
 const TOOLS: &str = include_str!("../tests/fixtures/repair/tools_codex.json");
 
@@ -73,6 +79,66 @@ fn bench(c: &mut Criterion) {
     c.bench_function("names/alias_bash", |b| {
         b.iter(|| resolve_name(black_box("bash"), declared))
     });
+
+    // The assembler's hot path: a response with one valid exec_command call, from its first
+    // upstream event to its final object, with repair off and on (the checks compiled once per
+    // request, outside the loop, as the gateway does).
+    let Ok(planned) = plan(&tools, None, &ToolCapabilities::default()) else {
+        return;
+    };
+    let names = Arc::new(planned.names);
+    let schemas = Arc::new(ToolSchemas::from_tools(&tools));
+    let req = CreateResponse::default();
+    let meta = ResponseMeta {
+        id: "resp_bench".to_owned(),
+        created_at: 1,
+        stored: false,
+    };
+    let run = |repair: Option<Arc<ToolSchemas>>| {
+        let mut assembler = Assembler::new(
+            skeleton(&req, &meta),
+            AssembleOptions {
+                names: Arc::clone(&names),
+                repair,
+                ..AssembleOptions::default()
+            },
+        );
+        let mut out = Vec::new();
+        assembler.on_event(
+            UpstreamEvent::ToolCall(ToolCallDelta {
+                index: Some(0),
+                id: Some("call_1".to_owned()),
+                name: Some("exec_command".to_owned()),
+                arguments: valid.to_owned(),
+            }),
+            &mut out,
+        );
+        assembler.on_event(UpstreamEvent::Finish(FinishReason::ToolCalls), &mut out);
+        let invalid = assembler.review_calls();
+        let response = assembler.finish(2, &mut out);
+        (invalid.len(), response.output.len(), out.len())
+    };
+    c.bench_function("assembler/valid_call_repair_off", |b| {
+        b.iter(|| run(black_box(None)))
+    });
+    c.bench_function("assembler/valid_call_repair_on", |b| {
+        b.iter(|| run(black_box(Some(Arc::clone(&schemas)))))
+    });
+    let time = |repair: &Option<Arc<ToolSchemas>>| {
+        let start = Instant::now();
+        let mut n = 0u32;
+        while start.elapsed() < Duration::from_millis(500) {
+            black_box(run(repair.clone()));
+            n += 1;
+        }
+        start.elapsed() / n.max(1)
+    };
+    let off = time(&None);
+    let on = time(&Some(Arc::clone(&schemas)));
+    println!(
+        "assembler/valid_call: repair off {off:?}, on {on:?}, ratio on/off {:.2}",
+        on.as_secs_f64() / off.as_secs_f64().max(f64::MIN_POSITIVE)
+    );
 }
 
 criterion_group!(benches, bench);

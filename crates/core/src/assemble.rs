@@ -9,6 +9,14 @@
 //! event and nothing after it; an item's `output_item.done` is emitted only when the item is
 //! final, so a tool call is completed only when the upstream has finished (its arguments can no
 //! longer grow); the ids in events are the ids in the final response.
+//!
+//! *Repair* ([`AssembleOptions::repair`]): when on, every client call is checked and repaired
+//! through [`ToolSchemas::restore_repaired`] when it is complete, and its arguments are held
+//! until then (no `function_call_arguments.delta` before the upstream finished: a client must
+//! never see text that is later changed); text and reasoning still stream live. Each fix is a
+//! diagnostic. [`Assembler::review_calls`] reports the calls still invalid at the end of a round,
+//! and [`Assembler::take_reask`] takes a round's calls back, unshown, for a hidden re-ask; what
+//! to do with an invalid call is the caller's policy.
 
 use std::sync::Arc;
 
@@ -20,14 +28,16 @@ use toolbridge_wire::responses::{
     StreamEvent, SummaryPart, TextConfig, TextFormat, Usage, WebSearchCallItem,
 };
 
-use crate::canonical::CallKind;
+use crate::canonical::{AssistantTurn, CallKind, ToolCall};
 use crate::contract::OutputContract;
 use crate::diagnostics::{
-    CALL_NOT_RESTORED, CHUNK_SKIPPED, REASONING_NOT_SEALED, UPSTREAM_UNTERMINATED, diag,
+    CALL_NOT_RESTORED, CHUNK_SKIPPED, REASONING_NOT_SEALED, TOOL_CALL_REASKED,
+    UPSTREAM_UNTERMINATED, diag,
 };
 use crate::events::{FinishReason, ToolCallDelta, UpstreamEvent};
-use crate::plan::NameMap;
+use crate::plan::{Identity, NameMap};
 use crate::reasoning::{ReasoningDisplay, Sealer};
+use crate::repair::{NameMatch, Outcome, RepairedCall, ToolSchemas};
 use crate::restore::{function_name, restore, streams_as_function};
 
 /// Error codes of failed responses produced here.
@@ -38,6 +48,8 @@ pub mod codes {
     pub const OUTPUT_VALIDATION_FAILED: &str = "output_validation_failed";
     /// The conversation does not fit the model's context window.
     pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+    /// A tool call stayed invalid after repair, under the `fail` policy.
+    pub const INVALID_TOOL_CALL: &str = "invalid_tool_call";
 }
 
 /// What the response echoes about the request and how it is identified.
@@ -141,6 +153,29 @@ pub struct AssembleOptions {
     pub sealer: Option<Arc<dyn Sealer>>,
     /// Provider builtin functions the caller answers by echoing (the plan's `echo_tools`).
     pub echo_tools: Vec<String>,
+    /// The request's compiled tool checks: calls are repaired, and their arguments held until
+    /// complete. `None`: repair is off, calls are restored as they came and stream live.
+    pub repair: Option<Arc<ToolSchemas>>,
+}
+
+/// A client call still invalid after repair, at the end of a round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidCall {
+    pub call_id: String,
+    /// The tool as the model called it.
+    pub tool: String,
+    /// What is wrong: the check's message (a JSON pointer or a line and column, and what was
+    /// expected), or that the name matches no declared tool.
+    pub message: String,
+}
+
+/// A round's calls taken back for a hidden re-ask: the assistant turn to append to the
+/// conversation (the round's text, reasoning and calls) and a result for each call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reask {
+    pub turn: AssistantTurn,
+    /// `(call_id, output)` per call, in order: the validation error for an invalid call.
+    pub results: Vec<(String, String)>,
 }
 
 /// A provider builtin call (Kimi's `$web_search`) the caller answers by sending its arguments
@@ -225,6 +260,9 @@ pub struct Assembler {
     carried_usage: Option<Usage>,
     /// Set when the response ends incomplete for a reason of the gateway's (its step limit).
     forced_incomplete: Option<String>,
+    repair: Option<Arc<ToolSchemas>>,
+    /// Client calls of this round already shown (repair on, beside gateway calls).
+    client_calls_shown: bool,
 }
 
 #[derive(Debug)]
@@ -260,6 +298,17 @@ struct CallState {
     call_id: Option<String>,
     name: Option<String>,
     arguments: String,
+    /// The call checked and repaired, once complete (repair on).
+    repaired: Option<RepairedCall>,
+}
+
+impl CallState {
+    /// The call's id: the provider's, or one made from the item id.
+    fn id(&self) -> String {
+        self.call_id
+            .clone()
+            .unwrap_or_else(|| format!("call_{}", self.item_id))
+    }
 }
 
 impl Assembler {
@@ -286,6 +335,8 @@ impl Assembler {
             round: RoundOutput::default(),
             carried_usage: None,
             forced_incomplete: None,
+            repair: options.repair,
+            client_calls_shown: false,
         }
     }
 
@@ -351,6 +402,12 @@ impl Assembler {
             .into_iter()
             .partition(is_gateway);
         self.calls = client;
+        if self.repair.is_some() && !self.calls.is_empty() {
+            // Held calls are shown now, before the gateway's items, so the output keeps the
+            // round's calls together (a client replaying it sends them as one turn).
+            self.close_calls(out);
+            self.client_calls_shown = true;
+        }
         let taken = gateway
             .into_iter()
             .filter_map(|call| {
@@ -375,13 +432,123 @@ impl Assembler {
 
     /// True when the current round has calls for the client.
     pub fn has_client_calls(&self) -> bool {
-        !self.calls.is_empty()
+        !self.calls.is_empty() || self.client_calls_shown
+    }
+
+    /// True when the current round has calls the gateway runs itself.
+    pub fn has_gateway_calls(&self) -> bool {
+        self.calls.iter().any(|c| {
+            c.name
+                .as_deref()
+                .is_some_and(|n| matches!(self.names.identity(n), Some(Identity::Gateway { .. })))
+        })
+    }
+
+    /// At the end of a round, with repair on: checks and repairs every client call of the round
+    /// (kept for when the calls are shown) and returns those still invalid — a payload that fails
+    /// its check after repair, or a name that matches no declared tool. Empty with repair off.
+    pub fn review_calls(&mut self) -> Vec<InvalidCall> {
+        let Some(schemas) = self.repair.clone() else {
+            return Vec::new();
+        };
+        let names = Arc::clone(&self.names);
+        let mut invalid = Vec::new();
+        for call in &mut self.calls {
+            let Some(called) = call.name.as_deref() else {
+                continue;
+            };
+            if self.echo_tools.iter().any(|e| e == called)
+                || matches!(names.identity(called), Some(Identity::Gateway { .. }))
+            {
+                continue;
+            }
+            let repaired = call
+                .repaired
+                .get_or_insert_with(|| schemas.restore_repaired(&names, called, &call.arguments));
+            if let Some(message) = invalid_message(repaired, called, &names) {
+                invalid.push(InvalidCall {
+                    call_id: call.id(),
+                    tool: called.to_owned(),
+                    message,
+                });
+            }
+        }
+        invalid
+    }
+
+    /// Takes the round's calls back for a hidden re-ask: none is shown; each `invalid` call gets
+    /// its validation error as its result, and the others a result saying they were not run. A
+    /// `tool_call_reasked` diagnostic names each invalid call. The round's text and reasoning (already
+    /// shown) go into the turn, as the tool loop replays them.
+    pub fn take_reask(&mut self, invalid: &[InvalidCall], out: &mut Vec<StreamEvent>) -> Reask {
+        self.close_current(out);
+        let mut tool_calls = Vec::new();
+        let mut results = Vec::new();
+        for mut call in std::mem::take(&mut self.calls) {
+            let Some(called) = call.name.clone() else {
+                continue;
+            };
+            let call_id = call.id();
+            let kind = match (call.repaired.take(), &self.repair) {
+                (Some(repaired), _) => repaired.call,
+                (None, Some(schemas)) => {
+                    schemas
+                        .restore_repaired(&self.names, &called, &call.arguments)
+                        .call
+                }
+                (None, None) => restore(&self.names, &called, &call.arguments).0,
+            };
+            let result = match invalid.iter().find(|i| i.call_id == call_id) {
+                Some(i) => {
+                    self.add_diagnostic(diag(
+                        TOOL_CALL_REASKED,
+                        None,
+                        format!(
+                            "`{}` was called with invalid input ({}); the call was not shown and the model was asked once more",
+                            i.tool, i.message
+                        ),
+                    ));
+                    format!(
+                        "Error: this call was not run because it is invalid. {} Call the tool again with corrected input.",
+                        i.message
+                    )
+                }
+                None => "This call was not run because another call in the same turn was invalid; make it again if it is still needed.".to_owned(),
+            };
+            tool_calls.push(ToolCall {
+                call_id: call_id.clone(),
+                kind,
+            });
+            results.push((call_id, result));
+        }
+        let round = std::mem::take(&mut self.round);
+        Reask {
+            turn: AssistantTurn {
+                text: round.text,
+                reasoning: round.reasoning,
+                reasoning_signature: round.reasoning_signature,
+                sealed_reasoning: Vec::new(),
+                tool_calls,
+            },
+            results,
+        }
+    }
+
+    /// True when the upstream ended with no finish reason in the middle of a call (its arguments
+    /// are not whole JSON): the response fails rather than show a cut-off call.
+    pub fn ends_cut_off(&self) -> bool {
+        self.finish.is_none()
+            && self.calls.iter().any(|c| {
+                let args = c.arguments.trim();
+                !args.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err()
+            })
     }
 
     /// Starts the next upstream round of the same response: its finish reason is the one that
     /// counts, and this round's usage is carried into the total.
     pub fn next_round(&mut self) {
         self.finish = None;
+        self.client_calls_shown = false;
         if let Some(usage) = self.usage.take() {
             self.carried_usage = Some(usage.clone());
             self.usage = Some(usage);
@@ -642,11 +809,7 @@ impl Assembler {
         if self.finish.is_some() {
             return self.finish(completed_at, out);
         }
-        let cut_call = self.calls.iter().any(|c| {
-            let args = c.arguments.trim();
-            !args.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err()
-        });
-        if cut_call {
+        if self.ends_cut_off() {
             return self.fail(
                 "server_error",
                 "the upstream stream ended in the middle of a tool call".to_owned(),
@@ -995,12 +1158,15 @@ impl Assembler {
                     call_id: None,
                     name: None,
                     arguments: String::new(),
+                    repaired: None,
                 });
                 self.calls.len() - 1
             }
         };
         let mut events = Vec::with_capacity(2);
         let mut new_slot = false;
+        // With repair on, a call is announced only once complete and checked.
+        let hold = self.repair.is_some();
         if let Some(call) = self.calls.get_mut(position) {
             if call.call_id.is_none() {
                 call.call_id = delta.id.filter(|id| !id.is_empty());
@@ -1024,10 +1190,12 @@ impl Assembler {
                 // until then). A call that never gets an id is announced when the upstream ends,
                 // with a generated one. Only function calls stream.
                 None => {
-                    new_slot = call.name.as_deref().is_some_and(|n| {
-                        streams_as_function(&self.names, n)
-                            && !self.echo_tools.iter().any(|e| e == n)
-                    }) && call.call_id.is_some()
+                    new_slot = !hold
+                        && call.name.as_deref().is_some_and(|n| {
+                            streams_as_function(&self.names, n)
+                                && !self.echo_tools.iter().any(|e| e == n)
+                        })
+                        && call.call_id.is_some()
                 }
             }
         }
@@ -1149,7 +1317,7 @@ impl Assembler {
 
     fn close_calls(&mut self, out: &mut Vec<StreamEvent>) {
         let calls = std::mem::take(&mut self.calls);
-        for call in calls {
+        for mut call in calls {
             if let Some(name) = call.name.as_deref()
                 && self.echo_tools.iter().any(|e| e == name)
             {
@@ -1161,7 +1329,7 @@ impl Assembler {
                 ));
                 continue;
             }
-            let Some(provider_name) = call.name.as_deref() else {
+            let Some(called) = call.name.clone() else {
                 self.add_diagnostic(diag(
                     CHUNK_SKIPPED,
                     None,
@@ -1169,14 +1337,35 @@ impl Assembler {
                 ));
                 continue;
             };
-            let (restored, diagnostic) = restore(&self.names, provider_name, &call.arguments);
-            if let Some(d) = diagnostic {
-                self.add_diagnostic(d);
-            }
-            let call_id = call
-                .call_id
-                .clone()
-                .unwrap_or_else(|| format!("call_{}", call.item_id));
+            let repaired = match (call.repaired.take(), &self.repair) {
+                (Some(repaired), _) => Some(repaired),
+                (None, Some(schemas)) => {
+                    Some(schemas.restore_repaired(&self.names, &called, &call.arguments))
+                }
+                (None, None) => None,
+            };
+            // The provider name the call was restored under (a mapped name when repaired).
+            let (restored, provider_name) = match repaired {
+                Some(repaired) => {
+                    for d in repaired.diagnostics {
+                        self.add_diagnostic(d);
+                    }
+                    let name = match repaired.name {
+                        Some(NameMatch::Mapped { name, .. }) => name,
+                        _ => called,
+                    };
+                    (repaired.call, name)
+                }
+                None => {
+                    let (restored, diagnostic) = restore(&self.names, &called, &call.arguments);
+                    if let Some(d) = diagnostic {
+                        self.add_diagnostic(d);
+                    }
+                    (restored, called)
+                }
+            };
+            let provider_name = provider_name.as_str();
+            let call_id = call.id();
             if let CallKind::Gateway { name, .. } = &restored {
                 // Held for the gateway, which did not run it (its loop stopped first).
                 self.add_diagnostic(diag(
@@ -1354,6 +1543,22 @@ impl Assembler {
         if let Some(slot) = self.slots.get_mut(index) {
             *slot = Some(item);
         }
+    }
+}
+
+/// Why a repaired call is still invalid, if it is.
+fn invalid_message(repaired: &RepairedCall, called: &str, names: &NameMap) -> Option<String> {
+    if let Some(NameMatch::NoConfidentMatch) = repaired.name {
+        let mut declared: Vec<&str> = names.provider_names().collect();
+        declared.sort_unstable();
+        return Some(format!(
+            "`{called}` is not a declared tool; the declared tools are: {}.",
+            declared.join(", ")
+        ));
+    }
+    match &repaired.outcome {
+        Some(Outcome::Invalid { message, .. }) => Some(format!("`{called}`: {message}.")),
+        _ => None,
     }
 }
 

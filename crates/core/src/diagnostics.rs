@@ -69,6 +69,21 @@ pub const CUSTOM_INPUT_INVALID: &str = "custom_input_invalid";
 /// supported Lark subset, or does not compile. Its calls go on unchecked. (A name that matches
 /// no declared tool keeps `undeclared_tool_called`.)
 pub const CUSTOM_INPUT_UNCHECKED: &str = "custom_input_unchecked";
+/// A call was still invalid after repair (or named no declared tool); it was not shown, and the
+/// upstream was asked once more with the validation error as the call's result.
+pub const TOOL_CALL_REASKED: &str = "tool_call_reasked";
+
+/// The codes of what the repair of model output did to a response's calls, for counting them
+/// (logs now, metrics later).
+pub const REPAIR_CODES: &[&str] = &[
+    ARGUMENTS_REPAIRED,
+    ARGUMENTS_COERCED,
+    ARGUMENTS_INVALID,
+    TOOL_NAME_MAPPED,
+    CUSTOM_INPUT_REPAIRED,
+    CUSTOM_INPUT_INVALID,
+    TOOL_CALL_REASKED,
+];
 
 /// Builds a diagnostic.
 pub fn diag(code: &str, param: Option<&str>, message: impl Into<String>) -> Diagnostic {

@@ -241,8 +241,58 @@ pub struct ProviderFile {
     pub max_retries: Option<u32>,
     /// The most seconds spent waiting between retries of one request. Default 15.
     pub retry_budget_secs: Option<u64>,
+    /// Whether the model's tool calls are checked and repaired (arguments against their schema,
+    /// names, custom tools' grammars). Default true.
+    pub repair: Option<bool>,
+    /// What happens to a call still invalid after repair: `reask` (the default: the upstream is
+    /// asked once more, hidden), `pass` (handed on as best effort) or `fail`.
+    pub invalid_calls: Option<String>,
+    /// What happens to a call still invalid after the re-ask: `pass` (the default) or `fail`.
+    pub invalid_calls_after_reask: Option<String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelFile>,
+}
+
+/// What happens to a tool call still invalid after repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidCalls {
+    /// One hidden re-ask with the validation error as the call's result.
+    Reask,
+    /// Handed on as best effort, with an `arguments_invalid` diagnostic.
+    Pass,
+    /// The response fails with `invalid_tool_call`.
+    Fail,
+}
+
+impl InvalidCalls {
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "reask" => Some(Self::Reask),
+            "pass" => Some(Self::Pass),
+            "fail" => Some(Self::Fail),
+            _ => None,
+        }
+    }
+}
+
+/// How a provider's tool calls are repaired and what happens to invalid ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairPolicy {
+    /// Calls are checked and repaired; their arguments are held until complete.
+    pub enabled: bool,
+    pub invalid_calls: InvalidCalls,
+    /// After the one re-ask: `Pass` or `Fail`.
+    pub after_reask: InvalidCalls,
+}
+
+impl Default for RepairPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            invalid_calls: InvalidCalls::Reask,
+            after_reask: InvalidCalls::Pass,
+        }
+    }
 }
 
 /// Per-model overrides as written.
@@ -389,6 +439,7 @@ pub struct Provider {
     pub stream_timeout: Duration,
     pub max_retries: u32,
     pub retry_budget: Duration,
+    pub repair: RepairPolicy,
 }
 
 impl std::fmt::Debug for Config {
@@ -526,6 +577,9 @@ impl Config {
                 stream_timeout_secs: None,
                 max_retries: None,
                 retry_budget_secs: None,
+                repair: None,
+                invalid_calls: None,
+                invalid_calls_after_reask: None,
                 models: BTreeMap::new(),
             },
         );
@@ -893,6 +947,34 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         None => None,
     };
     let secs = |v: Option<u64>, default: u64| Duration::from_secs(v.unwrap_or(default));
+    let policy = |field: &str, value: Option<&String>, default: InvalidCalls, allowed: &[&str]| {
+        match value {
+            None => Ok(default),
+            Some(v) => InvalidCalls::parse(v)
+                .filter(|_| allowed.contains(&v.as_str()))
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        at(field),
+                        format!("`{v}` is not one of: {}", allowed.join(", ")),
+                    )
+                }),
+        }
+    };
+    let repair = RepairPolicy {
+        enabled: p.repair.unwrap_or(true),
+        invalid_calls: policy(
+            "invalid_calls",
+            p.invalid_calls.as_ref(),
+            InvalidCalls::Reask,
+            &["reask", "pass", "fail"],
+        )?,
+        after_reask: policy(
+            "invalid_calls_after_reask",
+            p.invalid_calls_after_reask.as_ref(),
+            InvalidCalls::Pass,
+            &["pass", "fail"],
+        )?,
+    };
     let mut profile = preset.patched(&p.profile);
     // Only a Responses upstream takes every tool as declared, and it takes nothing else: the
     // planner's passthrough follows the dialect, whatever preset was named.
@@ -910,6 +992,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         stream_timeout: secs(p.stream_timeout_secs, 3600),
         max_retries: p.max_retries.unwrap_or(2),
         retry_budget: secs(p.retry_budget_secs, 15),
+        repair,
     })
 }
 

@@ -88,6 +88,9 @@ pub enum GatewayError {
         message: String,
         retry_after_secs: u64,
     },
+    /// The model's tool call stayed invalid after repair, and the provider's policy is `fail`.
+    #[error("{0}")]
+    InvalidToolCall(String),
 }
 
 impl GatewayError {
@@ -114,6 +117,7 @@ impl GatewayError {
             Self::ToolNotAllowed { .. } => "tool_not_allowed",
             Self::BudgetExhausted { .. } => "budget_exhausted",
             Self::RateLimited { .. } => "rate_limit_exceeded",
+            Self::InvalidToolCall(_) => toolbridge_core::assemble::codes::INVALID_TOOL_CALL,
         }
     }
 
@@ -131,7 +135,7 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
-            Self::UpstreamUnreachable(_) => 502,
+            Self::UpstreamUnreachable(_) | Self::InvalidToolCall(_) => 502,
             Self::UpstreamTimeout => 504,
             Self::ModelNotAllowed { .. } | Self::ToolNotAllowed { .. } => 403,
             Self::BudgetExhausted { .. } | Self::RateLimited { .. } => 429,

@@ -78,8 +78,10 @@ fn refusal(provider: Provider, body: &Value) -> Option<Reply> {
     None
 }
 
-/// The scripted model: shell first, then the patch, then the answer.
-fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
+/// The scripted model: shell first, then the patch, then the answer. A `sloppy` model calls the
+/// shell `bash` with broken JSON (unquoted keys, single quotes, a number as a string, no closing
+/// brace) and leaves out the patch's `*** End Patch`.
+fn script(provider: Provider, request: &Recorded, sloppy: bool) -> Option<Reply> {
     if let Some(refused) = refusal(provider, &request.body) {
         return Some(refused);
     }
@@ -87,12 +89,18 @@ fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
         .unwrap_or(0);
-    let call = |id: &str, name: &str, arguments: Value| {
+    let raw_call = |id: &str, name: &str, arguments: String| {
         // GLM without tool_stream, and DeepSeek, both send a short call whole.
         chunk(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]}),
             None,
         )
+    };
+    let call = |id: &str, name: &str, arguments: Value| raw_call(id, name, arguments.to_string());
+    let patch = if sloppy {
+        format!("*** Begin Patch\n*** Add File: created.txt\n+{FILE_CONTENT}\n")
+    } else {
+        format!("*** Begin Patch\n*** Add File: created.txt\n+{FILE_CONTENT}\n*** End Patch\n")
     };
     let chunks = match tool_results {
         0 => vec![
@@ -100,11 +108,19 @@ fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
                 json!({"role": "assistant", "reasoning_content": "Look around first."}),
                 None,
             ),
-            call(
-                "call_shell_1",
-                "exec_command",
-                json!({"cmd": "echo hello-from-codex"}),
-            ),
+            if sloppy {
+                raw_call(
+                    "call_shell_1",
+                    "bash",
+                    "{cmd: 'echo hello-from-codex', yield_time_ms: '2000'".to_owned(),
+                )
+            } else {
+                call(
+                    "call_shell_1",
+                    "exec_command",
+                    json!({"cmd": "echo hello-from-codex"}),
+                )
+            },
             chunk(json!({}), Some("tool_calls")),
         ],
         1 => vec![
@@ -112,11 +128,7 @@ fn script(provider: Provider, request: &Recorded) -> Option<Reply> {
                 json!({"role": "assistant", "reasoning_content": "Now write the file."}),
                 None,
             ),
-            call(
-                "call_patch_2",
-                "apply_patch",
-                json!({"input": format!("*** Begin Patch\n*** Add File: created.txt\n+{FILE_CONTENT}\n*** End Patch\n")}),
-            ),
+            call("call_patch_2", "apply_patch", json!({ "input": patch })),
             chunk(json!({}), Some("tool_calls")),
         ],
         _ => vec![
@@ -234,6 +246,9 @@ enum Trouble {
     /// The first request gets a 429 with `Retry-After: 1` (the gateway retries it), and the first
     /// attempt at the second turn breaks mid-stream (Codex retries the turn).
     RateLimitAndDrop,
+    /// The model calls the shell `bash` with broken arguments, and sends its patch without
+    /// `*** End Patch`: the gateway repairs both, and says so.
+    Sloppy,
 }
 
 async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
@@ -266,7 +281,7 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
                 });
             }
         }
-        script(provider, r)
+        script(provider, r, trouble == Trouble::Sloppy)
     }));
     let gateway = start_gateway(&upstream, preset).await;
     let scratch = std::env::temp_dir().join(format!(
@@ -275,13 +290,21 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
         trouble as u8
     ));
     let _ = std::fs::remove_dir_all(&scratch);
-    let stream_retries = if trouble == Trouble::None { 0 } else { 2 };
+    let stream_retries = if trouble == Trouble::RateLimitAndDrop {
+        2
+    } else {
+        0
+    };
     let (file, last_message) = run_codex(&codex, &gateway, &scratch, stream_retries).await;
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
 
     let all = upstream.requests();
-    let expected = if trouble == Trouble::None { 3 } else { 5 };
+    let expected = if trouble == Trouble::RateLimitAndDrop {
+        5
+    } else {
+        3
+    };
     assert_eq!(all.len(), expected, "upstream calls");
     // The turns that were answered in full: the last request with 0, 1 and 2 tool results.
     let with_results = |n: usize| {
@@ -358,8 +381,52 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
             .contains("created.txt"),
         "{patch_result}"
     );
+    if trouble == Trouble::Sloppy {
+        // Codex ran the repaired call under the declared name, and sent it back that way.
+        let shell_call = second
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["tool_calls"].as_array())
+            .flatten()
+            .find(|c| c["id"] == "call_shell_1")
+            .unwrap();
+        assert_eq!(shell_call["function"]["name"], "exec_command");
+        let arguments: Value =
+            serde_json::from_str(shell_call["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(arguments["cmd"], "echo hello-from-codex");
+        assert_eq!(arguments["yield_time_ms"].as_f64(), Some(2000.0));
+        assert!(
+            arguments_of(patch_call)["input"]
+                .as_str()
+                .unwrap()
+                .trim_end()
+                .ends_with("*** End Patch")
+        );
+        // Each response said what was fixed (logged with provider and model).
+        let log = gateway.stderr();
+        for code in [
+            "tool_name_mapped",
+            "arguments_repaired",
+            "arguments_coerced",
+            "custom_input_repaired",
+        ] {
+            assert!(log.contains(code), "no `{code}` in the gateway log:\n{log}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     gateway.kill().await;
+}
+
+fn arguments_of(call: &Value) -> Value {
+    serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap()
+}
+
+/// A model that gets the shell's name and arguments and the patch's end marker wrong on its
+/// first try still completes Codex's task: the gateway repairs each call before Codex sees it.
+#[tokio::test]
+async fn codex_completes_a_tool_turn_despite_broken_calls() {
+    scenario(Provider::Glm, "glm", Trouble::Sloppy).await;
 }
 
 #[tokio::test]

@@ -233,7 +233,8 @@ async fn a_turn_mixing_gateway_and_client_calls_returns_the_client_calls_and_rep
     assert_eq!(status, 200, "{body}");
     let output = body["output"].as_array().unwrap().clone();
     let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
-    // The client's call was announced as it streamed; the gateway's shows once it ran.
+    // The client's call was shown once the round ended and it was checked; the gateway's
+    // shows once it ran.
     assert_eq!(kinds, ["function_call", "mcp_call"], "{body:#}");
     assert_eq!(output[0]["name"], "get_weather");
     assert!(output[1]["output"].as_str().unwrap().contains("17"));

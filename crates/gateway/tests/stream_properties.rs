@@ -93,6 +93,7 @@ impl Setup {
                 reasoning: ReasoningDisplay::for_request(&req),
                 sealer: None,
                 echo_tools: plan.echo_tools,
+                repair: None,
             },
         )
     }

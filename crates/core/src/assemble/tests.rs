@@ -270,3 +270,104 @@ fn usage_last_one_wins_and_empty_deltas_are_ignored() {
         1
     );
 }
+
+/// An assembler with repair on, for one declared `exec_command(cmd: string)`.
+fn repairing() -> Assembler {
+    use std::sync::Arc;
+    let tools: Vec<toolbridge_wire::responses::Tool> = serde_json::from_value(json!([
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+    ]))
+    .unwrap();
+    let plan = crate::plan::plan(&tools, None, &crate::plan::ToolCapabilities::default()).unwrap();
+    let req: CreateResponse = serde_json::from_value(json!({"model": "m", "input": "x"})).unwrap();
+    let meta = ResponseMeta {
+        id: "resp_abc".to_owned(),
+        created_at: 1,
+        stored: false,
+    };
+    Assembler::new(
+        skeleton(&req, &meta),
+        super::AssembleOptions {
+            names: Arc::new(plan.names),
+            repair: Some(Arc::new(crate::repair::ToolSchemas::from_tools(&tools))),
+            ..super::AssembleOptions::default()
+        },
+    )
+}
+
+#[test]
+fn with_repair_on_arguments_are_held_until_the_call_is_complete_then_sent_repaired() {
+    let mut a = repairing();
+    let mut out = Vec::new();
+    a.on_event(UpstreamEvent::Text("Running.".to_owned()), &mut out);
+    a.on_event(
+        call(Some(0), Some("call_1"), Some("bash"), "{cmd: 'l"),
+        &mut out,
+    );
+    a.on_event(call(Some(0), None, None, "s'"), &mut out);
+    // The text streamed; nothing of the call did.
+    let shown = names(&out);
+    assert!(shown.contains(&"response.output_text.delta"));
+    assert!(
+        !shown.iter().any(|n| n.contains("function_call")),
+        "{shown:?}"
+    );
+    assert_eq!(
+        shown
+            .iter()
+            .filter(|n| **n == "response.output_item.added")
+            .count(),
+        1
+    );
+    a.on_event(UpstreamEvent::Finish(FinishReason::ToolCalls), &mut out);
+    assert!(a.review_calls().is_empty());
+    out.clear();
+    let response = a.finish(2, &mut out);
+    let deltas: Vec<&str> = out
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::FunctionCallArgumentsDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas.len(), 1);
+    let args: serde_json::Value = serde_json::from_str(deltas[0]).unwrap();
+    assert_eq!(args, json!({"cmd": "ls"}));
+    let OutputItem::FunctionCall(item) = &response.output[1] else {
+        panic!("{:?}", response.output)
+    };
+    assert_eq!(item.name, "exec_command");
+    let codes: Vec<&str> = response
+        .toolbridge_diagnostics
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect();
+    assert_eq!(codes, ["tool_name_mapped", "arguments_repaired"]);
+}
+
+#[test]
+fn with_repair_on_an_invalid_call_is_taken_back_for_a_reask_unshown() {
+    let mut a = repairing();
+    let mut out = Vec::new();
+    a.on_event(
+        call(Some(0), Some("call_1"), Some("exec_command"), "{}"),
+        &mut out,
+    );
+    a.on_event(UpstreamEvent::Finish(FinishReason::ToolCalls), &mut out);
+    let invalid = a.review_calls();
+    assert_eq!(invalid.len(), 1);
+    assert!(invalid[0].message.contains("cmd"), "{}", invalid[0].message);
+    let reask = a.take_reask(&invalid, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(reask.turn.tool_calls.len(), 1);
+    assert_eq!(reask.results[0].0, "call_1");
+    assert!(reask.results[0].1.contains(&invalid[0].message));
+    assert!(!a.has_client_calls());
+    let codes: Vec<String> = a
+        .snapshot()
+        .toolbridge_diagnostics
+        .into_iter()
+        .map(|d| d.code)
+        .collect();
+    assert_eq!(codes, ["tool_call_reasked"]);
+}

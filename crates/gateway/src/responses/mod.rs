@@ -17,10 +17,11 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
 use sse_stream::SseByteStream;
 use tokio::sync::watch;
-use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, codes, skeleton};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::plan::{plan as plan_tools, plan_with};
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
+use toolbridge_core::repair::ToolSchemas;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::anthropic::request as anthropic_request;
 use toolbridge_providers::chat::stream::Flow;
@@ -43,6 +44,7 @@ mod echo;
 mod meter;
 mod passthrough;
 mod persist;
+mod repair;
 mod sse;
 mod sync;
 mod tool_loop;
@@ -51,11 +53,13 @@ use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
 use persist::Persist;
+pub(crate) use repair::record_repairs;
+use repair::{RepairRounds, Review};
 use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, sse_response, stream_response};
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
-use sync::sync_response;
-use tool_loop::{OUT_OF_STEPS, PendingTools, ToolRounds};
+use sync::{Rounds, sync_response};
+use tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {
@@ -438,6 +442,8 @@ async fn respond(
                 known: known_list(state),
             })?;
     let display = ReasoningDisplay::for_request(&req);
+    // The request's tool checks, compiled once whatever the target (on first need).
+    let mut schemas: Option<Arc<ToolSchemas>> = None;
     let mut failures: Vec<String> = Vec::new();
     let mut last_error = None;
     for (i, target) in targets.iter().enumerate() {
@@ -470,6 +476,16 @@ async fn respond(
         };
         let mut diagnostics = canonical.diagnostics.clone();
         diagnostics.extend(plan.diagnostics.iter().cloned());
+        // A native Responses upstream's calls are relayed as they come, never repaired.
+        let repairs = provider.repair.enabled && provider.dialect != Dialect::Responses;
+        let repair_checks = repairs.then(|| {
+            Arc::clone(
+                schemas.get_or_insert_with(|| Arc::new(ToolSchemas::from_tools(&canonical.tools))),
+            )
+        });
+        if let Some(checks) = &repair_checks {
+            diagnostics.extend(checks.diagnostics());
+        }
         let outgoing = Outgoing::build(
             provider.dialect,
             &Source {
@@ -627,13 +643,6 @@ async fn respond(
         let tools = match &state.config.gateway_tools {
             Some(tools) if !offer.tools.is_empty() => Some(ToolRounds {
                 tools: tools.clone(),
-                upstreams: state.upstreams.clone(),
-                provider: provider.clone(),
-                profile: profile.clone(),
-                upstream_model: upstream_model.clone(),
-                req: req.clone(),
-                canonical: canonical.clone(),
-                plan: plan.clone(),
                 steps_left: tools.limits.max_steps,
                 calls_left: req.max_tool_calls,
                 deadline: tokio::time::Instant::now() + tools.limits.time_budget,
@@ -642,6 +651,20 @@ async fn respond(
             }),
             _ => None,
         };
+        let repair = repair_checks
+            .is_some()
+            .then(|| RepairRounds::new(provider.repair));
+        // Rounds of the gateway's own (the tool loop, a re-ask) continue the same conversation.
+        let reasks = repairs && provider.repair.invalid_calls == crate::config::InvalidCalls::Reask;
+        let continuation = (tools.is_some() || reasks).then(|| Continuation {
+            upstreams: state.upstreams.clone(),
+            provider: provider.clone(),
+            profile: profile.clone(),
+            upstream_model: upstream_model.clone(),
+            req: req.clone(),
+            canonical: canonical.clone(),
+            plan: plan.clone(),
+        });
         let assembler = Assembler::new(
             skeleton(&req, &meta),
             AssembleOptions {
@@ -651,6 +674,7 @@ async fn respond(
                 reasoning: display,
                 sealer: Some(state.sealer.clone()),
                 echo_tools,
+                repair: repair_checks,
             },
         );
         let mut response = match answer {
@@ -679,6 +703,10 @@ async fn respond(
                     usage_basis,
                     echo,
                     tools,
+                    continuation,
+                    repair,
+                    provider_name: provider.name.clone(),
+                    upstream_model: upstream_model.clone(),
                     pending_tools: None,
                     meter: Some(meter),
                     persist,
@@ -695,10 +723,19 @@ async fn respond(
                     provider.dialect,
                     &profile,
                     usage_basis,
-                    echo,
-                    tools,
+                    Rounds {
+                        echo,
+                        tools,
+                        continuation,
+                        repair,
+                    },
                 )
                 .await?;
+                record_repairs(
+                    &provider.name,
+                    upstream_model,
+                    &response.toolbridge_diagnostics,
+                );
                 let stored = serde_json::to_value(&response).unwrap_or_default();
                 if let Some(persist) = persist {
                     persist.save(&stored, request_id).await;

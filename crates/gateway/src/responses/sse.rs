@@ -150,6 +150,13 @@ pub(super) struct Pump {
     pub(super) echo: Option<EchoRounds>,
     /// Set when the gateway runs tools itself.
     pub(super) tools: Option<ToolRounds>,
+    /// Set when the gateway may send rounds of its own (its tool loop, a repair re-ask).
+    pub(super) continuation: Option<Continuation>,
+    /// Set when calls are repaired: the policy for invalid ones.
+    pub(super) repair: Option<RepairRounds>,
+    /// The provider and upstream model serving the response, for logs.
+    pub(super) provider_name: String,
+    pub(super) upstream_model: String,
     /// Gateway calls shown as started, to run at the next step.
     pub(super) pending_tools: Option<PendingTools>,
     /// Charges the tokens and reports the end on the session, at the end.
@@ -171,6 +178,8 @@ pub(super) enum RoundEnd {
     Continue,
     /// Gateway calls were shown as started: send what is ready, then run them.
     Flush,
+    /// A call stayed invalid under the `fail` policy: the response fails with this message.
+    Fail(String),
 }
 
 pub(super) enum Step {
@@ -202,9 +211,11 @@ impl Pump {
         loop {
             self.assembler.as_ref()?;
             if let Some(mut pending) = self.pending_tools.take() {
-                let (Some(rounds), Some(assembler)) =
-                    (self.tools.as_mut(), self.assembler.as_mut())
-                else {
+                let (Some(rounds), Some(continuation), Some(assembler)) = (
+                    self.tools.as_mut(),
+                    self.continuation.as_mut(),
+                    self.assembler.as_mut(),
+                ) else {
                     return Some(self.finish(out, true));
                 };
                 let results = tokio::select! {
@@ -221,9 +232,16 @@ impl Pump {
                 };
                 ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
                 if assembler.has_client_calls() {
+                    // The gateway's calls ran beside the client's: this round cannot be asked
+                    // again, so an invalid client call follows the after-re-ask policy.
+                    if let Some(repair) = self.repair.as_mut()
+                        && let Review::Fail(message) = repair.review(assembler, false, &mut out)
+                    {
+                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                    }
                     return Some(self.finish(out, true));
                 }
-                match rounds.send_next(pending, results).await {
+                match rounds.send_next(continuation, pending, results).await {
                     Ok((response, payload)) => {
                         self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
                         self.decoder = self.decoder.restarted(&self.profile);
@@ -270,6 +288,9 @@ impl Pump {
                             Ok(RoundEnd::Continue) => continue,
                             Ok(RoundEnd::Flush) => return Some(frames(&out)),
                             Ok(RoundEnd::Finish) => return Some(self.finish(out, true)),
+                            Ok(RoundEnd::Fail(message)) => {
+                                return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                            }
                             Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                         },
                         Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -284,6 +305,9 @@ impl Pump {
                     Ok(RoundEnd::Continue) => continue,
                     Ok(RoundEnd::Flush) => return Some(frames(&out)),
                     Ok(RoundEnd::Finish) => return Some(self.finish(out, false)),
+                    Ok(RoundEnd::Fail(message)) => {
+                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                    }
                     Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                 },
                 Step::Silence => {
@@ -315,15 +339,28 @@ impl Pump {
     /// At the end of an upstream round: gateway calls are shown and left for the next step
     /// ([`RoundEnd::Flush`]), or stop the response when the loop is out of steps; when the
     /// round's only calls are provider builtins to echo, the next round is sent and its stream
-    /// switched to ([`RoundEnd::Continue`]); else the response ends here.
+    /// switched to ([`RoundEnd::Continue`]); when a client call is still invalid after repair,
+    /// the provider's policy applies (a hidden re-ask is [`RoundEnd::Continue`] too); else the
+    /// response ends here.
     pub(super) async fn next_round(
         &mut self,
         out: &mut Vec<StreamEvent>,
     ) -> Result<RoundEnd, GatewayError> {
-        if let (Some(rounds), Some(assembler)) = (self.tools.as_ref(), self.assembler.as_mut()) {
-            self.decoder.finish(&mut self.pending);
-            for ev in self.pending.drain(..) {
-                assembler.on_event(ev, out);
+        let Some(assembler) = self.assembler.as_mut() else {
+            return Ok(RoundEnd::Finish);
+        };
+        self.decoder.finish(&mut self.pending);
+        for ev in self.pending.drain(..) {
+            assembler.on_event(ev, out);
+        }
+        if let Some(rounds) = self.tools.as_ref() {
+            // Client calls beside gateway calls are shown before the gateway's run, and the
+            // round cannot be asked again: the after-re-ask policy applies to them now.
+            if let Some(repair) = self.repair.as_mut()
+                && assembler.has_gateway_calls()
+                && let Review::Fail(message) = repair.review(assembler, false, out)
+            {
+                return Ok(RoundEnd::Fail(message));
             }
             let (calls, round) = assembler.take_gateway_calls(out);
             if !calls.is_empty() {
@@ -335,24 +372,39 @@ impl Pump {
                 return Ok(RoundEnd::Flush);
             }
         }
-        let (Some(rounds), Some(assembler)) = (
-            self.echo.as_mut().filter(|r| r.left > 0),
-            self.assembler.as_mut(),
-        ) else {
-            return Ok(RoundEnd::Finish);
-        };
-        self.decoder.finish(&mut self.pending);
-        for ev in self.pending.drain(..) {
-            assembler.on_event(ev, out);
+        if let Some(rounds) = self.echo.as_mut().filter(|r| r.left > 0)
+            && let Some(echoes) = assembler.take_echoes(out)
+        {
+            let (response, payload) = rounds.send(echoes).await?;
+            self.switch_to(response, payload);
+            return Ok(RoundEnd::Continue);
         }
-        let Some(echoes) = assembler.take_echoes(out) else {
+        // A stream cut off in the middle of a call fails at its end; it is not re-asked.
+        let (Some(repair), false) = (self.repair.as_mut(), assembler.ends_cut_off()) else {
             return Ok(RoundEnd::Finish);
         };
-        let (response, payload) = rounds.send(echoes).await?;
+        match repair.review(assembler, self.continuation.is_some(), out) {
+            Review::Pass => Ok(RoundEnd::Finish),
+            Review::Fail(message) => Ok(RoundEnd::Fail(message)),
+            Review::Reask(reask) => {
+                let Some(continuation) = self.continuation.as_mut() else {
+                    return Ok(RoundEnd::Finish);
+                };
+                let (response, payload) = continuation.send(reask.turn, reask.results).await?;
+                assembler.next_round();
+                self.switch_to(response, payload);
+                Ok(RoundEnd::Continue)
+            }
+        }
+    }
+
+    /// Reads the next round's stream from here on.
+    fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
         self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
         self.decoder = self.decoder.restarted(&self.profile);
-        self.usage_basis = Some(payload);
-        Ok(RoundEnd::Continue)
+        if self.usage_basis.is_some() {
+            self.usage_basis = Some(payload);
+        }
     }
 
     /// Ends the response; `done` says whether the upstream sent `[DONE]`.
@@ -368,6 +420,11 @@ impl Pump {
             } else {
                 assembler.finish_unterminated(time::now(), &mut out)
             };
+            record_repairs(
+                &self.provider_name,
+                &self.upstream_model,
+                &response.toolbridge_diagnostics,
+            );
             self.final_response = Some(response.clone());
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
@@ -387,6 +444,11 @@ impl Pump {
                 "stream failed: {message}"
             );
             let response = assembler.fail(code, message, time::now(), &mut out);
+            record_repairs(
+                &self.provider_name,
+                &self.upstream_model,
+                &response.toolbridge_diagnostics,
+            );
             self.final_response = Some(response);
         }
         frames(&out)

@@ -5,6 +5,10 @@
 //! response after its gateway calls ran: the client gets its calls, and the gateway's exchange is
 //! in the output as `mcp_call` items, which a stateless client replays (they become the call and
 //! its result upstream again).
+//!
+//! [`Continuation`] is what every gateway-sent round shares (the tool loop's rounds and the
+//! repair's re-ask): the conversation so far, the plan and the provider, and one `send` that
+//! appends an exchange and sends the next request.
 
 use std::time::Duration;
 
@@ -18,9 +22,9 @@ use crate::gateway_tools::GatewayTools;
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
 pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
 
-/// What one response's tool loop needs.
-pub(super) struct ToolRounds {
-    pub(super) tools: Arc<GatewayTools>,
+/// What a response needs to send another upstream round of its own: the conversation so far
+/// and where to send it.
+pub(super) struct Continuation {
     pub(super) upstreams: Arc<crate::upstream::Upstreams>,
     pub(super) provider: crate::config::Provider,
     pub(super) profile: Profile,
@@ -30,6 +34,54 @@ pub(super) struct ToolRounds {
     /// The conversation so far, growing by one exchange per round.
     pub(super) canonical: CanonicalRequest,
     pub(super) plan: ToolPlan,
+}
+
+impl Continuation {
+    /// Appends one exchange (an assistant turn, then a result per call) to the conversation and
+    /// sends the next request: the upstream's answer and the body sent.
+    pub(super) async fn send(
+        &mut self,
+        turn: AssistantTurn,
+        results: Vec<(String, String)>,
+    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        self.canonical.turns.push(Turn::Assistant(turn));
+        for (call_id, output) in results {
+            self.canonical
+                .turns
+                .push(Turn::ToolResult { call_id, output });
+        }
+        // The first round's translation diagnostics are already on the response.
+        let mut diagnostics = Vec::new();
+        let outgoing = Outgoing::build(
+            self.provider.dialect,
+            &Source {
+                req: &self.req,
+                raw: None,
+                canonical: &self.canonical,
+                stored: false,
+            },
+            &self.plan,
+            &self.profile,
+            &self.upstream_model,
+            &mut diagnostics,
+        );
+        let payload = outgoing.payload();
+        let response = self
+            .upstreams
+            .send(
+                &self.provider,
+                &self.upstream_model,
+                &payload,
+                outgoing.stream(),
+            )
+            .await?;
+        Ok((response, payload))
+    }
+}
+
+/// What one response's tool loop needs besides its [`Continuation`].
+pub(super) struct ToolRounds {
+    pub(super) tools: Arc<GatewayTools>,
     pub(super) steps_left: u32,
     /// What is left of the request's `max_tool_calls`, when it set one.
     pub(super) calls_left: Option<u64>,
@@ -133,6 +185,7 @@ impl ToolRounds {
     /// and sends the next request: the upstream's answer and the body sent.
     pub(super) async fn send_next(
         &mut self,
+        continuation: &mut Continuation,
         pending: PendingTools,
         results: Vec<Result<String, String>>,
     ) -> Result<(reqwest::Response, Bytes), GatewayError> {
@@ -141,7 +194,7 @@ impl ToolRounds {
             *left = left.saturating_sub(pending.calls.len() as u64);
         }
         let PendingTools { calls, round, .. } = pending;
-        self.canonical.turns.push(Turn::Assistant(AssistantTurn {
+        let turn = AssistantTurn {
             text: round.text,
             reasoning: round.reasoning,
             reasoning_signature: round.reasoning_signature,
@@ -157,39 +210,13 @@ impl ToolRounds {
                     },
                 })
                 .collect(),
-        }));
-        for (call, result) in calls.into_iter().zip(results) {
-            self.canonical.turns.push(Turn::ToolResult {
-                call_id: call.call_id,
-                output: result.unwrap_or_else(|error| error),
-            });
-        }
-        // The first round's translation diagnostics are already on the response.
-        let mut diagnostics = Vec::new();
-        let outgoing = Outgoing::build(
-            self.provider.dialect,
-            &Source {
-                req: &self.req,
-                raw: None,
-                canonical: &self.canonical,
-                stored: false,
-            },
-            &self.plan,
-            &self.profile,
-            &self.upstream_model,
-            &mut diagnostics,
-        );
-        let payload = outgoing.payload();
-        let response = self
-            .upstreams
-            .send(
-                &self.provider,
-                &self.upstream_model,
-                &payload,
-                outgoing.stream(),
-            )
-            .await?;
-        Ok((response, payload))
+        };
+        let results = calls
+            .into_iter()
+            .zip(results)
+            .map(|(call, result)| (call.call_id, result.unwrap_or_else(|error| error)))
+            .collect();
+        continuation.send(turn, results).await
     }
 }
 

@@ -38,6 +38,27 @@ provider = "up"
         .await
     }
 
+    /// A gateway like [`Self::with_preset`] whose provider has tool-call repair off: calls come
+    /// back restored exactly as the model made them.
+    pub async fn with_preset_unrepaired(preset: &str) -> Self {
+        Self::with_toml(|url| {
+            format!(
+                r#"
+[providers.up]
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+preset = "{preset}"
+repair = false
+
+[[routes]]
+model = "*"
+provider = "up"
+"#
+            )
+        })
+        .await
+    }
+
     /// A gateway with a config file whose text is built from the fake upstream's base URL.
     pub async fn with_toml(config: impl FnOnce(&str) -> String) -> Self {
         let upstream = FakeUpstream::start().await;
