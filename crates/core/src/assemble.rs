@@ -643,6 +643,49 @@ impl Assembler {
         self.done(slot.index, item, out);
     }
 
+    /// Shows an item the gateway produced whole (an `mcp_list_tools` listing, an
+    /// `mcp_approval_request`, an approved call it ran before the model's turn): added and done
+    /// at once, with the listing's own events.
+    pub fn gateway_item(&mut self, item: OutputItem, out: &mut Vec<StreamEvent>) {
+        self.close_current(out);
+        let index = self.open_slot();
+        let id = item.id().unwrap_or_default().to_owned();
+        self.push(
+            out,
+            EventKind::OutputItemAdded {
+                output_index: index,
+                item: item.clone(),
+            },
+        );
+        if let OutputItem::McpListTools(listing) = &item {
+            self.push(
+                out,
+                EventKind::McpListToolsInProgress {
+                    item_id: id.clone(),
+                    output_index: index,
+                },
+            );
+            let end = if listing.error.is_some() {
+                EventKind::McpListToolsFailed {
+                    item_id: id,
+                    output_index: index,
+                }
+            } else {
+                EventKind::McpListToolsCompleted {
+                    item_id: id,
+                    output_index: index,
+                }
+            };
+            self.push(out, end);
+        }
+        self.done(index, item, out);
+    }
+
+    /// A fresh id for an item the gateway makes (`mcpl`, `mcpr`, …).
+    pub fn item_id(&mut self, prefix: &str) -> String {
+        self.next_id(prefix)
+    }
+
     /// Shows a search the provider ran as a completed `web_search_call` item.
     fn web_search_item(&mut self, query: String, out: &mut Vec<StreamEvent>) {
         let id = self.next_id("ws");

@@ -326,6 +326,11 @@ impl Reducer {
             }
             InputItem::Other(map) => {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
+                // A server's tool listing is made again by whoever serves the `mcp` tool on
+                // each request; nothing in it is the conversation's.
+                if kind == "mcp_list_tools" {
+                    return Ok(());
+                }
                 self.diagnostics.push(diag(
                     ITEM_DROPPED,
                     Some(&format!("input[{i}]")),

@@ -85,6 +85,9 @@ impl AppState {
             config.key_cache,
         );
         let limits = Limits::new(config.limits.clone())?;
+        if let Some(tools) = &config.gateway_tools {
+            tools.connect_configured().await;
+        }
         let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
         let sealer = if config.reasoning_keys.is_empty() {
             tracing::warn!(

@@ -1,5 +1,10 @@
-//! Tools the gateway runs itself: which built-ins (and, later, MCP servers) it offers, to which
-//! routes, under which limits; and the running of one call.
+//! Tools the gateway runs itself: which built-ins and MCP servers it offers, to which routes,
+//! under which limits; and the running of one call.
+//!
+//! MCP servers come from two places: the config (`[[gateway_tools.mcp]]`, connected once at
+//! start; a server that cannot be reached is logged and left out) and, when
+//! `request_mcp = true`, a request's own Responses `mcp` tool (`server_url`, connected for that
+//! request only, through the SSRF-guarded client, listed as an `mcp_list_tools` item).
 //!
 //! The model sees exactly what it can call: a gateway tool is offered upstream as a function
 //! only when the gateway can run it (built from the tool library's registry, whose schemas are
@@ -14,8 +19,10 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolbridge_core::plan::{GatewayOffer, GatewayTool, ToolCapabilities};
+use toolbridge_tools::builtins::web::{SafeClient, SsrfPolicy};
 use toolbridge_tools::builtins::{self, BuiltinsConfig, JqIsolation, SearchBackend, WebConfig};
-use toolbridge_tools::{ToolContext, ToolRegistry};
+use toolbridge_tools::mcp::{McpServerConfig, McpTool, McpTransport};
+use toolbridge_tools::{Tool as _, ToolContext, ToolRegistry};
 use toolbridge_wire::responses::Tool;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
@@ -51,6 +58,15 @@ pub struct ToolsFile {
     pub jq_isolation: Option<bool>,
     /// The search backend serving `web_search` (declared by the client, or listed above).
     pub web_search: Option<SearchFile>,
+    /// MCP servers whose tools every matching request gets (shown under their label).
+    #[serde(default)]
+    pub mcp: Vec<McpServerConfig>,
+    /// Serve a request's own `mcp` tool (`server_url`) when the provider has no MCP of its own.
+    /// Default false: the URL comes from the client.
+    pub request_mcp: Option<bool>,
+    /// Loopback ports a request's MCP server may be on (tests, a local server). Empty by default.
+    #[serde(default)]
+    pub mcp_allow_loopback_ports: Vec<u16>,
 }
 
 /// `[gateway_tools.web_search]`.
@@ -77,10 +93,144 @@ pub struct LoopLimits {
     pub max_output_bytes: usize,
 }
 
+/// One connected MCP server: its tools by their name on the server.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    pub label: String,
+    /// Which calls wait for the client's approval (a request's own server; configured servers
+    /// are the operator's and never ask).
+    approval: Approval,
+    registry: ToolRegistry,
+    /// (the offered tool, its registry name).
+    tools: Vec<(GatewayTool, String)>,
+}
+
+impl McpServer {
+    /// Connects to `config`'s server and lists its tools (`client` for streamable HTTP).
+    pub async fn connect(
+        config: &McpServerConfig,
+        client: Option<reqwest::Client>,
+    ) -> Result<Self, String> {
+        let tools = toolbridge_tools::mcp::connect_with_http_client(config, client)
+            .await
+            .map_err(|e| e.to_string())?;
+        Self::from_tools(&config.label, tools)
+    }
+
+    fn from_tools(label: &str, tools: Vec<McpTool>) -> Result<Self, String> {
+        let offered = tools
+            .iter()
+            .map(|t| {
+                (
+                    GatewayTool {
+                        server: label.to_owned(),
+                        name: t.tool_name().to_owned(),
+                        description: Some(t.description().to_owned()),
+                        parameters: t.parameters(),
+                    },
+                    t.name().to_owned(),
+                )
+            })
+            .collect();
+        let registry = ToolRegistry::with_tools(
+            tools
+                .into_iter()
+                .map(|t| Arc::new(t) as Arc<dyn toolbridge_tools::Tool>),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Self {
+            label: label.to_owned(),
+            approval: Approval::Never,
+            registry,
+            tools: offered,
+        })
+    }
+
+    /// Whether a call to `name` waits for the client's approval.
+    pub fn needs_approval(&self, name: &str) -> bool {
+        self.approval.needs(name)
+    }
+
+    /// The server's tools as an `mcp_list_tools` listing (`name`, `description`,
+    /// `input_schema`).
+    pub fn listing(&self) -> Vec<Value> {
+        self.tools
+            .iter()
+            .map(|(t, _)| {
+                json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
+            })
+            .collect()
+    }
+
+    fn offered(&self) -> impl Iterator<Item = &GatewayTool> {
+        self.tools.iter().map(|(t, _)| t)
+    }
+
+    async fn run(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<String, String> {
+        let Some((_, registered)) = self.tools.iter().find(|(t, _)| t.name == name) else {
+            return Err(unavailable(name));
+        };
+        match self.registry.execute(registered, args, ctx).await {
+            Ok(output) => Ok(output_text(output)),
+            Err(e) => Err(error_result(e.code(), &e.to_string())),
+        }
+    }
+}
+
+/// A Responses `mcp` tool's `require_approval`: `"always"` (OpenAI's default), `"never"`, or
+/// `{"always": {"tool_names": […]}, "never": {"tool_names": […]}}` (names not listed ask).
+#[derive(Debug, Clone, PartialEq)]
+enum Approval {
+    Never,
+    Always,
+    Listed {
+        always: Vec<String>,
+        never: Vec<String>,
+    },
+}
+
+impl Approval {
+    fn parse(value: Option<&Value>) -> Self {
+        let names = |v: &Value, key: &str| -> Vec<String> {
+            v[key]["tool_names"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match value {
+            Some(Value::String(s)) if s == "never" => Self::Never,
+            Some(v @ Value::Object(_)) => Self::Listed {
+                always: names(v, "always"),
+                never: names(v, "never"),
+            },
+            _ => Self::Always,
+        }
+    }
+
+    fn needs(&self, name: &str) -> bool {
+        match self {
+            Self::Never => false,
+            Self::Always => true,
+            Self::Listed { always, never } => {
+                always.iter().any(|n| n == name) || !never.iter().any(|n| n == name)
+            }
+        }
+    }
+}
+
 /// The gateway's tools, built once at start.
 #[derive(Debug)]
 pub struct GatewayTools {
     registry: ToolRegistry,
+    /// Configured MCP servers, and those connected at start.
+    mcp_configs: Vec<McpServerConfig>,
+    mcp: tokio::sync::OnceCell<Vec<McpServer>>,
+    /// Serve requests' own `mcp` tools, through this guarded client.
+    request_mcp: Option<(SafeClient, SsrfPolicy)>,
     /// The built-ins offered to every matching request.
     always: Vec<GatewayTool>,
     /// The search tool, offered when a declared `web_search` has no native form.
@@ -157,8 +307,33 @@ impl GatewayTools {
             .build()
             .map_err(|e| format!("gateway_tools.models: {e}"))?;
         let secs = |v: Option<u64>, d: u64| Duration::from_secs(v.unwrap_or(d));
+        for server in &file.mcp {
+            server
+                .validate()
+                .map_err(|e| format!("gateway_tools.mcp `{}`: {e}", server.label))?;
+            if server.label == BUILTIN_SERVER {
+                return Err(format!(
+                    "gateway_tools.mcp: the label `{BUILTIN_SERVER}` is the built-ins' own"
+                ));
+            }
+        }
+        let request_mcp = if file.request_mcp.unwrap_or(false) {
+            let policy = SsrfPolicy {
+                allow_loopback_ports: file.mcp_allow_loopback_ports.clone(),
+                timeout: secs(file.tool_timeout_secs, 30),
+                ..SsrfPolicy::default()
+            };
+            let client = SafeClient::new(policy.clone())
+                .map_err(|e| format!("gateway_tools.request_mcp: {e}"))?;
+            Some((client, policy))
+        } else {
+            None
+        };
         Ok(Self {
             search: offered(WEB_SEARCH),
+            mcp_configs: file.mcp.clone(),
+            mcp: tokio::sync::OnceCell::new(),
+            request_mcp,
             registry,
             always,
             models,
@@ -172,10 +347,126 @@ impl GatewayTools {
         })
     }
 
+    /// Connects the configured MCP servers (once, at start). A server that cannot be reached
+    /// is logged and left out: the gateway serves without its tools.
+    pub async fn connect_configured(&self) {
+        self.mcp
+            .get_or_init(|| async {
+                let mut servers = Vec::new();
+                for config in &self.mcp_configs {
+                    match McpServer::connect(config, None).await {
+                        Ok(server) => {
+                            tracing::info!(
+                                server = server.label,
+                                tools = server.tools.len(),
+                                "connected to the MCP server"
+                            );
+                            servers.push(server);
+                        }
+                        Err(e) => tracing::warn!(
+                            server = config.label,
+                            "the MCP server cannot be reached; its tools are not offered: {e}"
+                        ),
+                    }
+                }
+                servers
+            })
+            .await;
+    }
+
+    /// Connects a request's own `mcp` tool (`server_label`, `server_url`, `headers`,
+    /// `authorization`, `allowed_tools`), when the gateway serves them: `None` when it does
+    /// not; else the server or why it could not be listed (shown in `mcp_list_tools`).
+    pub async fn connect_request_tool(
+        &self,
+        tool: &serde_json::Map<String, Value>,
+    ) -> Option<Result<McpServer, String>> {
+        let (client, policy) = self.request_mcp.as_ref()?;
+        let label = tool.get("server_label")?.as_str()?.to_owned();
+        let url = tool.get("server_url")?.as_str()?.to_owned();
+        let checked = url::Url::parse(&url)
+            .map_err(|e| format!("`{url}` is not a URL: {e}"))
+            .and_then(|u| {
+                policy
+                    .check_url(&u)
+                    .map_err(|r| format!("`{url}` may not be reached: {r}"))
+            });
+        if let Err(e) = checked {
+            return Some(Err(e));
+        }
+        let headers = tool
+            .get("headers")
+            .and_then(Value::as_object)
+            .map(|h| {
+                h.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let allowed_tools =
+            match tool.get("allowed_tools") {
+                Some(Value::Array(names)) => Some(
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect(),
+                ),
+                Some(Value::Object(filter)) => filter
+                    .get("tool_names")
+                    .and_then(Value::as_array)
+                    .map(|names| {
+                        names
+                            .iter()
+                            .filter_map(|n| n.as_str().map(str::to_owned))
+                            .collect()
+                    }),
+                _ => None,
+            };
+        let config = McpServerConfig {
+            label,
+            transport: McpTransport::StreamableHttp {
+                url,
+                headers,
+                bearer_token: tool
+                    .get("authorization")
+                    .and_then(Value::as_str)
+                    .map(|a| a.trim_start_matches("Bearer ").to_owned()),
+            },
+            allowed_tools,
+            prefix_names: true,
+            limits: toolbridge_tools::mcp::McpLimits::default(),
+        };
+        if let Err(e) = config.validate() {
+            return Some(Err(e.to_string()));
+        }
+        let approval = Approval::parse(tool.get("require_approval"));
+        Some(
+            McpServer::connect(&config, Some(client.http_client()))
+                .await
+                .map(|server| McpServer { approval, ..server }),
+        )
+    }
+
+    /// Whether a call to `name` of `server` waits for the client's approval.
+    pub fn needs_approval(server: &str, name: &str, listed: &[McpServer]) -> bool {
+        listed
+            .iter()
+            .find(|s| s.label == server)
+            .is_some_and(|s| s.needs_approval(name))
+    }
+
     /// What the gateway offers a request for `model` declaring `tools` to a provider with
-    /// `caps`: the always-on built-ins, and the search tool when the request declares
-    /// `web_search` (not refused with `external_web_access: false`) and the provider has none.
-    pub fn offer_for(&self, model: &str, tools: &[Tool], caps: &ToolCapabilities) -> GatewayOffer {
+    /// `caps`: the always-on built-ins and configured MCP servers' tools, the search tool when
+    /// the request declares `web_search` (not refused with `external_web_access: false`) and the
+    /// provider has none, and the tools of the request's own MCP servers it connected
+    /// (`listed`).
+    pub fn offer_for(
+        &self,
+        model: &str,
+        tools: &[Tool],
+        caps: &ToolCapabilities,
+        listed: &[McpServer],
+    ) -> GatewayOffer {
         if !self.models.is_match(model) || caps.responses_native {
             return GatewayOffer::default();
         }
@@ -183,6 +474,15 @@ impl GatewayTools {
             tools: self.always.clone(),
             ..GatewayOffer::default()
         };
+        for server in self.mcp.get().into_iter().flatten() {
+            offer.tools.extend(server.offered().cloned());
+        }
+        if caps.mcp.is_none() {
+            for server in listed {
+                offer.tools.extend(server.offered().cloned());
+                offer.mcp_servers.push(server.label.clone());
+            }
+        }
         let wants_search = tools.iter().any(|t| match t {
             Tool::Other(map) => {
                 map.get("type")
@@ -217,15 +517,8 @@ impl GatewayTools {
         name: &str,
         arguments: &str,
         timeout: Duration,
+        listed: &[McpServer],
     ) -> Result<String, String> {
-        if server != BUILTIN_SERVER || !self.registry.contains(name) {
-            return Err(error_result(
-                "tool_unavailable",
-                &format!(
-                    "the gateway cannot run `{name}` now; answer without it, or ask the user for what it would have provided"
-                ),
-            ));
-        }
         let args: Value = match serde_json::from_str(arguments.trim()) {
             Ok(v) => v,
             Err(_) if arguments.trim().is_empty() => json!({}),
@@ -239,14 +532,42 @@ impl GatewayTools {
             }
         };
         let ctx = ToolContext::with_timeout(timeout, self.limits.max_output_bytes);
-        match self.registry.execute(name, args, &ctx).await {
-            Ok(output) => Ok(match output {
-                Value::String(text) => text,
-                other => other.to_string(),
-            }),
-            Err(e) => Err(error_result(e.code(), &e.to_string())),
+        if server == BUILTIN_SERVER && self.registry.contains(name) {
+            return match self.registry.execute(name, args, &ctx).await {
+                Ok(output) => Ok(output_text(output)),
+                Err(e) => Err(error_result(e.code(), &e.to_string())),
+            };
+        }
+        let mcp = self
+            .mcp
+            .get()
+            .into_iter()
+            .flatten()
+            .chain(listed)
+            .find(|s| s.label == server);
+        match mcp {
+            Some(server) => server.run(name, args, &ctx).await,
+            None => Err(unavailable(name)),
         }
     }
+}
+
+fn output_text(output: Value) -> String {
+    match output {
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
+}
+
+/// The result of a call the gateway cannot run (its server went away): what the model should
+/// do instead.
+fn unavailable(name: &str) -> String {
+    error_result(
+        "tool_unavailable",
+        &format!(
+            "the gateway cannot run `{name}` now; answer without it, or ask the user for what it would have provided"
+        ),
+    )
 }
 
 /// How the `json` tool runs jq out of process: this binary's `jq-worker` subcommand, or the

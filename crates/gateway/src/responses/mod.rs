@@ -420,6 +420,16 @@ async fn respond(
     // A native Responses upstream gets the client's own JSON, not a re-serialisation of it.
     let raw = raw_request(state, &req, body);
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
+    // The request's own MCP servers the gateway serves, connected and listed once; then the
+    // calls the client approved run, before the model's turn.
+    let early_targets = req
+        .model
+        .as_deref()
+        .and_then(|m| state.config.targets(m))
+        .unwrap_or_default();
+    let (listed, mut listings) = connect_request_mcp(state, &req, &early_targets).await;
+    listings.extend(resolve_approvals(state, &mut req, &listed).await);
+    let listed = Arc::new(listed);
     let mut compaction_diagnostics = Vec::new();
     crate::compact::expand_compactions(
         &mut req,
@@ -457,7 +467,7 @@ async fn respond(
             .config
             .gateway_tools
             .as_ref()
-            .map(|t| t.offer_for(&canonical.model, &canonical.tools, &profile.tools))
+            .map(|t| t.offer_for(&canonical.model, &canonical.tools, &profile.tools, &listed))
             .unwrap_or_default();
         let plan = match plan_with(
             &canonical.tools,
@@ -648,6 +658,7 @@ async fn respond(
                 deadline: tokio::time::Instant::now() + tools.limits.time_budget,
                 meter: meter.clone(),
                 step: 0,
+                listed: listed.clone(),
             }),
             _ => None,
         };
@@ -677,6 +688,13 @@ async fn respond(
                 repair: repair_checks,
             },
         );
+        // Listings of the request's MCP servers come first in the output.
+        let prelude: Vec<toolbridge_wire::responses::OutputItem> = if listed_shown(state) {
+            listings.clone()
+        } else {
+            Vec::new()
+        };
+        let mut assembler = assembler;
         let mut response = match answer {
             Answer::Stream(upstream) => {
                 let decoder = Decoder::new(provider.dialect, &profile).ok_or_else(|| {
@@ -708,6 +726,7 @@ async fn respond(
                     provider_name: provider.name.clone(),
                     upstream_model: upstream_model.clone(),
                     pending_tools: None,
+                    prelude,
                     meter: Some(meter),
                     persist,
                     final_response: None,
@@ -717,6 +736,9 @@ async fn respond(
                 })
             }
             Answer::Whole(upstream) => {
+                for item in prelude {
+                    assembler.gateway_item(item, &mut Vec::new());
+                }
                 let response = sync_response(
                     upstream,
                     assembler,
@@ -764,6 +786,160 @@ async fn respond(
             failures.join("; ")
         ))
     }))
+}
+
+/// Whether gateway-run tools are shown as hosted items.
+fn listed_shown(state: &AppState) -> bool {
+    state.config.gateway_tools.as_ref().is_some_and(|t| t.show)
+}
+
+/// Runs the calls the client approved: each `mcp_approval_response` with its
+/// `mcp_approval_request` earlier in the input becomes one `mcp_call` item there (the call and
+/// its result, for the model), and a call that ran is shown in this response's output. A refusal
+/// becomes a failed call whose error tells the model not to try again without asking.
+async fn resolve_approvals(
+    state: &AppState,
+    req: &mut CreateResponse,
+    listed: &[crate::gateway_tools::McpServer],
+) -> Vec<toolbridge_wire::responses::OutputItem> {
+    use toolbridge_wire::responses::{Input, InputItem, McpCallItem, OutputItem};
+    let (Some(tools), Some(Input::Items(items))) = (&state.config.gateway_tools, &mut req.input)
+    else {
+        return Vec::new();
+    };
+    let answers: Vec<(usize, toolbridge_wire::responses::McpApprovalResponseItem)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            InputItem::McpApprovalResponse(answer) => Some((i, answer.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut shown = Vec::new();
+    let mut answered = Vec::new();
+    for (at, answer) in answers {
+        let Some(asked_at) = items.iter().position(|item| {
+            matches!(item, InputItem::McpApprovalRequest(r) if r.id == answer.approval_request_id)
+        }) else {
+            continue;
+        };
+        let InputItem::McpApprovalRequest(request) = items[asked_at].clone() else {
+            continue;
+        };
+        let (output, error) = if answer.approve {
+            match tools
+                .run(
+                    &request.server_label,
+                    &request.name,
+                    &request.arguments,
+                    tools.limits.tool_timeout,
+                    listed,
+                )
+                .await
+            {
+                Ok(output) => (Some(output), None),
+                Err(error) => (None, Some(error)),
+            }
+        } else {
+            let why = answer
+                .reason
+                .clone()
+                .unwrap_or_else(|| "the user did not approve this call".to_owned());
+            (
+                None,
+                Some(crate::gateway_tools::error_result(
+                    "approval_denied",
+                    &format!("{why}; do not call it again without asking"),
+                )),
+            )
+        };
+        let call = McpCallItem {
+            id: ids::new("mcp"),
+            server_label: request.server_label.clone(),
+            name: request.name.clone(),
+            arguments: request.arguments.clone(),
+            status: Some(
+                if output.is_some() {
+                    "completed"
+                } else {
+                    "failed"
+                }
+                .to_owned(),
+            ),
+            output,
+            error,
+            approval_request_id: Some(request.id.clone()),
+        };
+        items[asked_at] = InputItem::McpCall(call.clone());
+        answered.push(at);
+        if answer.approve {
+            shown.push(OutputItem::McpCall(call));
+        }
+    }
+    for at in answered.into_iter().rev() {
+        items.remove(at);
+    }
+    shown
+}
+
+/// Connects the request's own `mcp` tools the gateway serves (when `request_mcp` is on and the
+/// primary provider has no MCP of its own): the servers listed, and an `mcp_list_tools` item
+/// for each (with its error when it could not be listed).
+async fn connect_request_mcp(
+    state: &AppState,
+    req: &CreateResponse,
+    targets: &[crate::config::Target<'_>],
+) -> (
+    Vec<crate::gateway_tools::McpServer>,
+    Vec<toolbridge_wire::responses::OutputItem>,
+) {
+    let (Some(tools), Some(primary)) = (&state.config.gateway_tools, targets.first()) else {
+        return (Vec::new(), Vec::new());
+    };
+    if primary.provider.profile.tools.mcp.is_some() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut servers = Vec::new();
+    let mut listings = Vec::new();
+    for tool in req.tools.iter().flatten() {
+        let toolbridge_wire::responses::Tool::Other(map) = tool else {
+            continue;
+        };
+        if map.get("type").and_then(|t| t.as_str()) != Some("mcp") {
+            continue;
+        }
+        let Some(result) = tools.connect_request_tool(map).await else {
+            continue;
+        };
+        let label = map
+            .get("server_label")
+            .and_then(|l| l.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let (listing, error) = match result {
+            Ok(server) => {
+                let listing = server.listing();
+                servers.push(server);
+                (listing, None)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    server = label,
+                    "a request's MCP server could not be listed: {e}"
+                );
+                (Vec::new(), Some(e))
+            }
+        };
+        listings.push(toolbridge_wire::responses::OutputItem::McpListTools(
+            toolbridge_wire::responses::McpListToolsItem {
+                id: ids::new("mcpl"),
+                server_label: label,
+                tools: listing,
+                error,
+            },
+        ));
+    }
+    (servers, listings)
 }
 
 /// The client's JSON, parsed again only when the model routes to a Responses upstream.

@@ -161,6 +161,8 @@ pub(super) struct Pump {
     pub(super) pending_tools: Option<PendingTools>,
     /// Charges the tokens and reports the end on the session, at the end.
     pub(super) meter: Option<Meter>,
+    /// Items the gateway shows before the model's output (MCP listings).
+    pub(super) prelude: Vec<toolbridge_wire::responses::OutputItem>,
     /// Set when the response is stored at its end.
     pub(super) persist: Option<Persist>,
     /// The final response, between its terminal event and its storing.
@@ -231,7 +233,7 @@ impl Pump {
                     ));
                 };
                 ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
-                if assembler.has_client_calls() {
+                if assembler.has_client_calls() || pending.ends {
                     // The gateway's calls ran beside the client's: this round cannot be asked
                     // again, so an invalid client call follows the after-re-ask policy.
                     if let Some(repair) = self.repair.as_mut()
@@ -532,6 +534,9 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
     let mut start = Vec::new();
     if let Some(assembler) = pump.assembler.as_mut() {
         assembler.start(&mut start);
+        for item in std::mem::take(&mut pump.prelude) {
+            assembler.gateway_item(item, &mut start);
+        }
     }
     let body = stream::iter(frames(&start))
         .chain(

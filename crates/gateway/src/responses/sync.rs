@@ -58,7 +58,7 @@ pub(super) async fn sync_response(
                 let results = rounds.run(&pending.calls).await;
                 ToolRounds::finish_items(&mut pending, &results, &mut assembler, &mut sink);
                 sink.clear();
-                if assembler.has_client_calls() {
+                if assembler.has_client_calls() || pending.ends {
                     // The gateway's calls ran beside the client's: this round cannot be asked
                     // again, so an invalid client call follows the after-re-ask policy.
                     if let Some(repair) = repair.as_mut()

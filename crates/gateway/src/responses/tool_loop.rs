@@ -90,6 +90,8 @@ pub(super) struct ToolRounds {
     pub(super) meter: Meter,
     /// The loop's step, from 1 for the first round's calls.
     pub(super) step: u32,
+    /// The request's own MCP servers the gateway connected.
+    pub(super) listed: Arc<Vec<crate::gateway_tools::McpServer>>,
 }
 
 /// Calls of one round, shown as started and waiting to run.
@@ -98,6 +100,8 @@ pub(super) struct PendingTools {
     /// Each call's hosted item; `None` when gateway calls are hidden.
     pub(super) slots: Vec<Option<HostedSlot>>,
     pub(super) round: RoundOutput,
+    /// Some calls wait for the client's approval: the response ends after this round.
+    pub(super) ends: bool,
 }
 
 impl ToolRounds {
@@ -109,7 +113,9 @@ impl ToolRounds {
     }
 
     /// Shows the calls as started (unless hidden): the hosted items go out before the calls
-    /// run.
+    /// run. A call that waits for the client's approval is not run: it becomes an
+    /// `mcp_approval_request` item (shown whatever `show` says: the client must act on it), and
+    /// the response ends after the round.
     pub(super) fn start(
         &self,
         calls: Vec<GatewayCall>,
@@ -117,6 +123,23 @@ impl ToolRounds {
         assembler: &mut Assembler,
         out: &mut Vec<StreamEvent>,
     ) -> PendingTools {
+        let (asks, calls): (Vec<GatewayCall>, Vec<GatewayCall>) = calls
+            .into_iter()
+            .partition(|c| GatewayTools::needs_approval(&c.server, &c.name, &self.listed));
+        for call in &asks {
+            let id = assembler.item_id("mcpr");
+            assembler.gateway_item(
+                toolbridge_wire::responses::OutputItem::McpApprovalRequest(
+                    toolbridge_wire::responses::McpApprovalRequestItem {
+                        id,
+                        server_label: call.server.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    },
+                ),
+                out,
+            );
+        }
         let slots = calls
             .iter()
             .map(|call| {
@@ -129,6 +152,7 @@ impl ToolRounds {
             calls,
             slots,
             round,
+            ends: !asks.is_empty(),
         }
     }
 
@@ -161,8 +185,13 @@ impl ToolRounds {
             .min(left)
             .max(Duration::from_millis(1));
         futures::future::join_all(calls.iter().map(|call| {
-            self.tools
-                .run(&call.server, &call.name, &call.arguments, timeout)
+            self.tools.run(
+                &call.server,
+                &call.name,
+                &call.arguments,
+                timeout,
+                &self.listed,
+            )
         }))
         .await
     }

@@ -149,6 +149,14 @@ impl SafeClient {
         &self.policy
     }
 
+    /// The guarded HTTP client itself (names resolve only to allowed addresses, no redirects,
+    /// no proxy), for protocols that drive their own requests (MCP's streamable HTTP). A URL
+    /// whose host is a literal address is not resolved: check every URL with
+    /// [`SsrfPolicy::check_url`] before handing it over.
+    pub fn http_client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
     /// Sends `request`, following redirects through the guard, and reads the body up to the
     /// cap, all within `deadline` and the policy's own timeout.
     pub async fn send(
