@@ -81,9 +81,9 @@ impl Decoder {
 }
 
 /// Reads the stream's first event before anything is sent to the client ("peek before you
-/// commit"): when it is an error (a rate limit or an overload the provider reports inside a 200
-/// stream), the answer is still an HTTP error with its status, and the route's fallbacks can take
-/// the request. The event is checked by a fresh decoder of the dialect (the state the real one
+/// commit"), for up to [`PEEK_WAIT`]: when it is an error (a rate limit or an overload the
+/// provider reports inside a 200 stream), the answer is still an HTTP error with its status, and
+/// the route's fallbacks can take the request. The event is checked by a fresh decoder of the dialect (the state the real one
 /// starts in) and then handed, unread, to the stream pump. A stream that fails or ends before its
 /// first event is left to the pump, which reports it as the stream's own failure.
 pub(super) async fn peek(
@@ -92,7 +92,12 @@ pub(super) async fn peek(
     profile: &Profile,
 ) -> Result<UpstreamSse, GatewayError> {
     let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
-    let first = stream.next().await;
+    // A slow first event (a long prompt, a model thinking before its first chunk) does not hold
+    // the client's headers back for long: past the wait, the stream is committed and an error
+    // arriving later ends it with `response.failed`.
+    let Ok(first) = tokio::time::timeout(PEEK_WAIT, stream.next()).await else {
+        return Ok(stream);
+    };
     if let Some(Ok(event)) = &first
         && let Some(data) = &event.data
         && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
@@ -104,6 +109,9 @@ pub(super) async fn peek(
         None => stream,
     })
 }
+
+/// How long the gateway waits for a stream's first event before committing to it.
+const PEEK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The error an upstream's first event reports, if it is one.
 fn first_event_error(
