@@ -399,3 +399,58 @@ async fn the_session_side_channel_shows_each_step_of_the_loop() {
     assert_eq!(completed["response_id"], body["id"]);
     assert!(completed["detail"].as_str().unwrap().contains("1024"));
 }
+
+#[tokio::test]
+async fn a_gateway_key_sees_only_the_gateway_tools_its_scope_allows() {
+    let secret = "tb-0000000000000000000000000000000000000000000000000000000000000001";
+    let open = "tb-0000000000000000000000000000000000000000000000000000000000000002";
+    let keys = format!(
+        "\n[[keys]]\nid = \"narrow\"\nname = \"narrow\"\nhash = \"{}\"\ntools = [\"function\"]\n\n[[keys]]\nid = \"wide\"\nname = \"wide\"\nhash = \"{}\"\ntools = [\"function\", \"mcp:toolbridge\"]\n",
+        toolbridge_gateway::auth::keys::hash_secret(secret),
+        toolbridge_gateway::auth::keys::hash_secret(open),
+    );
+    let h = Harness::with_toml(move |url| {
+        format!(
+            r#"{keys}
+[providers.up]
+base_url = "{url}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "up"
+
+[gateway_tools]
+builtins = ["calculator"]
+jq_isolation = false
+"#
+        )
+    })
+    .await;
+    let offered = |key: &str| {
+        let h = &h;
+        let key = key.to_owned();
+        async move {
+            h.upstream.push(Reply::json(answer("ok")));
+            let response = h
+                .client
+                .post(h.url("/v1/responses"))
+                .bearer_auth(&key)
+                .json(&json!({"model": "m", "input": "hi", "store": false}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            h.upstream.last_body()["tools"]
+                .as_array()
+                .map(|t| t.len())
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(offered(secret).await, 0, "no built-ins outside the scope");
+    assert_eq!(
+        offered(open).await,
+        1,
+        "mcp:toolbridge allows the built-ins"
+    );
+}

@@ -463,12 +463,23 @@ async fn respond(
         // The one plan of this request for this provider: the translator and the
         // reconstruction both read it.
         // What the gateway runs itself for this request, if anything.
-        let offer = state
+        let mut offer = state
             .config
             .gateway_tools
             .as_ref()
             .map(|t| t.offer_for(&canonical.model, &canonical.tools, &profile.tools, &listed))
             .unwrap_or_default();
+        // A gateway key sees only the gateway tools its scope allows: a search as
+        // `web_search`, any other as `mcp:<server label>` (built-ins: `mcp:toolbridge`).
+        if let Some(key) = &caller.key {
+            offer.tools.retain(|t| {
+                if crate::gateway_tools::GatewayTools::is_search(&t.server, &t.name) {
+                    key.scopes.allows_tool("web_search", None)
+                } else {
+                    key.scopes.allows_tool("mcp", Some(&t.server))
+                }
+            });
+        }
         let plan = match plan_with(
             &canonical.tools,
             canonical.tool_choice.as_ref(),
