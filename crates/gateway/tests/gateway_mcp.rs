@@ -289,3 +289,53 @@ async fn a_call_that_needs_approval_waits_for_the_client_and_runs_once_approved(
     let result = last.last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(result.contains("approval_denied"), "{result}");
 }
+
+#[tokio::test]
+async fn a_configured_stdio_mcp_server_runs_in_a_clean_environment() {
+    // The test kit's MCP server binary, built beside `toolbridge` by `cargo test --workspace`.
+    let server = std::path::Path::new(env!("CARGO_BIN_EXE_toolbridge"))
+        .with_file_name("toolbridge-test-mcp");
+    if !server.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is built by `cargo test --workspace`",
+            server.display()
+        );
+        eprintln!("SKIPPED: {} is absent; run scripts/test", server.display());
+        return;
+    }
+    let h = harness(format!(
+        "\n[[gateway_tools.mcp]]\nlabel = \"kit\"\nallowed_tools = [\"env\", \"add\"]\n[gateway_tools.mcp.transport]\ntype = \"stdio\"\ncommand = \"{}\"\nargs = [\"--stdio\"]\nenv = {{ KIT_MODE = \"test\" }}\n",
+        server.display()
+    ))
+    .await;
+    // The child sees only what the config gave it: not the gateway's HOME or PATH.
+    for (name, expect_set) in [("KIT_MODE", true), ("HOME", false), ("PATH", false)] {
+        h.upstream.push(Reply::json(calls(&[(
+            "call_env",
+            "env",
+            json!({"name": name}),
+        )])));
+        h.upstream
+            .push(Reply::json(toolbridge_testkit::chat::completion(
+                "done", "stop",
+            )));
+        let (status, body) = h
+            .post_json(&json!({"model": "m", "input": "env", "store": false}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let output = body["output"][0]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(body["output"][0]["server_label"], "kit");
+        if expect_set {
+            assert!(output.contains("test"), "{name}: {output}");
+        } else {
+            assert!(
+                output.contains("<unset>"),
+                "{name} leaked into the child: {output}"
+            );
+        }
+    }
+}
