@@ -454,3 +454,99 @@ jq_isolation = false
         "mcp:toolbridge allows the built-ins"
     );
 }
+
+/// Two real gateway processes sharing Redis (127.0.0.1:6379): a subscriber of gateway B sees
+/// the tool steps of a response that gateway A serves.
+#[tokio::test]
+async fn the_side_channel_crosses_gateway_processes_through_redis() {
+    use futures::StreamExt;
+    use toolbridge_testkit::GatewayProcess;
+    let upstream = FakeUpstream::start().await;
+    upstream.push(Reply::json(calls(&[(
+        "call_calc",
+        "calculator",
+        json!({"expression": "7*6"}),
+    )])));
+    upstream.push(Reply::json(answer("42")));
+    let scratch =
+        std::env::temp_dir().join(format!("toolbridge-sessions-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let prefix = format!("toolbridge-test-{}-{}:", std::process::id(), line!());
+    let config = scratch.join("toolbridge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+store_url = "none"
+
+[providers.up]
+base_url = "{}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "up"
+
+[gateway_tools]
+builtins = ["calculator"]
+jq_isolation = false
+
+[sessions]
+redis_url = "redis://127.0.0.1:6379"
+channel_prefix = "{prefix}"
+"#,
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_toolbridge"));
+    let env = [("TOOLBRIDGE_CONFIG", config.display().to_string())];
+    let a = GatewayProcess::start(bin, &env).await;
+    let b = GatewayProcess::start(bin, &env).await;
+    let client = reqwest::Client::new();
+    let events = client
+        .get(b.url("/v1/sessions/shared-session/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status().as_u16(), 200, "{}", b.stderr());
+    let body: Value = client
+        .post(a.url("/v1/responses"))
+        .header("session-id", "shared-session")
+        .json(&json!({"model": "m", "input": "7*6?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["status"], "completed", "{body}\n{}", a.stderr());
+    let mut stream = events.bytes_stream();
+    let mut text = String::new();
+    let read = async {
+        while let Some(chunk) = stream.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if text.contains("event: response.completed") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(15), read)
+        .await
+        .unwrap_or_else(|_| panic!("gateway B never showed the end; so far:\n{text}"));
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.started",
+            "tool.started",
+            "tool.completed",
+            "response.completed"
+        ]
+    );
+    assert!(text.contains(body["id"].as_str().unwrap()));
+    let _ = std::fs::remove_dir_all(&scratch);
+}
