@@ -350,6 +350,7 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
         ("reasoning effort", word(json!(profile.effort))),
         ("reasoning replay", word(json!(profile.reasoning_replay))),
         ("<think> tags", yes(profile.think_tags).to_owned()),
+        ("tool_stream flag", yes(profile.tool_stream).to_owned()),
     ];
     for (name, value) in rows {
         out.push_str(&format!("  {name:<22} {value}\n"));

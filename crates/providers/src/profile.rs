@@ -106,6 +106,9 @@ pub struct Profile {
     pub reasoning_replay: ReasoningReplay,
     /// Reasoning arrives in the content inside a leading `<think>…</think>` block.
     pub think_tags: bool,
+    /// Streamed requests with tools carry `tool_stream: true`, without which the provider sends
+    /// each call whole in one chunk (GLM-5.x/4.7/4.6; patch it off per model for older ones).
+    pub tool_stream: bool,
     /// Fields added to every request body (`clear_thinking`, `reasoning_split`, …).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Provider-specific finish reasons (the OpenAI ones are always known).
@@ -138,6 +141,7 @@ impl Profile {
             effort: EffortStyle::None,
             reasoning_replay: ReasoningReplay::Never,
             think_tags: false,
+            tool_stream: false,
             extra_body: serde_json::Map::new(),
             finish_reasons: Vec::new(),
             context_windows: Vec::new(),
@@ -197,6 +201,7 @@ impl Profile {
             },
             "glm" => Self {
                 name: named("glm"),
+                tool_stream: true,
                 effort: EffortStyle::Glm,
                 developer_role: false,
                 merge_system: true,
@@ -425,7 +430,8 @@ impl Profile {
             parallel_tool_calls,
             effort,
             reasoning_replay,
-            think_tags
+            think_tags,
+            tool_stream
         );
         if let Some(extra) = &patch.extra_body {
             for (k, v) in extra {
@@ -484,6 +490,7 @@ pub struct ProfilePatch {
     pub effort: Option<EffortStyle>,
     pub reasoning_replay: Option<ReasoningReplay>,
     pub think_tags: Option<bool>,
+    pub tool_stream: Option<bool>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub finish_reasons: Option<std::collections::BTreeMap<String, FinishKind>>,
     #[serde(default)]

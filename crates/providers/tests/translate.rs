@@ -217,3 +217,35 @@ fn decision_table_every_tool_type_by_preset() {
     }
     insta::assert_json_snapshot!("decision_table", table);
 }
+
+/// GLM streams a call's arguments only when asked: `tool_stream` goes with streamed requests
+/// that carry tools, and nowhere else; the flag is profile data, off for every other preset.
+#[test]
+fn tool_stream_is_asked_for_where_the_profile_says() {
+    let tool = json!([{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}]);
+    let streamed = json!({"model": "m", "input": "hi", "stream": true, "tools": tool});
+    let whole = json!({"model": "m", "input": "hi", "tools": tool});
+    let bare = json!({"model": "m", "input": "hi", "stream": true});
+    assert_eq!(
+        translate("glm", streamed.clone())["request"]["tool_stream"],
+        true
+    );
+    assert!(
+        translate("glm", whole)["request"]
+            .get("tool_stream")
+            .is_none()
+    );
+    assert!(
+        translate("glm", bare)["request"]
+            .get("tool_stream")
+            .is_none()
+    );
+    for preset in chat_presets().filter(|p| *p != "glm") {
+        assert!(
+            translate(preset, streamed.clone())["request"]
+                .get("tool_stream")
+                .is_none(),
+            "{preset}"
+        );
+    }
+}

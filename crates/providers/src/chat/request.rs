@@ -38,6 +38,12 @@ pub fn build(
     };
     params(req, plan, profile, &mut out, diagnostics);
     tools(plan, &mut out);
+    // Some providers stream a call's arguments only when asked (GLM's `tool_stream`; without it
+    // each call arrives whole in one chunk).
+    if profile.tool_stream && out.stream && out.tools.is_some() {
+        out.extra
+            .insert("tool_stream".to_owned(), Value::Bool(true));
+    }
     for (key, value) in &profile.extra_body {
         out.extra.insert(key.clone(), value.clone());
     }
