@@ -550,3 +550,61 @@ channel_prefix = "{prefix}"
     assert!(text.contains(body["id"].as_str().unwrap()));
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// The loop continues in the provider's own dialect: through Anthropic Messages, the
+/// gateway's call goes back as a `tool_use` block and its result as the paired `tool_result`.
+#[tokio::test]
+async fn the_loop_runs_in_the_anthropic_dialect_too() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.claude]
+dialect = "anthropic"
+base_url = "{url}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "claude"
+upstream_model = "claude-test"
+
+[gateway_tools]
+builtins = ["calculator"]
+jq_isolation = false
+"#
+        )
+    })
+    .await;
+    let message = |content: Value, stop: &str| {
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+               "content": content, "stop_reason": stop, "stop_sequence": null,
+               "usage": {"input_tokens": 12, "output_tokens": 4}})
+    };
+    h.upstream.push(Reply::json(message(
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "calculator", "input": {"expression": "3^4"}}]),
+        "tool_use",
+    )));
+    h.upstream.push(Reply::json(message(
+        json!([{"type": "text", "text": "81"}]),
+        "end_turn",
+    )));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "3^4?", "store": false}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["type"], "mcp_call");
+    assert_eq!(body["output"][1]["content"][0]["text"], "81");
+    let second = &h.upstream.requests()[1].body;
+    let messages = second["messages"].as_array().unwrap();
+    let call = &messages[messages.len() - 2];
+    assert_eq!(call["role"], "assistant");
+    assert_eq!(call["content"][0]["type"], "tool_use");
+    assert_eq!(call["content"][0]["name"], "calculator");
+    assert_eq!(call["content"][0]["input"], json!({"expression": "3^4"}));
+    let result = &messages[messages.len() - 1];
+    assert_eq!(result["content"][0]["type"], "tool_result");
+    assert_eq!(
+        result["content"][0]["tool_use_id"],
+        call["content"][0]["id"]
+    );
+}
