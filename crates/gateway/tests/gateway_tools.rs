@@ -9,7 +9,7 @@ mod common;
 
 use common::Harness;
 use serde_json::{Value, json};
-use toolbridge_testkit::chat::{chunk, usage, usage_chunk};
+use toolbridge_testkit::chat::{chunk, usage_chunk};
 use toolbridge_testkit::{FakeUpstream, Reply};
 
 /// A gateway running `builtins` itself for a generic Chat provider.
@@ -37,20 +37,8 @@ jq_isolation = false
     .await
 }
 
-/// A whole Chat answer calling tools: `(id, name, arguments)` each.
 fn calls(calls: &[(&str, &str, Value)]) -> Value {
-    let tool_calls: Vec<Value> = calls
-        .iter()
-        .map(|(id, name, args)| {
-            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
-        })
-        .collect();
-    json!({
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": tool_calls},
-                     "finish_reason": "tool_calls"}],
-        "usage": usage(10, 5),
-    })
+    toolbridge_testkit::chat::tool_calls_completion(calls)
 }
 
 fn answer(text: &str) -> Value {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use common::Harness;
 use serde_json::{Value, json};
 use toolbridge_testkit::Reply;
-use toolbridge_testkit::chat::{completion, usage};
+use toolbridge_testkit::chat::completion;
 
 const SECRET: &str = "sk-boundary-secret-0123456789";
 
@@ -43,12 +43,7 @@ fn scratch() -> (PathBuf, PathBuf) {
 }
 
 fn call(name: &str, args: Value) -> Value {
-    json!({
-        "id": "c", "object": "chat.completion", "created": 1, "model": "fake-model",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}}],
-        "usage": usage(10, 5),
-    })
+    toolbridge_testkit::chat::tool_calls_completion(&[("call_1", name, args)])
 }
 
 /// Runs one model call through the gateway and returns what the model read as its result.

@@ -61,3 +61,25 @@ pub fn text_stream(pieces: &[&str], finish_reason: &str) -> Vec<Value> {
     out.push(usage_chunk(11, 7));
     out
 }
+
+/// A non-streamed completion calling tools: `(id, name, arguments)` each.
+pub fn tool_calls_completion(calls: &[(&str, &str, Value)]) -> Value {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": null, "tool_calls": tool_calls},
+            "finish_reason": "tool_calls",
+        }],
+        "usage": usage(10, 5),
+    })
+}
