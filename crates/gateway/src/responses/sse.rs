@@ -92,7 +92,10 @@ pub(super) async fn peek(
     profile: &Profile,
 ) -> Result<UpstreamSse, GatewayError> {
     let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
+    // Waiting for the first event is upstream time, not the gateway's.
+    let waiting = std::time::Instant::now();
     let first = stream.next().await;
+    crate::ops::observe::upstream_waited(waiting.elapsed());
     if let Some(Ok(event)) = &first
         && let Some(data) = &event.data
         && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
@@ -536,7 +539,8 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
     let body = stream::iter(frames(&start))
         .chain(
             stream::unfold(pump, |mut pump| async move {
-                let frames = pump.next().await?;
+                let span = tracing::info_span!("reconstruct", stream = true);
+                let frames = tracing::Instrument::instrument(pump.next(), span).await?;
                 Some((stream::iter(frames), pump))
             })
             .flatten(),
