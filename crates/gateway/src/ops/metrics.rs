@@ -207,11 +207,11 @@ pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration)
     }
 }
 
-/// The open-streams gauge moves by `delta` (+1 when a stream opens, -1 when it ends).
+/// The open-streams gauge moves by `delta` (+1 when a stream opens, -1 when it ends). Not
+/// gated by [`enabled`]: a stream opened before metrics were switched off still comes back
+/// down (without a recorder this does nothing).
 pub fn open_streams(route: &str, delta: f64) {
-    if enabled() {
-        gauge!(names::OPEN_STREAMS, "route" => route.to_owned()).increment(delta);
-    }
+    gauge!(names::OPEN_STREAMS, "route" => route.to_owned()).increment(delta);
 }
 
 /// One upstream attempt: send until headers (or the transport error).

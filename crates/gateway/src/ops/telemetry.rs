@@ -77,9 +77,7 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
             )
         }
     };
-    let otel = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("toolbridge")));
+    let otel = provider.as_ref().map(otel_layer);
     tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
@@ -93,9 +91,33 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
     Ok(TelemetryGuard { provider })
 }
 
-/// Installs the default subscriber (text, `RUST_LOG`), for commands that do not serve.
+/// The OpenTelemetry layer over `provider`'s tracer, without the per-span extras the request
+/// path would pay for on every span (source location and thread attributes, busy/idle clocks
+/// read on every enter and exit).
+pub fn otel_layer<S>(
+    provider: &SdkTracerProvider,
+) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("toolbridge"))
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+}
+
+/// Installs the subscriber of commands that do not serve: text, or JSON with
+/// `TOOLBRIDGE_LOG_FORMAT=json`; no traces.
 pub fn init_default() {
-    let _ = init(&OpsConfig::default());
+    let mut ops = OpsConfig::default();
+    if let Some(format) = std::env::var("TOOLBRIDGE_LOG_FORMAT")
+        .ok()
+        .and_then(|f| LogFormat::parse(&f))
+    {
+        ops.log_format = format;
+    }
+    let _ = init(&ops);
 }
 
 struct HeaderReader<'a>(&'a http::HeaderMap);
