@@ -92,8 +92,8 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
 }
 
 /// The OpenTelemetry layer over `provider`'s tracer, without the per-span extras the request
-/// path would pay for on every span (source location and thread attributes, busy/idle clocks
-/// read on every enter and exit).
+/// path would pay for on every span (source location, target and thread attributes, busy/idle
+/// clocks read and the context attached on every enter and exit).
 pub fn otel_layer<S>(
     provider: &SdkTracerProvider,
 ) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>
@@ -105,6 +105,10 @@ where
         .with_location(false)
         .with_threads(false)
         .with_tracked_inactivity(false)
+        .with_target(false)
+        // Entering a span would otherwise attach its OpenTelemetry context to the thread on
+        // every poll; nothing here reads that context (propagation reads the span's own).
+        .with_context_activation(false)
 }
 
 /// Installs the subscriber of commands that do not serve: text, or JSON with
