@@ -262,7 +262,11 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         };
         return Response::from_parts(parts, Body::from_stream(observed));
     }
-    ctx.write_capture(None, status).await;
+    // A request refused for its key is not kept: capture must not let unauthenticated clients
+    // write to the store.
+    if status != 401 {
+        ctx.write_capture(None, status).await;
+    }
     response
 }
 
