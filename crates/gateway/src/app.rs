@@ -22,7 +22,7 @@ use crate::sessions::EventBus;
 use crate::upstream::Upstreams;
 use crate::{compact, conversations, models, responses, sessions, stored};
 use toolbridge_core::reasoning::Sealer;
-use toolbridge_store::{KeyStore, ResponseStore, SqlStore};
+use toolbridge_store::{CaptureStore, KeyStore, ResponseStore, SqlStore};
 
 /// Shared, read-only state of the application.
 #[derive(Clone)]
@@ -46,12 +46,15 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
     pub sessions: EventBus,
+    /// Request captures (`[capture]`); `None` when storage is off.
+    pub captures: Option<Arc<dyn CaptureStore>>,
 }
 
 impl AppState {
     /// State for `config`; the returned sender forces in-flight streams to end.
     pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
         let mut key_store: Option<Arc<dyn KeyStore>> = None;
+        let mut captures: Option<Arc<dyn CaptureStore>> = None;
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
             Some(url) => {
@@ -75,6 +78,7 @@ impl AppState {
                     );
                 }
                 key_store = Some(Arc::new(store.clone()));
+                captures = Some(Arc::new(store.clone()));
                 Some(Arc::new(store))
             }
         };
@@ -98,6 +102,7 @@ impl AppState {
             AeadSealer::new(&config.reasoning_keys)?
         };
         let sessions = EventBus::from_config(&config.sessions).await?;
+        crate::ops::metrics::set_enabled(config.ops.metrics.enabled);
         let (tx, rx) = watch::channel(false);
         Ok((
             Self {
@@ -111,9 +116,47 @@ impl AppState {
                 key_store,
                 limits: Arc::new(limits),
                 sessions,
+                captures,
             },
             tx,
         ))
+    }
+
+    /// The state after a config reload: a new config, upstream clients, key resolver and
+    /// reasoning keys; the store, limits, session channels and shutdown signal carry over.
+    pub fn reloaded(&self, config: Config) -> Result<Self, String> {
+        let old = &self.config;
+        for (changed, what) in [
+            (old.listen != config.listen, "listen"),
+            (old.store_url != config.store_url, "store_url"),
+            (old.sessions != config.sessions, "[sessions]"),
+            (old.ops.log_format != config.ops.log_format, "[logging]"),
+            (old.ops.telemetry != config.ops.telemetry, "[telemetry]"),
+        ] {
+            if changed {
+                tracing::warn!("`{what}` changed: it applies at the next restart");
+            }
+        }
+        let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
+        let keys = KeyResolver::new(
+            config.keys.clone(),
+            config.require_keys,
+            self.key_store.clone(),
+            config.key_cache,
+        );
+        let sealer: Arc<dyn Sealer> = if config.reasoning_keys.is_empty() {
+            self.sealer.clone()
+        } else {
+            Arc::new(AeadSealer::new(&config.reasoning_keys)?)
+        };
+        crate::ops::metrics::set_enabled(config.ops.metrics.enabled);
+        Ok(Self {
+            config: Arc::new(config),
+            upstreams: Arc::new(upstreams),
+            sealer,
+            keys: Arc::new(keys),
+            ..self.clone()
+        })
     }
 }
 
@@ -139,10 +182,20 @@ pub fn app(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
     // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).
-    Router::new()
+    let mut router = Router::new()
         .nest("/v1", api)
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(healthz));
+    let metrics = &state.config.ops.metrics;
+    if metrics.enabled {
+        router = router.route(&metrics.path, get(crate::ops::metrics_handler));
+    }
+    // The observer sees every route (request id, span, metrics, overhead header, capture).
+    router
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::ops::observe::observe,
+        ))
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(RequestDecompressionLayer::new())
         .layer(middleware::from_fn(known_encoding))

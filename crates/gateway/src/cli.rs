@@ -73,10 +73,27 @@ pub enum Command {
         #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
         url: String,
     },
+    /// Debug one request: `toolbridge trace show REQUEST_ID` prints its capture (the request
+    /// as received, the upstream requests, the final response), when `[capture]` was on.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
     /// Internal: run one jq query for the json tool's isolated mode (a JSON request on stdin, a
     /// JSON answer on stdout). The gateway starts its own binary with this under a memory limit.
     #[command(hide = true, name = "jq-worker")]
     JqWorker,
+}
+
+/// `toolbridge trace …`.
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Print the capture of the request whose `x-request-id` is `request_id`.
+    Show {
+        request_id: String,
+        #[arg(long, env = "TOOLBRIDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `toolbridge keys …`.
@@ -151,6 +168,7 @@ pub fn describe(config: &Config) -> String {
         "session events: {}\n",
         describe_sessions(&config.sessions)
     ));
+    out.push_str(&config.ops.describe());
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.

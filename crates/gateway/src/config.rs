@@ -74,6 +74,18 @@ pub struct FileConfig {
     pub routes: Vec<RouteFile>,
     /// Tools the gateway runs itself.
     pub gateway_tools: Option<crate::gateway_tools::ToolsFile>,
+    /// Prometheus metrics (`/metrics` by default).
+    #[serde(default)]
+    pub metrics: crate::ops::config::MetricsFile,
+    /// OpenTelemetry traces over OTLP/HTTP.
+    #[serde(default)]
+    pub telemetry: crate::ops::config::TelemetryFile,
+    /// Log format.
+    #[serde(default)]
+    pub logging: crate::ops::config::LoggingFile,
+    /// Opt-in request capture into the store.
+    #[serde(default)]
+    pub capture: crate::ops::config::CaptureFile,
 }
 
 /// One `[[keys]]` entry: a key known by its hash.
@@ -110,7 +122,7 @@ pub struct SessionsFile {
 }
 
 /// The resolved `[sessions]` section.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SessionsConfig {
     pub redis_url: Option<String>,
     pub max_sessions: usize,
@@ -361,6 +373,8 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Tools the gateway runs itself; `None`: none.
     pub gateway_tools: crate::gateway_tools::Shared,
+    /// Metrics, traces, log format and request capture.
+    pub ops: crate::ops::OpsConfig,
 }
 
 /// The wire dialect a provider speaks.
@@ -466,6 +480,7 @@ impl std::fmt::Debug for Config {
             .field("providers", &self.providers)
             .field("routes", &self.routes)
             .field("gateway_tools", &self.gateway_tools.is_some())
+            .field("ops", &self.ops)
             .finish()
     }
 }
@@ -608,6 +623,7 @@ impl Config {
                 fallbacks: Vec::new(),
             }],
             gateway_tools: None,
+            ..FileConfig::default()
         };
         Self::from_file(file, env)
     }
@@ -739,7 +755,18 @@ impl Config {
                 "token budgets are counted in the store, and the store is off",
             ));
         }
+        let ops = crate::ops::OpsConfig::resolve(
+            crate::ops::config::OpsFiles {
+                metrics: &file.metrics,
+                telemetry: &file.telemetry,
+                logging: &file.logging,
+                capture: &file.capture,
+            },
+            store_url.is_some(),
+            env,
+        )?;
         Ok(Self {
+            ops,
             listen,
             body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             keys,

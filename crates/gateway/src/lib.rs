@@ -18,6 +18,7 @@ pub mod ids;
 pub mod limits;
 pub mod matrix;
 pub mod models;
+pub mod ops;
 pub mod responses;
 pub mod seal;
 pub mod serve;

@@ -3,15 +3,21 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use toolbridge_gateway::cli::{Cli, Command, KeysCommand, describe, load};
+use toolbridge_gateway::cli::{Cli, Command, KeysCommand, TraceCommand, describe, load};
 use toolbridge_gateway::config::Dialect;
 
 fn main() -> ExitCode {
     // One TLS crypto provider for the whole process (rustls panics if it must guess).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
-    init_logging();
+    // `serve` installs its subscriber from the config (format, traces); the rest log as text.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        toolbridge_gateway::ops::telemetry::init_default();
+    }
     match cli.command {
+        Command::Trace {
+            command: TraceCommand::Show { request_id, config },
+        } => trace_show(config.as_deref(), &request_id),
         // One jq query, JSON over stdin/stdout, for the json tool's isolated mode.
         Command::JqWorker => std::process::exit(toolbridge_tools::builtins::jq_worker_main()),
         Command::Check { config } => match load(config.as_deref(), None) {
@@ -45,13 +51,24 @@ fn main() -> ExitCode {
             request,
         } => plan(&provider, model.as_deref(), config.as_deref(), &request),
         Command::Serve { listen, config } => {
-            let config = match load(config.as_deref(), listen.as_deref()) {
+            let path = config;
+            let config = match load(path.as_deref(), listen.as_deref()) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::FAILURE;
                 }
             };
+            // Before the runtime: the trace exporter's blocking client builds its own.
+            let _telemetry = match toolbridge_gateway::ops::telemetry::init(&config.ops) {
+                Ok(guard) => guard,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let loader: toolbridge_gateway::ops::reload::Loader =
+                std::sync::Arc::new(move || load(path.as_deref(), listen.as_deref()));
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -62,7 +79,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(toolbridge_gateway::serve::run(config)) {
+            match runtime.block_on(toolbridge_gateway::serve::run(config, Some(loader))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -73,17 +90,34 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr: `RUST_LOG` filters (default `info`), `TOOLBRIDGE_LOG_FORMAT=json` for JSON.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("TOOLBRIDGE_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.init();
+/// `toolbridge trace show ID`.
+fn trace_show(config: Option<&std::path::Path>, request_id: &str) -> ExitCode {
+    let config = match load(config, None) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(toolbridge_gateway::ops::trace_show(&config, request_id)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -10,13 +10,25 @@ use std::net::SocketAddr;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
-use crate::app::{AppState, app};
+use crate::app::AppState;
 use crate::config::Config;
+use crate::ops::reload::{Live, Loader};
 
 /// Serves `config` on an already bound listener until `shutdown` resolves.
 pub async fn serve_on(
     listener: TcpListener,
     config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_reloadable(listener, config, None, shutdown).await
+}
+
+/// Serves like [`serve_on`]; with a `loader`, SIGHUP reloads the config (see
+/// [`crate::ops::reload`]).
+pub async fn serve_reloadable(
+    listener: TcpListener,
+    config: Config,
+    loader: Option<Loader>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
@@ -27,6 +39,11 @@ pub async fn serve_on(
     let addr: SocketAddr = listener.local_addr()?;
     eprintln!("toolbridge listening on http://{addr}");
     tracing::info!(%addr, routes, "listening");
+    // Histogram buffers are drained periodically, or their memory grows.
+    tokio::spawn(crate::ops::metrics::upkeep(std::time::Duration::from_secs(
+        5,
+    )));
+    let captures = state.captures.clone();
     if let Some(store) = state.store.clone() {
         // In the background: a heartbeat (so other processes know this one's runs are alive),
         // failing runs that dead processes left behind, and deleting expired responses.
@@ -58,6 +75,13 @@ pub async fn serve_on(
                         Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
                         Err(e) => tracing::warn!("purging expired responses failed: {e}"),
                     }
+                    if let Some(captures) = &captures {
+                        match captures.purge_captures(now).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(purged = n, "expired request captures deleted"),
+                            Err(e) => tracing::warn!("purging expired captures failed: {e}"),
+                        }
+                    }
                 }
             }
         });
@@ -82,15 +106,20 @@ pub async fn serve_on(
             tracing::warn!("cannot set TCP_NODELAY: {e}");
         }
     });
-    axum::serve(listener, app(state))
+    let live = Live::new(state);
+    if let Some(loader) = loader {
+        tokio::spawn(crate::ops::reload::on_sighup(live.clone(), loader));
+    }
+    axum::serve(listener, live.dispatcher())
         .with_graceful_shutdown(signal)
         .await
 }
 
-/// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT.
-pub async fn run(config: Config) -> std::io::Result<()> {
+/// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the
+/// config through `loader`.
+pub async fn run(config: Config, loader: Option<Loader>) -> std::io::Result<()> {
     let listener = TcpListener::bind(config.listen).await?;
-    serve_on(listener, config, shutdown_signal()).await
+    serve_reloadable(listener, config, loader, shutdown_signal()).await
 }
 
 async fn shutdown_signal() {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tracing::Instrument;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -134,6 +135,26 @@ impl Upstreams {
         let client = self.clients.get(&provider.name).ok_or_else(|| {
             GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
         })?;
+        crate::ops::observe::capture_upstream(&provider.name, payload);
+        let span =
+            tracing::info_span!("upstream", provider = %provider.name, model = %model, stream);
+        let started = std::time::Instant::now();
+        let result = self
+            .send_retrying(client, provider, model, payload, stream)
+            .instrument(span)
+            .await;
+        crate::ops::observe::upstream_waited(started.elapsed());
+        result
+    }
+
+    async fn send_retrying(
+        &self,
+        client: &reqwest::Client,
+        provider: &Provider,
+        model: &str,
+        payload: &Bytes,
+        stream: bool,
+    ) -> Result<reqwest::Response, GatewayError> {
         let mut waited = Duration::ZERO;
         let mut attempt = 0u32;
         loop {
@@ -186,7 +207,19 @@ impl Upstreams {
             request = request.timeout(provider.request_timeout);
         }
         request = dialect.headers(request, provider.api_key.as_deref());
-        let response = request.send().await.map_err(send_error)?;
+        let mut trace_headers = reqwest::header::HeaderMap::new();
+        crate::ops::telemetry::inject(&mut trace_headers);
+        if !trace_headers.is_empty() {
+            request = request.headers(trace_headers);
+        }
+        let started = std::time::Instant::now();
+        let sent = request.send().await;
+        crate::ops::metrics::upstream(
+            &provider.name,
+            sent.as_ref().ok().map(|r| r.status().as_u16()),
+            started.elapsed(),
+        );
+        let response = sent.map_err(send_error)?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -254,6 +287,16 @@ pub fn without_url(e: &reqwest::Error) -> String {
 
 /// Reads a whole body, up to `limit` bytes.
 pub async fn read_capped(
+    response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, GatewayError> {
+    let started = std::time::Instant::now();
+    let read = read_capped_inner(response, limit).await;
+    crate::ops::observe::upstream_waited(started.elapsed());
+    read
+}
+
+async fn read_capped_inner(
     response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, GatewayError> {

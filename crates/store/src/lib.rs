@@ -21,7 +21,9 @@ use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
+mod captures;
 mod keys;
+pub use captures::CaptureStore;
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
 
 /// A boxed future, so that [`ResponseStore`] stays object-safe.
@@ -233,6 +235,13 @@ const MIGRATIONS: &[&str] = &[
         tokens BIGINT NOT NULL,
         PRIMARY KEY (key_id, period)
     )",
+    "CREATE TABLE IF NOT EXISTS toolbridge_captures (
+        request_id TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        body TEXT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS toolbridge_captures_expires ON toolbridge_captures (expires_at)",
 ];
 
 /// The three statements that page through one ordered list: the position of the `after` item,

@@ -17,6 +17,10 @@ pub(super) struct Meter {
     provider: String,
     session: Option<String>,
     response_id: String,
+    /// The model label (a route pattern, bounded).
+    model: String,
+    /// The request's observer, kept for the end of a stream (polled outside the handler).
+    observed: Option<Arc<crate::ops::observe::RequestCtx>>,
 }
 
 impl Meter {
@@ -24,11 +28,18 @@ impl Meter {
     pub(super) fn start(
         state: &AppState,
         key: Option<Authenticated>,
-        provider: &str,
+        (provider, model): (&str, &str),
         session: Option<String>,
         response_id: &str,
     ) -> Self {
+        let model = crate::ops::metrics::model_label(&state.config, model);
+        let observed = crate::ops::observe::current();
+        if let Some(ctx) = &observed {
+            ctx.set_labels(provider, model.clone());
+        }
         let meter = Self {
+            model,
+            observed,
             state: state.clone(),
             key,
             provider: provider.to_owned(),
@@ -46,6 +57,15 @@ impl Meter {
     /// `response.completed` (with the status) goes to the session.
     pub(super) async fn finish(&self, response: &serde_json::Value) {
         let tokens = response["usage"]["total_tokens"].as_u64().unwrap_or(0);
+        crate::ops::metrics::tokens(
+            &self.provider,
+            &self.model,
+            response["usage"]["input_tokens"].as_u64().unwrap_or(0),
+            response["usage"]["output_tokens"].as_u64().unwrap_or(0),
+        );
+        if let Some(ctx) = &self.observed {
+            ctx.write_capture(Some(response), 200).await;
+        }
         crate::auth::charge(&self.state, self.key.as_ref(), &self.provider, tokens).await;
         let status = response["status"].as_str().unwrap_or("unknown");
         self.publish(SessionEvent::ResponseCompleted(
@@ -72,12 +92,21 @@ impl Meter {
 
     /// A gateway call's end: `tool.completed` with a short summary, or `tool.failed`.
     pub(super) fn tool_finished(&self, timer: ToolTimer, result: &Result<String, String>) {
+        crate::ops::metrics::tool_call(
+            timer.info.server_label.as_deref().unwrap_or(""),
+            result.is_ok(),
+        );
         let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let info = timer.info.at(time::now_ms(), elapsed);
         self.publish(match result {
             Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output))),
             Err(error) => SessionEvent::ToolFailed(info.error(summary(error))),
         });
+    }
+
+    /// One step of the gateway's tool loop.
+    pub(super) fn tool_step(&self) {
+        crate::ops::metrics::tool_loop_step(&self.provider);
     }
 
     fn publish(&self, event: SessionEvent) {

@@ -107,6 +107,7 @@ impl Outgoing {
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Self {
         let canonical = source.canonical;
+        let _span = tracing::info_span!("translate", dialect = dialect.as_str()).entered();
         match dialect {
             Dialect::Chat => Self::Chat(chat_request::build(
                 canonical,
@@ -188,7 +189,7 @@ pub async fn create(
     headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let request_id = ids::new("req");
+    let request_id = crate::ops::observe::request_id();
     let started = Instant::now();
     let session = crate::sessions::session_id_from_headers(&headers);
     let mut response = match handle(&state, body, &request_id, session).await {
@@ -212,6 +213,7 @@ pub async fn create(
 
 /// Parses the body, naming the JSON path of the first problem.
 pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {
+    let _span = tracing::info_span!("parse").entered();
     // The fast path: a plain parse. Only a body that fails is parsed again with path tracking,
     // which costs about a third more on a large request.
     if let Ok(req) = serde_json::from_slice::<CreateResponse>(bytes) {
@@ -480,13 +482,15 @@ async fn respond(
                 }
             });
         }
-        let plan = match plan_with(
-            &canonical.tools,
-            canonical.tool_choice.as_ref(),
-            &profile.tools,
-            &offer,
-        ) {
-            Ok(plan) => plan,
+        let plan = match tracing::info_span!("plan").in_scope(|| {
+            plan_with(
+                &canonical.tools,
+                canonical.tool_choice.as_ref(),
+                &profile.tools,
+                &offer,
+            )
+        }) {
+            Ok(plan) => crate::ops::metrics::plan(&provider.name, plan),
             // The primary's refusal is the client's answer; a fallback that cannot take the
             // request is passed over.
             Err(e) if i == 0 => return Err(e.into()),
@@ -598,7 +602,7 @@ async fn respond(
         let meter = Meter::start(
             state,
             caller.key.clone(),
-            &provider.name,
+            (&provider.name, &canonical.model),
             caller.session.clone(),
             &meta.id,
         );

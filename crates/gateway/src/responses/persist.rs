@@ -41,11 +41,18 @@ impl Persist {
 
     /// Writes a record (guarded for background runs); a failure is logged.
     pub(super) async fn write(&self, stored: &toolbridge_store::StoredResponse, request_id: &str) {
-        let result = if self.guarded {
-            self.store.put_unless_final(stored).await.map(|_| ())
-        } else {
-            self.store.put(stored).await
-        };
+        let span = tracing::info_span!("store", what = "response");
+        let result = tracing::Instrument::instrument(
+            async {
+                if self.guarded {
+                    self.store.put_unless_final(stored).await.map(|_| ())
+                } else {
+                    self.store.put(stored).await
+                }
+            },
+            span,
+        )
+        .await;
         if let Err(e) = result {
             tracing::error!(
                 request_id,

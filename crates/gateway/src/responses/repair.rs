@@ -10,7 +10,7 @@
 //! to one per response; after it, `invalid_calls_after_reask` applies.
 //!
 //! [`record_repairs`] is the one place that counts what repair did, per provider and model (a log
-//! line now; the metrics of issue 10 go there).
+//! line and `toolbridge_repairs_total`).
 //!
 //! [`Continuation`]: super::tool_loop::Continuation
 
@@ -80,11 +80,11 @@ impl RepairRounds {
 }
 
 /// Counts what repair did to one response's calls (repairs, coercions, renames, invalid calls,
-/// re-asks), by provider and model: one log line per diagnostic now; issue 10's metrics belong
-/// here too.
+/// re-asks), by provider and model: a log line and `toolbridge_repairs_total` per diagnostic.
 pub(crate) fn record_repairs(provider: &str, model: &str, diagnostics: &[Diagnostic]) {
     for d in diagnostics {
         if REPAIR_CODES.contains(&d.code.as_str()) {
+            crate::ops::metrics::repair(provider, model, d);
             tracing::info!(
                 provider,
                 model,

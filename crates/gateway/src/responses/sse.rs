@@ -94,8 +94,11 @@ pub(super) async fn peek(
     let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
     // A slow first event (a long prompt, a model thinking before its first chunk) does not hold
     // the client's headers back for long: past the wait, the stream is committed and an error
-    // arriving later ends it with `response.failed`.
-    let Ok(first) = tokio::time::timeout(PEEK_WAIT, stream.next()).await else {
+    // arriving later ends it with `response.failed`. Waiting is upstream time, not the gateway's.
+    let waiting = std::time::Instant::now();
+    let peeked = tokio::time::timeout(PEEK_WAIT, stream.next()).await;
+    crate::ops::observe::upstream_waited(waiting.elapsed());
+    let Ok(first) = peeked else {
         return Ok(stream);
     };
     if let Some(Ok(event)) = &first
@@ -549,7 +552,8 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
     let body = stream::iter(frames(&start))
         .chain(
             stream::unfold(pump, |mut pump| async move {
-                let frames = pump.next().await?;
+                let span = tracing::info_span!("reconstruct", stream = true);
+                let frames = tracing::Instrument::instrument(pump.next(), span).await?;
                 Some((stream::iter(frames), pump))
             })
             .flatten(),

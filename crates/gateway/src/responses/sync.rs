@@ -30,15 +30,18 @@ pub(super) async fn sync_response(
     let mut sink = Vec::new();
     loop {
         let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
-        let mut diagnostics = Vec::new();
-        let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
-        for d in diagnostics {
-            assembler.add_diagnostic(d);
-        }
-        for event in events {
-            assembler.on_event(event, &mut sink);
-            sink.clear();
-        }
+        tracing::info_span!("reconstruct", stream = false).in_scope(|| {
+            let mut diagnostics = Vec::new();
+            let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
+            for d in diagnostics {
+                assembler.add_diagnostic(d);
+            }
+            for event in events {
+                assembler.on_event(event, &mut sink);
+                sink.clear();
+            }
+            Ok::<(), GatewayError>(())
+        })?;
         if let (Some(rounds), Some(continuation)) = (tools.as_mut(), continuation.as_mut()) {
             // Client calls beside gateway calls are shown before the gateway's run, and the
             // round cannot be asked again: the after-re-ask policy applies to them now.

@@ -160,6 +160,7 @@ impl ToolRounds {
     /// what is left of the time budget.
     pub(super) async fn run(&mut self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
         self.step += 1;
+        self.meter.tool_step();
         let timers: Vec<_> = calls
             .iter()
             .map(|c| {
@@ -185,12 +186,16 @@ impl ToolRounds {
             .min(left)
             .max(Duration::from_millis(1));
         futures::future::join_all(calls.iter().map(|call| {
-            self.tools.run(
-                &call.server,
-                &call.name,
-                &call.arguments,
-                timeout,
-                &self.listed,
+            let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
+            tracing::Instrument::instrument(
+                self.tools.run(
+                    &call.server,
+                    &call.name,
+                    &call.arguments,
+                    timeout,
+                    &self.listed,
+                ),
+                span,
             )
         }))
         .await

@@ -1,0 +1,347 @@
+//! Prometheus metrics: the names and labels (stable, `toolbridge_` prefixed, documented in
+//! `docs/operations.md`), the recorder, and one small function per thing counted, so that call
+//! sites stay one line and label values are bounded in one place.
+//!
+//! *Label cardinality is bounded*: routes are the router's matched paths, providers and models
+//! come from the config (a model is labelled by the route pattern it matched — `gpt-*`, `*` —
+//! and `other` when none), tool types from a fixed list, repair codes from the core's list.
+//! Nothing a client writes becomes a label value as written.
+//!
+//! The recorder is process-global (the `metrics` facade); [`set_enabled`] turns recording off
+//! without uninstalling it, so a config reload can switch metrics on and off.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use toolbridge_core::plan::{Decision, ToolPlan};
+use toolbridge_wire::responses::Diagnostic;
+
+/// Every metric name, in one place.
+pub mod names {
+    pub const REQUESTS: &str = "toolbridge_requests_total";
+    pub const REQUEST_DURATION: &str = "toolbridge_request_duration_seconds";
+    pub const STREAM_DURATION: &str = "toolbridge_stream_duration_seconds";
+    pub const FIRST_BYTE: &str = "toolbridge_time_to_first_byte_seconds";
+    pub const UPSTREAM_LATENCY: &str = "toolbridge_upstream_latency_seconds";
+    pub const OVERHEAD: &str = "toolbridge_overhead_seconds";
+    pub const TOKENS: &str = "toolbridge_tokens_total";
+    pub const PLAN_DECISIONS: &str = "toolbridge_tool_plan_decisions_total";
+    pub const REPAIRS: &str = "toolbridge_repairs_total";
+    pub const TOOL_LOOP_STEPS: &str = "toolbridge_tool_loop_steps_total";
+    pub const TOOL_CALLS: &str = "toolbridge_tool_calls_total";
+    pub const OPEN_STREAMS: &str = "toolbridge_open_streams";
+    pub const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
+}
+
+/// The label value for anything not named by the config.
+pub const OTHER: &str = "other";
+/// The label value before a request reached a provider.
+pub const NONE: &str = "none";
+
+/// Latency buckets (seconds): 0.5 ms to 2 min.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+];
+/// Overhead buckets (seconds): 10 µs to 250 ms.
+const OVERHEAD_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25,
+];
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the global recorder once (with buckets set, so histograms render as histograms)
+/// and returns its handle; `None` when another recorder was installed first.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(names::OVERHEAD.to_owned()), OVERHEAD_BUCKETS)
+                .and_then(|b| b.set_buckets(LATENCY_BUCKETS));
+            let handle = match builder {
+                Ok(b) => b.install_recorder(),
+                Err(e) => {
+                    tracing::warn!("metrics are off: {e}");
+                    return None;
+                }
+            };
+            match handle {
+                Ok(handle) => {
+                    describe();
+                    Some(handle)
+                }
+                Err(e) => {
+                    tracing::warn!("metrics are off: {e}");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+/// Turns recording on or off (the config's `[metrics] enabled`).
+pub fn set_enabled(on: bool) {
+    if on {
+        install();
+    }
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// Whether metrics are recorded.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The text exposition of every metric.
+pub fn render() -> Option<String> {
+    HANDLE.get().and_then(|h| h.as_ref()).map(|h| h.render())
+}
+
+/// Runs the recorder's upkeep (histogram buffers drained) every `period`, forever.
+pub async fn upkeep(period: Duration) {
+    let mut every = tokio::time::interval(period);
+    loop {
+        every.tick().await;
+        if let Some(Some(handle)) = HANDLE.get() {
+            handle.run_upkeep();
+        }
+    }
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        names::REQUESTS,
+        "Requests answered, by route, provider, model and status."
+    );
+    describe_histogram!(
+        names::REQUEST_DURATION,
+        metrics::Unit::Seconds,
+        "Time to the response headers (whole answers: to the whole answer)."
+    );
+    describe_histogram!(
+        names::STREAM_DURATION,
+        metrics::Unit::Seconds,
+        "Whole streams, start to end."
+    );
+    describe_histogram!(
+        names::FIRST_BYTE,
+        metrics::Unit::Seconds,
+        "Streams: request start to the first body byte."
+    );
+    describe_histogram!(
+        names::UPSTREAM_LATENCY,
+        metrics::Unit::Seconds,
+        "Upstream requests: send until the response headers."
+    );
+    describe_histogram!(
+        names::OVERHEAD,
+        metrics::Unit::Seconds,
+        "The gateway's own time: total minus upstream wait."
+    );
+    describe_counter!(names::TOKENS, "Tokens in and out, by provider and model.");
+    describe_counter!(
+        names::PLAN_DECISIONS,
+        "Tool-plan decisions by tool type and decision."
+    );
+    describe_counter!(
+        names::REPAIRS,
+        "Tool-call repairs, by provider, model and code."
+    );
+    describe_counter!(names::TOOL_LOOP_STEPS, "Gateway tool loop steps.");
+    describe_counter!(
+        names::TOOL_CALLS,
+        "Gateway tool calls, by server label and outcome."
+    );
+    describe_gauge!(names::OPEN_STREAMS, "Streams open now, by route.");
+    describe_counter!(names::CONFIG_RELOADS, "Config reloads, by outcome.");
+}
+
+/// The model label: the pattern of the route `model` matches, or `other`.
+pub fn model_label(config: &crate::config::Config, model: &str) -> String {
+    match config.routes.iter().find(|r| r.matcher.is_match(model)) {
+        Some(route) => route.pattern.clone(),
+        None => OTHER.to_owned(),
+    }
+}
+
+/// The labels of one answered request.
+pub struct RequestLabels<'a> {
+    pub route: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub status: u16,
+}
+
+/// One answered request: its count, its duration and the gateway's overhead.
+pub fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duration) {
+    if !enabled() {
+        return;
+    }
+    let route = labels.route.to_owned();
+    let provider = labels.provider.to_owned();
+    let model = labels.model.to_owned();
+    let status = status_label(labels.status);
+    counter!(names::REQUESTS, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status).increment(1);
+    histogram!(names::REQUEST_DURATION, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status).record(duration.as_secs_f64());
+    histogram!(names::OVERHEAD, "route" => route, "provider" => provider, "model" => model)
+        .record(overhead.as_secs_f64());
+}
+
+/// A stream's first body byte, `elapsed` after the request started.
+pub fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
+    if enabled() {
+        histogram!(names::FIRST_BYTE, "route" => route.to_owned(), "provider" => provider.to_owned(), "model" => model.to_owned()).record(elapsed.as_secs_f64());
+    }
+}
+
+/// A stream's end (completed, failed, or dropped by the client).
+pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration) {
+    if enabled() {
+        histogram!(names::STREAM_DURATION, "route" => route.to_owned(), "provider" => provider.to_owned(), "model" => model.to_owned()).record(elapsed.as_secs_f64());
+    }
+}
+
+/// The open-streams gauge moves by `delta` (+1 when a stream opens, -1 when it ends). Not
+/// gated by [`enabled`]: a stream opened before metrics were switched off still comes back
+/// down (without a recorder this does nothing).
+pub fn open_streams(route: &str, delta: f64) {
+    gauge!(names::OPEN_STREAMS, "route" => route.to_owned()).increment(delta);
+}
+
+/// One upstream attempt: send until headers (or the transport error).
+pub fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
+    if enabled() {
+        let status = status.map_or("error", status_label);
+        histogram!(names::UPSTREAM_LATENCY, "provider" => provider.to_owned(), "status" => status)
+            .record(elapsed.as_secs_f64());
+    }
+}
+
+/// A finished response's tokens.
+pub fn tokens(provider: &str, model: &str, input: u64, output: u64) {
+    if enabled() {
+        counter!(names::TOKENS, "provider" => provider.to_owned(), "model" => model.to_owned(), "direction" => "input").increment(input);
+        counter!(names::TOKENS, "provider" => provider.to_owned(), "model" => model.to_owned(), "direction" => "output").increment(output);
+    }
+}
+
+/// Counts every entry of a tool plan, by tool type and decision, and hands the plan back.
+pub fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
+    if enabled() {
+        for entry in &plan.entries {
+            counter!(names::PLAN_DECISIONS, "provider" => provider.to_owned(), "tool_type" => tool_type_label(&entry.kind), "decision" => decision_label(entry.decision)).increment(1);
+        }
+    }
+    plan
+}
+
+/// Repair diagnostics (already filtered to repair codes by the caller).
+pub fn repair(provider: &str, model: &str, diagnostic: &Diagnostic) {
+    if enabled() {
+        let code = toolbridge_core::diagnostics::REPAIR_CODES
+            .iter()
+            .find(|c| **c == diagnostic.code)
+            .copied()
+            .unwrap_or(OTHER);
+        counter!(names::REPAIRS, "provider" => provider.to_owned(), "model" => model.to_owned(), "code" => code).increment(1);
+    }
+}
+
+/// One step of the gateway's tool loop.
+pub fn tool_loop_step(provider: &str) {
+    if enabled() {
+        counter!(names::TOOL_LOOP_STEPS, "provider" => provider.to_owned()).increment(1);
+    }
+}
+
+/// One gateway tool call's end. `server` is a configured server label.
+pub fn tool_call(server: &str, ok: bool) {
+    if enabled() {
+        let outcome = if ok { "ok" } else { "error" };
+        counter!(names::TOOL_CALLS, "server" => server.to_owned(), "outcome" => outcome)
+            .increment(1);
+    }
+}
+
+/// A config reload's outcome: `applied` or `rejected`.
+pub fn reload(outcome: &'static str) {
+    if enabled() {
+        counter!(names::CONFIG_RELOADS, "outcome" => outcome).increment(1);
+    }
+}
+
+/// Status codes as labels, without allocating.
+fn status_label(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        408 => "408",
+        409 => "409",
+        413 => "413",
+        415 => "415",
+        422 => "422",
+        429 => "429",
+        499 => "499",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        s if (200..300).contains(&s) => "2xx",
+        s if (300..400).contains(&s) => "3xx",
+        s if (400..500).contains(&s) => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// Tool types as labels: the Responses types the planner knows, else `other`.
+fn tool_type_label(kind: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "function",
+        "custom",
+        "namespace",
+        "local_shell",
+        "shell",
+        "apply_patch",
+        "web_search",
+        "web_search_preview",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "computer_use_preview",
+        "mcp",
+        "tool_search",
+    ];
+    KNOWN.iter().find(|k| **k == kind).copied().unwrap_or(OTHER)
+}
+
+fn decision_label(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Native => "native",
+        Decision::Degraded => "degraded",
+        Decision::Gateway => "gateway",
+        Decision::Ignored => "ignored",
+        Decision::Rejected => "rejected",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_from_clients_are_bounded() {
+        assert_eq!(tool_type_label("function"), "function");
+        assert_eq!(tool_type_label("my_new_tool_type_9f8e"), OTHER);
+        assert_eq!(status_label(201), "2xx");
+        assert_eq!(status_label(429), "429");
+    }
+}

@@ -1,0 +1,352 @@
+//! Ring 3, operations through the real binary: spans of one request reach a local OTLP/HTTP
+//! receiver (decoded with opentelemetry-proto) and the upstream gets a `traceparent` of the same
+//! trace, which continues the client's; SIGHUP reloads the config while a stream started before
+//! it finishes on the old one; `toolbridge trace show` prints a captured request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
+use serde_json::json;
+use toolbridge_testkit::chat::{completion, text_stream};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Reply};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let path = std::env::temp_dir().join(format!(
+        "toolbridge-ops-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&path).unwrap();
+    path
+}
+
+fn config(upstream: &FakeUpstream, upstream_model: &str, extra: &str) -> String {
+    format!(
+        r#"
+{extra}
+
+[providers.up]
+base_url = "{}"
+
+[[routes]]
+model = "m"
+provider = "up"
+upstream_model = "{upstream_model}"
+"#,
+        upstream.base_url()
+    )
+}
+
+/// A local OTLP/HTTP receiver: every POST /v1/traces body, decoded.
+async fn otlp_receiver() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
+    let seen: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: Bytes| {
+            let kept = kept.clone();
+            async move {
+                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+                kept.lock().unwrap().push(request);
+                ""
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), seen)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn start(config: &Path, store: &str, extra_env: &[(&str, String)]) -> GatewayProcess {
+    let mut env = vec![
+        ("TOOLBRIDGE_CONFIG", config.display().to_string()),
+        ("TOOLBRIDGE_STORE_URL", store.to_owned()),
+    ];
+    env.extend(extra_env.iter().cloned());
+    GatewayProcess::start(Path::new(BIN), &env).await
+}
+
+#[tokio::test]
+async fn spans_of_a_request_reach_the_otlp_receiver_and_the_trace_goes_upstream() {
+    let (endpoint, seen) = otlp_receiver().await;
+    let upstream = FakeUpstream::start().await;
+    upstream.push(Reply::json(completion("hello", "stop")));
+    let dir = temp_dir("otlp");
+    let file = dir.join("config.toml");
+    let extra = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    std::fs::write(&file, config(&upstream, "up-model", &extra)).unwrap();
+    let store = format!("sqlite://{}", dir.join("store.db").display());
+    let gateway = start(&file, &store, &[("OTEL_BSP_SCHEDULE_DELAY", "100".into())]).await;
+
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = client()
+        .post(gateway.url("/v1/responses"))
+        .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+        .json(&json!({"model": "m", "input": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+    let _ = response.text().await.unwrap();
+
+    let sent = upstream.requests();
+    let traceparent = sent[0].headers["traceparent"].to_str().unwrap().to_owned();
+    assert_eq!(
+        traceparent.split('-').nth(1),
+        Some(trace_id),
+        "{traceparent}"
+    );
+
+    let wanted = [
+        "request",
+        "parse",
+        "plan",
+        "translate",
+        "upstream",
+        "reconstruct",
+        "store",
+    ];
+    let mut names: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        names = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| &r.resource_spans)
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .filter(|s| hex(&s.trace_id) == trace_id)
+            .map(|s| s.name.clone())
+            .collect();
+        if wanted.iter().all(|w| names.iter().any(|n| n == w)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for w in wanted {
+        assert!(names.iter().any(|n| n == w), "no `{w}` span in {names:?}");
+    }
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_route_while_an_open_stream_finishes() {
+    let upstream = FakeUpstream::start().await;
+    let chunks = text_stream(&["one", " two", " three", " four"], "stop");
+    let pieces: Vec<String> = chunks
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .chain(std::iter::once("data: [DONE]\n\n".to_owned()))
+        .collect();
+    upstream.push(Reply::Stream {
+        pieces,
+        pause: Duration::from_millis(150),
+    });
+    let dir = temp_dir("reload");
+    let file = dir.join("config.toml");
+    std::fs::write(&file, config(&upstream, "old-model", "")).unwrap();
+    let store = format!("sqlite://{}", dir.join("store.db").display());
+    let gateway = start(&file, &store, &[]).await;
+
+    let mut stream = client()
+        .post(gateway.url("/v1/responses"))
+        .json(&json!({"model": "m", "input": "count", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut body = String::new();
+    while !body.contains("response.output_text.delta") {
+        let chunk = stream.chunk().await.unwrap().expect("stream still open");
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+
+    // A broken file is refused and changes nothing; then the real change applies.
+    std::fs::write(&file, "this is = not [valid").unwrap();
+    hangup(gateway.pid());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    std::fs::write(&file, config(&upstream, "new-model", "")).unwrap();
+    hangup(gateway.pid());
+
+    upstream.set_fallback(Reply::json(completion("ok", "stop")));
+    let mut model = String::new();
+    for _ in 0..50 {
+        let response = client()
+            .post(gateway.url("/v1/responses"))
+            .json(&json!({"model": "m", "input": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+        model = upstream.last_body()["model"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if model == "new-model" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(model, "new-model", "{}", gateway.stderr());
+    assert!(
+        gateway.stderr().contains("config reload rejected"),
+        "{}",
+        gateway.stderr()
+    );
+
+    while let Some(chunk) = stream.chunk().await.unwrap() {
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert!(body.contains("response.completed"), "{body}");
+    assert_eq!(upstream.requests()[0].body["model"], "old-model");
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn hangup(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .arg("-HUP")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn trace_show_prints_a_captured_request() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(Reply::json(completion("captured answer", "stop")));
+    let dir = temp_dir("capture");
+    let file = dir.join("config.toml");
+    std::fs::write(
+        &file,
+        config(
+            &upstream,
+            "up-model",
+            "[capture]\nenabled = true\nmax_bytes = 4096\n\n[logging]\nformat = \"json\"\n",
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("store.db").display());
+    let gateway = start(&file, &store, &[]).await;
+    let response = client()
+        .post(gateway.url("/v1/responses"))
+        .header("authorization", "Bearer not-a-real-secret")
+        .json(&json!({"model": "m", "input": "the captured question"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+    let id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = response.text().await.unwrap();
+
+    let out = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("TOOLBRIDGE_STORE_URL", &store)
+        .args(["trace", "show", &id, "--config"])
+        .arg(&file)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let capture: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(capture["request_id"], id.as_str());
+    assert_eq!(capture["request"]["input"], "the captured question");
+    assert_eq!(capture["upstream"][0]["body"]["model"], "up-model");
+    assert!(stdout.contains("captured answer"), "{stdout}");
+    // Logs never carry headers or content.
+    let logs = gateway.stderr();
+    // JSON lines; those logged while the request was served name it.
+    let forwarding: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "forwarding")
+        .collect();
+    assert_eq!(forwarding.len(), 1, "{logs}");
+    assert_eq!(
+        forwarding[0]["spans"][0]["request_id"],
+        id.as_str(),
+        "{logs}"
+    );
+    assert!(!logs.contains("not-a-real-secret"), "{logs}");
+    assert!(!logs.contains("the captured question"), "{logs}");
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn check_describes_the_operations_sections_and_refuses_bad_ones() {
+    let upstream = FakeUpstream::start().await;
+    let dir = temp_dir("check");
+    let good = dir.join("good.toml");
+    let extra = "store_url = \"none\"\n[metrics]\npath = \"/ops/metrics\"\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
+    std::fs::write(&good, config(&upstream, "up-model", extra)).unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .env_clear()
+        .arg("check")
+        .arg("--config")
+        .arg(&good)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("metrics: /ops/metrics"), "{stdout}");
+    assert!(
+        stdout.contains("http://127.0.0.1:4318/v1/traces"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("request capture: off"), "{stdout}");
+
+    let bad = dir.join("bad.toml");
+    let extra = "store_url = \"none\"\n[capture]\nenabled = true\n";
+    std::fs::write(&bad, config(&upstream, "up-model", extra)).unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .env_clear()
+        .arg("check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("capture.enabled"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
