@@ -55,7 +55,7 @@ use passthrough::Passthrough;
 use persist::Persist;
 pub(crate) use repair::record_repairs;
 use repair::{RepairRounds, Review};
-use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, sse_response, stream_response};
+use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::{Rounds, sync_response};
@@ -424,11 +424,14 @@ async fn respond(
     let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
     // The request's own MCP servers the gateway serves, connected and listed once; then the
     // calls the client approved run, before the model's turn.
-    let early_targets = req
-        .model
-        .as_deref()
-        .and_then(|m| state.config.targets(m))
-        .unwrap_or_default();
+    let early_targets = match &state.config.gateway_tools {
+        Some(_) => req
+            .model
+            .as_deref()
+            .and_then(|m| state.config.targets(m))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
     let (listed, mut listings) = connect_request_mcp(state, &req, &early_targets).await;
     listings.extend(resolve_approvals(state, &mut req, &listed).await);
     let listed = Arc::new(listed);

@@ -59,16 +59,11 @@ impl Passthrough {
             meter: Some(self.meter),
             request_id: self.request_id,
         };
-        let body = stream::iter(value_frames(&start))
-            .chain(
-                stream::unfold(pump, |mut pump| async move {
-                    let frames = pump.next().await?;
-                    Some((stream::iter(frames), pump))
-                })
-                .flatten(),
-            )
-            .map(Ok::<Bytes, std::convert::Infallible>);
-        sse_response(Body::from_stream(body))
+        let batches = stream::unfold(pump, |mut pump| async move {
+            let frames = pump.next().await?;
+            Some((frames, pump))
+        });
+        sse::sse_answer(value_frames(&start), batches)
     }
 }
 

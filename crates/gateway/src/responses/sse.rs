@@ -549,15 +549,21 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
             assembler.gateway_item(item, &mut start);
         }
     }
-    let body = stream::iter(frames(&start))
-        .chain(
-            stream::unfold(pump, |mut pump| async move {
-                let span = tracing::info_span!("reconstruct", stream = true);
-                let frames = tracing::Instrument::instrument(pump.next(), span).await?;
-                Some((stream::iter(frames), pump))
-            })
-            .flatten(),
-        )
+    let batches = stream::unfold(pump, |mut pump| async move {
+        let span = tracing::info_span!("reconstruct", stream = true);
+        let frames = tracing::Instrument::instrument(pump.next(), span).await?;
+        Some((frames, pump))
+    });
+    sse_answer(frames(&start), batches)
+}
+
+/// An SSE answer: the `start` frames at once, then each batch as a pump yields it.
+pub(super) fn sse_answer(
+    start: Vec<Bytes>,
+    batches: impl Stream<Item = Vec<Bytes>> + Send + 'static,
+) -> Response {
+    let body = stream::iter(start)
+        .chain(batches.flat_map(stream::iter))
         .map(Ok::<Bytes, std::convert::Infallible>);
     sse_response(Body::from_stream(body))
 }
