@@ -1,5 +1,5 @@
 //! What metrics, tracing and limits add to one request: the same gateway workload with all of
-//! them on (metrics recorded, spans built by an OpenTelemetry layer exporting to a local sink,
+//! them on (metrics recorded, spans recorded by the span layer and exported from its own thread to a closed local port,
 //! per-key and per-provider limits checked and charged) against all off, in one process,
 //! interleaved batch by batch so that drift hits both alike. The measure is the gateway's own
 //! time as it reports it (`x-toolbridge-overhead-ms`: total minus upstream wait), which keeps
@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 use toolbridge_gateway::config::{Config, FileConfig};
@@ -93,7 +93,7 @@ struct Mode {
 
 fn main() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    // Spans go to an OTLP exporter pointed at a closed local port: built, batched and dropped,
+    // Spans go to an OTLP exporter pointed at a closed local port: recorded, batched and dropped,
     // which is the whole cost on the request path. Both subscribers log as production does
     // (text lines, here into a sink), so "off" keeps its logging.
     let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -102,13 +102,15 @@ fn main() {
         .build()
         .unwrap();
     use opentelemetry_otlp::WithExportConfig;
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .build();
+    let (span_layer, spans_guard) = toolbridge_gateway::ops::spans::start(
+        exporter,
+        toolbridge_gateway::ops::spans::Batching::from_env(),
+    )
+    .unwrap();
     let traced = tracing::Dispatch::new(
         tracing_subscriber::registry()
             .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
-            .with(toolbridge_gateway::ops::telemetry::otel_layer(&provider))
+            .with(span_layer)
             .with(tracing_subscriber::EnvFilter::new("info")),
     );
     let plain = tracing::Dispatch::new(
@@ -178,5 +180,5 @@ fn main() {
         );
     }
     drop(upstream);
-    let _ = provider.shutdown_with_timeout(Duration::from_millis(100));
+    drop(spans_guard);
 }

@@ -146,6 +146,41 @@ async fn spans_of_a_request_reach_the_otlp_receiver_and_the_trace_goes_upstream(
     for w in wanted {
         assert!(names.iter().any(|n| n == w), "no `{w}` span in {names:?}");
     }
+    // One tree: the request span continues the caller's span, every other span hangs under
+    // it, and the upstream got the upstream span's own id as its parent.
+    let received = seen.lock().unwrap().clone();
+    let resources: Vec<_> = received.iter().flat_map(|r| &r.resource_spans).collect();
+    let service = resources[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes
+        .iter()
+        .find(|a| a.key == "service.name");
+    assert!(format!("{service:?}").contains("toolbridge"), "{service:?}");
+    let spans: Vec<_> = resources
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .filter(|s| hex(&s.trace_id) == trace_id)
+        .collect();
+    let span = |name: &str| *spans.iter().find(|s| s.name == name).unwrap();
+    let request = span("request");
+    assert_eq!(hex(&request.parent_span_id), "00f067aa0ba902b7");
+    let ids: Vec<String> = spans.iter().map(|s| hex(&s.span_id)).collect();
+    for s in &spans {
+        if s.name != "request" {
+            assert!(
+                ids.contains(&hex(&s.parent_span_id)),
+                "`{}` has no parent in the trace",
+                s.name
+            );
+        }
+    }
+    assert_eq!(
+        traceparent.split('-').nth(2),
+        Some(hex(&span("upstream").span_id).as_str())
+    );
     drop(gateway);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,11 +10,13 @@
 //! The recorder is process-global (the `metrics` facade); [`set_enabled`] turns recording off
 //! without uninstalling it, so a config reload can switch metrics on and off.
 
-use std::sync::OnceLock;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use hashbrown::{Equivalent, HashMap};
+use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use toolbridge_core::plan::{Decision, ToolPlan};
 use toolbridge_wire::responses::Diagnostic;
@@ -113,6 +115,67 @@ pub async fn upkeep(period: Duration) {
     }
 }
 
+/// Metric handles by their label values, registered once: a sample then costs a hash of its
+/// label values and an atomic update, instead of a key built (each label value copied) and
+/// looked up in the recorder's registry on every sample. The label sets are bounded (see the
+/// module documentation), and so is this map.
+struct Handles<const N: usize, H> {
+    map: RwLock<Option<HashMap<LabelValues<N>, H>>>,
+}
+
+/// Label values as kept in [`Handles`].
+#[derive(PartialEq, Eq)]
+struct LabelValues<const N: usize>([Box<str>; N]);
+
+/// Label values as a sample names them; hashes as [`LabelValues`] does.
+#[derive(Hash)]
+struct LabelRefs<'a, const N: usize>([&'a str; N]);
+
+impl<const N: usize> Hash for LabelValues<N> {
+    fn hash<S: Hasher>(&self, state: &mut S) {
+        let refs: [&str; N] = std::array::from_fn(|i| &*self.0[i]);
+        refs.hash(state);
+    }
+}
+
+impl<const N: usize> Equivalent<LabelValues<N>> for LabelRefs<'_, N> {
+    fn equivalent(&self, key: &LabelValues<N>) -> bool {
+        self.0.iter().zip(&key.0).all(|(a, b)| *a == &**b)
+    }
+}
+
+impl<const N: usize, H> Handles<N, H> {
+    const fn new() -> Self {
+        Handles {
+            map: RwLock::new(None),
+        }
+    }
+
+    /// Runs `sample` on the handles of `labels`, registering them with `register` (given the
+    /// label values as owned strings) the first time.
+    fn with(
+        &self,
+        labels: [&str; N],
+        register: impl FnOnce([String; N]) -> H,
+        sample: impl FnOnce(&H),
+    ) {
+        let key = LabelRefs(labels);
+        {
+            let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(handles) = map.as_ref().and_then(|m| m.get(&key)) {
+                sample(handles);
+                return;
+            }
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        let map = map.get_or_insert_with(HashMap::new);
+        let handles = map
+            .entry(LabelValues(labels.map(Box::from)))
+            .or_insert_with(|| register(labels.map(str::to_owned)));
+        sample(handles);
+    }
+}
+
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
@@ -183,27 +246,46 @@ pub fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duratio
     if !enabled() {
         return;
     }
-    let route = labels.route.to_owned();
-    let provider = labels.provider.to_owned();
-    let model = labels.model.to_owned();
+    static HANDLES: Handles<4, (Counter, Histogram, Histogram)> = Handles::new();
     let status = status_label(labels.status);
-    counter!(names::REQUESTS, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status).increment(1);
-    histogram!(names::REQUEST_DURATION, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status).record(duration.as_secs_f64());
-    histogram!(names::OVERHEAD, "route" => route, "provider" => provider, "model" => model)
-        .record(overhead.as_secs_f64());
+    HANDLES.with(
+        [labels.route, labels.provider, labels.model, status],
+        |[route, provider, model, status]| {
+            (
+                counter!(names::REQUESTS, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status.clone()),
+                histogram!(names::REQUEST_DURATION, "route" => route.clone(), "provider" => provider.clone(), "model" => model.clone(), "status" => status),
+                histogram!(names::OVERHEAD, "route" => route, "provider" => provider, "model" => model),
+            )
+        },
+        |(requests, durations, overheads)| {
+            requests.increment(1);
+            durations.record(duration.as_secs_f64());
+            overheads.record(overhead.as_secs_f64());
+        },
+    );
 }
 
 /// A stream's first body byte, `elapsed` after the request started.
 pub fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
     if enabled() {
-        histogram!(names::FIRST_BYTE, "route" => route.to_owned(), "provider" => provider.to_owned(), "model" => model.to_owned()).record(elapsed.as_secs_f64());
+        static HANDLES: Handles<3, Histogram> = Handles::new();
+        HANDLES.with(
+            [route, provider, model],
+            |[route, provider, model]| histogram!(names::FIRST_BYTE, "route" => route, "provider" => provider, "model" => model),
+            |h| h.record(elapsed.as_secs_f64()),
+        );
     }
 }
 
 /// A stream's end (completed, failed, or dropped by the client).
 pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration) {
     if enabled() {
-        histogram!(names::STREAM_DURATION, "route" => route.to_owned(), "provider" => provider.to_owned(), "model" => model.to_owned()).record(elapsed.as_secs_f64());
+        static HANDLES: Handles<3, Histogram> = Handles::new();
+        HANDLES.with(
+            [route, provider, model],
+            |[route, provider, model]| histogram!(names::STREAM_DURATION, "route" => route, "provider" => provider, "model" => model),
+            |h| h.record(elapsed.as_secs_f64()),
+        );
     }
 }
 
@@ -211,31 +293,60 @@ pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration)
 /// gated by [`enabled`]: a stream opened before metrics were switched off still comes back
 /// down (without a recorder this does nothing).
 pub fn open_streams(route: &str, delta: f64) {
-    gauge!(names::OPEN_STREAMS, "route" => route.to_owned()).increment(delta);
+    if HANDLE.get().is_none_or(Option::is_none) {
+        return;
+    }
+    static HANDLES: Handles<1, Gauge> = Handles::new();
+    HANDLES.with(
+        [route],
+        |[route]| gauge!(names::OPEN_STREAMS, "route" => route),
+        |g| g.increment(delta),
+    );
 }
 
 /// One upstream attempt: send until headers (or the transport error).
 pub fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
     if enabled() {
+        static HANDLES: Handles<2, Histogram> = Handles::new();
         let status = status.map_or("error", status_label);
-        histogram!(names::UPSTREAM_LATENCY, "provider" => provider.to_owned(), "status" => status)
-            .record(elapsed.as_secs_f64());
+        HANDLES.with(
+            [provider, status],
+            |[provider, status]| histogram!(names::UPSTREAM_LATENCY, "provider" => provider, "status" => status),
+            |h| h.record(elapsed.as_secs_f64()),
+        );
     }
 }
 
 /// A finished response's tokens.
 pub fn tokens(provider: &str, model: &str, input: u64, output: u64) {
     if enabled() {
-        counter!(names::TOKENS, "provider" => provider.to_owned(), "model" => model.to_owned(), "direction" => "input").increment(input);
-        counter!(names::TOKENS, "provider" => provider.to_owned(), "model" => model.to_owned(), "direction" => "output").increment(output);
+        static HANDLES: Handles<2, (Counter, Counter)> = Handles::new();
+        HANDLES.with(
+            [provider, model],
+            |[provider, model]| {
+                (
+                    counter!(names::TOKENS, "provider" => provider.clone(), "model" => model.clone(), "direction" => "input"),
+                    counter!(names::TOKENS, "provider" => provider, "model" => model, "direction" => "output"),
+                )
+            },
+            |(tokens_in, tokens_out)| {
+                tokens_in.increment(input);
+                tokens_out.increment(output);
+            },
+        );
     }
 }
 
 /// Counts every entry of a tool plan, by tool type and decision, and hands the plan back.
 pub fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
     if enabled() {
+        static HANDLES: Handles<3, Counter> = Handles::new();
         for entry in &plan.entries {
-            counter!(names::PLAN_DECISIONS, "provider" => provider.to_owned(), "tool_type" => tool_type_label(&entry.kind), "decision" => decision_label(entry.decision)).increment(1);
+            HANDLES.with(
+                [provider, tool_type_label(&entry.kind), decision_label(entry.decision)],
+                |[provider, tool_type, decision]| counter!(names::PLAN_DECISIONS, "provider" => provider, "tool_type" => tool_type, "decision" => decision),
+                |c| c.increment(1),
+            );
         }
     }
     plan
@@ -244,28 +355,42 @@ pub fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
 /// Repair diagnostics (already filtered to repair codes by the caller).
 pub fn repair(provider: &str, model: &str, diagnostic: &Diagnostic) {
     if enabled() {
+        static HANDLES: Handles<3, Counter> = Handles::new();
         let code = toolbridge_core::diagnostics::REPAIR_CODES
             .iter()
             .find(|c| **c == diagnostic.code)
             .copied()
             .unwrap_or(OTHER);
-        counter!(names::REPAIRS, "provider" => provider.to_owned(), "model" => model.to_owned(), "code" => code).increment(1);
+        HANDLES.with(
+            [provider, model, code],
+            |[provider, model, code]| counter!(names::REPAIRS, "provider" => provider, "model" => model, "code" => code),
+            |c| c.increment(1),
+        );
     }
 }
 
 /// One step of the gateway's tool loop.
 pub fn tool_loop_step(provider: &str) {
     if enabled() {
-        counter!(names::TOOL_LOOP_STEPS, "provider" => provider.to_owned()).increment(1);
+        static HANDLES: Handles<1, Counter> = Handles::new();
+        HANDLES.with(
+            [provider],
+            |[provider]| counter!(names::TOOL_LOOP_STEPS, "provider" => provider),
+            |c| c.increment(1),
+        );
     }
 }
 
 /// One gateway tool call's end. `server` is a configured server label.
 pub fn tool_call(server: &str, ok: bool) {
     if enabled() {
+        static HANDLES: Handles<2, Counter> = Handles::new();
         let outcome = if ok { "ok" } else { "error" };
-        counter!(names::TOOL_CALLS, "server" => server.to_owned(), "outcome" => outcome)
-            .increment(1);
+        HANDLES.with(
+            [server, outcome],
+            |[server, outcome]| counter!(names::TOOL_CALLS, "server" => server, "outcome" => outcome),
+            |c| c.increment(1),
+        );
     }
 }
 

@@ -1,5 +1,5 @@
 //! Operations: what an operator sees of the gateway — Prometheus metrics ([`metrics`]), logs and
-//! OpenTelemetry traces ([`telemetry`]), the per-request observer with its request id, overhead
+//! OpenTelemetry traces ([`telemetry`], [`spans`]), the per-request observer with its request id, overhead
 //! header and opt-in capture ([`observe`]), `toolbridge trace show` ([`trace_show`]), and the
 //! config reload on SIGHUP ([`reload`]). Their config sections live in [`config`].
 //!
@@ -9,6 +9,7 @@ pub mod config;
 pub mod metrics;
 pub mod observe;
 pub mod reload;
+pub mod spans;
 pub mod telemetry;
 
 pub use config::OpsConfig;

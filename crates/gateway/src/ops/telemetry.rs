@@ -1,6 +1,6 @@
 //! Logs and traces: the process's `tracing` subscriber (text or JSON lines on stderr, filtered
-//! by `RUST_LOG`), and, when an OTLP endpoint is configured, an OpenTelemetry layer exporting
-//! spans over OTLP/HTTP (protobuf, the blocking reqwest client on the batch processor's own
+//! by `RUST_LOG`), and, when an OTLP endpoint is configured, the span layer ([`super::spans`])
+//! exporting spans over OTLP/HTTP (protobuf, the blocking reqwest client on the exporter's own
 //! thread: the async client has no reactor there) with W3C trace context: an incoming
 //! `traceparent` continues its trace, and upstream requests carry the current one.
 //!
@@ -9,36 +9,27 @@
 //! logged while a request is served names its `request_id`. Headers are never logged, and
 //! neither are prompts or completions (see the request capture for those, opt-in).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
+use opentelemetry_sdk::trace::SpanExporter as _;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::config::{LogFormat, OpsConfig};
+use super::spans::{self, Batching, SpansGuard, TraceContext};
 
 /// True once spans are exported: only then is trace context read and written.
 static EXPORTING: AtomicBool = AtomicBool::new(false);
 
-/// Flushes and stops the exporter when dropped (at the end of `main`).
+/// Flushes and stops the span exporter when dropped (at the end of `main`).
 pub struct TelemetryGuard {
-    provider: Option<SdkTracerProvider>,
-}
-
-impl Drop for TelemetryGuard {
-    fn drop(&mut self) {
-        if let Some(provider) = self.provider.take()
-            && let Err(e) = provider.shutdown()
-        {
-            eprintln!("warning: flushing traces failed: {e}");
-        }
-    }
+    _spans: Option<SpansGuard>,
 }
 
 /// Installs the process's subscriber. Call it outside any async runtime (the blocking exporter
@@ -57,10 +48,10 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
             .with_writer(std::io::stderr)
             .boxed(),
     };
-    let provider = match &ops.telemetry.traces_url {
-        None => None,
+    let (layer, guard) = match &ops.telemetry.traces_url {
+        None => (None, None),
         Some(url) => {
-            let exporter = opentelemetry_otlp::SpanExporter::builder()
+            let mut exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
                 .with_endpoint(url.clone())
@@ -69,46 +60,23 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
             let resource = opentelemetry_sdk::Resource::builder()
                 .with_service_name(ops.telemetry.service_name.clone())
                 .build();
-            Some(
-                SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
-                    .with_resource(resource)
-                    .build(),
-            )
+            exporter.set_resource(&resource);
+            let (layer, guard) = spans::start(exporter, Batching::from_env())
+                .map_err(|e| format!("cannot start the span exporter: {e}"))?;
+            (Some(layer), Some(guard))
         }
     };
-    let otel = provider.as_ref().map(otel_layer);
+    let exporting = layer.is_some();
     tracing_subscriber::registry()
         .with(fmt)
-        .with(otel)
+        .with(layer)
         .with(filter)
         .try_init()
         .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
-    if provider.is_some() {
-        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    if exporting {
         EXPORTING.store(true, Ordering::Relaxed);
     }
-    Ok(TelemetryGuard { provider })
-}
-
-/// The OpenTelemetry layer over `provider`'s tracer, without the per-span extras the request
-/// path would pay for on every span (source location, target and thread attributes, busy/idle
-/// clocks read and the context attached on every enter and exit).
-pub fn otel_layer<S>(
-    provider: &SdkTracerProvider,
-) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>
-where
-    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
-{
-    tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer("toolbridge"))
-        .with_location(false)
-        .with_threads(false)
-        .with_tracked_inactivity(false)
-        .with_target(false)
-        // Entering a span would otherwise attach its OpenTelemetry context to the thread on
-        // every poll; nothing here reads that context (propagation reads the span's own).
-        .with_context_activation(false)
+    Ok(TelemetryGuard { _spans: guard })
 }
 
 /// Installs the subscriber of commands that do not serve: text, or JSON with
@@ -135,33 +103,43 @@ impl Extractor for HeaderReader<'_> {
     }
 }
 
-struct HeaderWriter<'a>(&'a mut http::HeaderMap);
-
-impl Injector for HeaderWriter<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(key.as_bytes()),
-            http::HeaderValue::from_str(&value),
-        ) {
-            self.0.insert(name, value);
-        }
-    }
-}
-
-/// Makes `span` continue the trace of an incoming `traceparent`, if any.
+/// Makes `span` continue the trace of an incoming `traceparent` (and `tracestate`), if any.
 pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     if !EXPORTING.load(Ordering::Relaxed) || !headers.contains_key("traceparent") {
         return;
     }
     let parent = TraceContextPropagator::new().extract(&HeaderReader(headers));
-    let _ = span.set_parent(parent);
+    let remote = parent.span().span_context().clone();
+    if !remote.is_valid() {
+        return;
+    }
+    let state = remote.trace_state().header();
+    spans::set_remote_parent(
+        span,
+        &TraceContext {
+            trace_id: u128::from_be_bytes(remote.trace_id().to_bytes()),
+            span_id: u64::from_be_bytes(remote.span_id().to_bytes()),
+            sampled: remote.is_sampled(),
+            trace_state: (!state.is_empty()).then(|| Arc::from(state)),
+        },
+    );
 }
 
-/// Writes the current span's trace context (`traceparent`) into upstream request headers.
+/// Writes the current span's trace context (`traceparent`, and `tracestate` when the trace
+/// came with one) into upstream request headers.
 pub fn inject(headers: &mut http::HeaderMap) {
     if !EXPORTING.load(Ordering::Relaxed) {
         return;
     }
-    let context = tracing::Span::current().context();
-    TraceContextPropagator::new().inject_context(&context, &mut HeaderWriter(headers));
+    let Some(context) = spans::context_of(&tracing::Span::current()) else {
+        return;
+    };
+    if let Ok(value) = http::HeaderValue::from_str(&context.traceparent()) {
+        headers.insert("traceparent", value);
+    }
+    if let Some(state) = &context.trace_state
+        && let Ok(value) = http::HeaderValue::from_str(state)
+    {
+        headers.insert("tracestate", value);
+    }
 }

@@ -1,0 +1,687 @@
+//! The span layer: a `tracing` layer that records each span's trace identity, start and end
+//! and fields in the span itself while it is open, and hands the closed span to an exporter
+//! thread, which builds the OpenTelemetry span data and exports it in batches (OTLP/HTTP).
+//!
+//! Why our own layer: the request path should pay for a span no more than a few clock reads,
+//! an id and its fields. The general OpenTelemetry layer builds a span builder, a context and
+//! the SDK's span for every span on the thread that serves the request (about 2 µs each, seven
+//! spans a request); here that work runs on the exporter thread, off the request path. Both the
+//! queue and the batches are bounded (`OTEL_BSP_MAX_QUEUE_SIZE`, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`,
+//! `OTEL_BSP_SCHEDULE_DELAY`, with the SDK's defaults); a span that finds the queue full is
+//! dropped and counted, never waited for.
+//!
+//! Semantics kept from the OpenTelemetry SDK's defaults: a span's parent is its `tracing`
+//! parent; a root span may continue a remote trace ([`set_remote_parent`], from an incoming
+//! `traceparent`), and a remote parent that is not sampled leaves its whole trace unexported
+//! (parent-based sampling, otherwise always on); `tracestate` travels with the trace. Warnings
+//! and errors logged inside a span become its events, and an error marks the span's status.
+//! The `request` span is the server span, `upstream` the client span, the others internal.
+
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Registry;
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Events kept per span; more are counted as dropped.
+const MAX_EVENTS: usize = 32;
+/// Bytes kept of one event's message.
+const MAX_MESSAGE: usize = 1024;
+
+/// The trace identity a span passes to its children and to upstream requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    pub trace_id: u128,
+    pub span_id: u64,
+    pub sampled: bool,
+    /// The incoming `tracestate`, carried unchanged.
+    pub trace_state: Option<Arc<str>>,
+}
+
+impl TraceContext {
+    /// The W3C `traceparent` header value.
+    pub fn traceparent(&self) -> String {
+        let flags = if self.sampled { "01" } else { "00" };
+        format!("00-{:032x}-{:016x}-{flags}", self.trace_id, self.span_id)
+    }
+}
+
+/// One open span, kept in its extensions.
+struct Open {
+    context: TraceContext,
+    parent_id: u64,
+    remote_parent: bool,
+    start: SystemTime,
+    attributes: Vec<(&'static str, Attr)>,
+    events: Vec<Note>,
+    dropped_events: u32,
+    error: Option<String>,
+}
+
+enum Attr {
+    Str(String),
+    Bool(bool),
+    I64(i64),
+    F64(f64),
+}
+
+/// A warning or error logged inside a span.
+struct Note {
+    at: SystemTime,
+    level: Level,
+    message: String,
+}
+
+/// A closed span on its way to the exporter thread.
+struct Closed {
+    name: &'static str,
+    open: Open,
+    end: SystemTime,
+}
+
+enum Msg {
+    Span(Box<Closed>),
+    /// Export what is queued, shut the exporter down and answer.
+    Stop(SyncSender<()>),
+}
+
+/// The layer. See the module documentation.
+pub struct SpanLayer {
+    queue: SyncSender<Msg>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Stops the exporter thread when dropped, after it exported what was queued (bounded wait).
+pub struct SpansGuard {
+    queue: SyncSender<Msg>,
+}
+
+impl Drop for SpansGuard {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let (done, answered) = mpsc::sync_channel(1);
+        let mut message = Msg::Stop(done);
+        loop {
+            match self.queue.try_send(message) {
+                Ok(()) => break,
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    message = m;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(_) => return,
+            }
+        }
+        let _ = answered.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Batching, as the OpenTelemetry batch processor's environment variables set it.
+#[derive(Clone, Copy, Debug)]
+pub struct Batching {
+    pub queue: usize,
+    pub batch: usize,
+    pub delay: Duration,
+}
+
+impl Batching {
+    /// From `OTEL_BSP_*`, with the SDK's defaults (2048, 512, 5 s) for what is unset or invalid.
+    pub fn from_env() -> Self {
+        let read = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
+        let queue = usize::try_from(read("OTEL_BSP_MAX_QUEUE_SIZE", 2048)).unwrap_or(2048);
+        let batch = usize::try_from(read("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)).unwrap_or(512);
+        Batching {
+            queue,
+            batch: batch.min(queue),
+            delay: Duration::from_millis(read("OTEL_BSP_SCHEDULE_DELAY", 5000)),
+        }
+    }
+}
+
+/// Starts the exporter thread over `exporter` and returns the layer feeding it, with the guard
+/// that flushes it at the end.
+pub fn start<E>(exporter: E, batching: Batching) -> std::io::Result<(SpanLayer, SpansGuard)>
+where
+    E: SpanExporter + 'static,
+{
+    let (queue, received) = mpsc::sync_channel(batching.queue);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let counted = dropped.clone();
+    std::thread::Builder::new()
+        .name("toolbridge-spans".to_owned())
+        .spawn(move || export_loop(&exporter, &received, batching, &counted))?;
+    Ok((
+        SpanLayer {
+            queue: queue.clone(),
+            dropped,
+        },
+        SpansGuard { queue },
+    ))
+}
+
+fn export_loop<E: SpanExporter>(
+    exporter: &E,
+    received: &Receiver<Msg>,
+    batching: Batching,
+    dropped: &AtomicU64,
+) {
+    let scope = InstrumentationScope::builder("toolbridge").build();
+    let mut batch = Vec::with_capacity(batching.batch);
+    let mut deadline = Instant::now() + batching.delay;
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(wait) {
+            Ok(Msg::Span(closed)) => {
+                batch.push(span_data(*closed, &scope));
+                if batch.len() >= batching.batch {
+                    export(exporter, &mut batch, dropped);
+                }
+            }
+            Ok(Msg::Stop(done)) => {
+                while let Ok(Msg::Span(closed)) = received.try_recv() {
+                    batch.push(span_data(*closed, &scope));
+                }
+                export(exporter, &mut batch, dropped);
+                let _ = exporter.shutdown();
+                let _ = done.send(());
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                export(exporter, &mut batch, dropped);
+                deadline = Instant::now() + batching.delay;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                export(exporter, &mut batch, dropped);
+                let _ = exporter.shutdown();
+                return;
+            }
+        }
+    }
+}
+
+fn export<E: SpanExporter>(exporter: &E, batch: &mut Vec<SpanData>, dropped: &AtomicU64) {
+    let lost = dropped.swap(0, Ordering::Relaxed);
+    if lost > 0 {
+        tracing::warn!("{lost} spans were dropped: the export queue was full");
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let spans = std::mem::take(batch);
+    let count = spans.len();
+    if let Err(e) = futures::executor::block_on(exporter.export(spans)) {
+        tracing::warn!("cannot export {count} spans: {e}");
+    }
+}
+
+fn span_data(closed: Closed, scope: &InstrumentationScope) -> SpanData {
+    let Closed { name, open, end } = closed;
+    let context = &open.context;
+    let trace_state = context
+        .trace_state
+        .as_deref()
+        .and_then(|s| TraceState::from_str(s).ok())
+        .unwrap_or_default();
+    let span_context = SpanContext::new(
+        TraceId::from_bytes(context.trace_id.to_be_bytes()),
+        SpanId::from_bytes(context.span_id.to_be_bytes()),
+        TraceFlags::SAMPLED,
+        false,
+        trace_state,
+    );
+    let attributes = open
+        .attributes
+        .into_iter()
+        .map(|(key, value)| match value {
+            Attr::Str(s) => KeyValue::new(key, s),
+            Attr::Bool(b) => KeyValue::new(key, b),
+            Attr::I64(i) => KeyValue::new(key, i),
+            Attr::F64(f) => KeyValue::new(key, f),
+        })
+        .collect();
+    let events = open
+        .events
+        .into_iter()
+        .map(|note| {
+            opentelemetry::trace::Event::new(
+                note.level.as_str().to_ascii_lowercase(),
+                note.at,
+                vec![
+                    KeyValue::new("level", note.level.as_str()),
+                    KeyValue::new("message", note.message),
+                ],
+                0,
+            )
+        })
+        .collect();
+    let mut span_events = SpanEvents::default();
+    span_events.events = events;
+    span_events.dropped_count = open.dropped_events;
+    SpanData {
+        span_context,
+        parent_span_id: if open.parent_id == 0 {
+            SpanId::INVALID
+        } else {
+            SpanId::from_bytes(open.parent_id.to_be_bytes())
+        },
+        parent_span_is_remote: open.remote_parent,
+        span_kind: kind_of(name),
+        name: Cow::Borrowed(name),
+        start_time: open.start,
+        end_time: end,
+        attributes,
+        dropped_attributes_count: 0,
+        events: span_events,
+        links: SpanLinks::default(),
+        status: match open.error {
+            Some(message) => Status::error(message),
+            None => Status::Unset,
+        },
+        instrumentation_scope: scope.clone(),
+    }
+}
+
+/// The request span serves, the upstream span calls out; the rest is the gateway's own work.
+fn kind_of(name: &str) -> SpanKind {
+    match name {
+        "request" => SpanKind::Server,
+        "upstream" => SpanKind::Client,
+        _ => SpanKind::Internal,
+    }
+}
+
+fn new_trace_id() -> u128 {
+    loop {
+        let id = fastrand::u128(..);
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+fn new_span_id() -> u64 {
+    loop {
+        let id = fastrand::u64(..);
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+impl<S> Layer<S> for SpanLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let inherited = span.parent().and_then(|parent| {
+            parent
+                .extensions()
+                .get::<Open>()
+                .map(|open| open.context.clone())
+        });
+        let (context, parent_id) = match inherited {
+            Some(parent) => {
+                let parent_id = parent.span_id;
+                (
+                    TraceContext {
+                        span_id: new_span_id(),
+                        ..parent
+                    },
+                    parent_id,
+                )
+            }
+            None => (
+                TraceContext {
+                    trace_id: new_trace_id(),
+                    span_id: new_span_id(),
+                    sampled: true,
+                    trace_state: None,
+                },
+                0,
+            ),
+        };
+        let mut open = Open {
+            context,
+            parent_id,
+            remote_parent: false,
+            start: SystemTime::now(),
+            attributes: Vec::with_capacity(attrs.fields().len()),
+            events: Vec::new(),
+            dropped_events: 0,
+            error: None,
+        };
+        attrs.record(&mut Fields(&mut open.attributes));
+        span.extensions_mut().insert(open);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(open) = span.extensions_mut().get_mut::<Open>()
+        {
+            values.record(&mut Fields(&mut open.attributes));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let level = *event.metadata().level();
+        if level > Level::WARN {
+            return;
+        }
+        let Some(span) = ctx.event_span(event) else {
+            return;
+        };
+        let mut extensions = span.extensions_mut();
+        let Some(open) = extensions.get_mut::<Open>() else {
+            return;
+        };
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        let mut message = message.0;
+        if message.len() > MAX_MESSAGE {
+            let mut cut = MAX_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        if level == Level::ERROR && open.error.is_none() {
+            open.error = Some(message.clone());
+        }
+        if open.events.len() < MAX_EVENTS {
+            open.events.push(Note {
+                at: SystemTime::now(),
+                level,
+                message,
+            });
+        } else {
+            open.dropped_events = open.dropped_events.saturating_add(1);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else {
+            return;
+        };
+        let Some(open) = span.extensions_mut().remove::<Open>() else {
+            return;
+        };
+        if !open.context.sampled {
+            return;
+        }
+        let closed = Box::new(Closed {
+            name: span.name(),
+            open,
+            end: SystemTime::now(),
+        });
+        if self.queue.try_send(Msg::Span(closed)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Span fields as attributes.
+struct Fields<'a>(&'a mut Vec<(&'static str, Attr)>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name(), Attr::Str(value.to_owned())));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.push((field.name(), Attr::Bool(value)));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.push((field.name(), Attr::I64(value)));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        let value = match i64::try_from(value) {
+            Ok(i) => Attr::I64(i),
+            Err(_) => Attr::Str(value.to_string()),
+        };
+        self.0.push((field.name(), value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.push((field.name(), Attr::F64(value)));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name(), Attr::Str(format!("{value:?}"))));
+    }
+}
+
+/// An event's message, with its other fields after it as `name=value`.
+struct Message(String);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        if field.name() == "message" {
+            let _ = write!(self.0, "{value:?}");
+        } else {
+            let _ = write!(self.0, "{}={value:?}", field.name());
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+}
+
+/// Makes `span` (a root span, before it has children) continue the trace of `remote`: its
+/// trace id, the remote span as its parent, and the remote sampling decision.
+pub fn set_remote_parent(span: &tracing::Span, remote: &TraceContext) {
+    span.with_subscriber(|(id, dispatch)| {
+        if let Some(registry) = dispatch.downcast_ref::<Registry>()
+            && let Some(span) = registry.span(id)
+            && let Some(open) = span.extensions_mut().get_mut::<Open>()
+        {
+            open.context.trace_id = remote.trace_id;
+            open.context.sampled = remote.sampled;
+            open.context.trace_state = remote.trace_state.clone();
+            open.parent_id = remote.span_id;
+            open.remote_parent = true;
+        }
+    });
+}
+
+/// The trace identity of `span`, when the span layer records it.
+pub fn context_of(span: &tracing::Span) -> Option<TraceContext> {
+    span.with_subscriber(|(id, dispatch)| {
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        let span = registry.span(id)?;
+        let extensions = span.extensions();
+        extensions.get::<Open>().map(|open| open.context.clone())
+    })
+    .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    /// Keeps what it is given; can be made to hold the exporter thread.
+    #[derive(Debug, Default, Clone)]
+    struct Collect {
+        spans: Arc<Mutex<Vec<SpanData>>>,
+        hold: Arc<Mutex<()>>,
+    }
+
+    impl SpanExporter for Collect {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            let _held = self.hold.lock().unwrap();
+            self.spans.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    fn batching(queue: usize) -> Batching {
+        Batching {
+            queue,
+            batch: 8,
+            delay: Duration::from_secs(60),
+        }
+    }
+
+    /// Runs `work` under a subscriber with the span layer, then flushes and returns the spans.
+    fn traced(queue: usize, collect: &Collect, work: impl FnOnce()) -> Vec<SpanData> {
+        let (layer, guard) = start(collect.clone(), batching(queue)).unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, work);
+        drop(guard);
+        collect.spans.lock().unwrap().clone()
+    }
+
+    fn named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
+        spans.iter().find(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn children_share_the_trace_and_name_their_parent() {
+        let collect = Collect::default();
+        let spans = traced(64, &collect, || {
+            let request =
+                tracing::info_span!("request", request_id = "req_1", route = %"/v1/responses");
+            let _in = request.enter();
+            let upstream =
+                tracing::info_span!("upstream", provider = "up", stream = true, tries = 2_u64);
+            let _up = upstream.enter();
+            tracing::warn!(status = 503, "retrying");
+            tracing::error!("gave up");
+            tracing::info!("not an event of the span");
+        });
+        assert_eq!(spans.len(), 2);
+        let (request, upstream) = (named(&spans, "request"), named(&spans, "upstream"));
+        assert_eq!(request.span_kind, SpanKind::Server);
+        assert_eq!(upstream.span_kind, SpanKind::Client);
+        assert_eq!(request.parent_span_id, SpanId::INVALID);
+        assert_eq!(upstream.parent_span_id, request.span_context.span_id());
+        assert_eq!(
+            upstream.span_context.trace_id(),
+            request.span_context.trace_id()
+        );
+        assert_ne!(
+            upstream.span_context.span_id(),
+            request.span_context.span_id()
+        );
+        assert!(request.start_time <= upstream.start_time && upstream.end_time <= request.end_time);
+        let attribute = |s: &SpanData, key: &str| {
+            s.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == key)
+                .map(|kv| kv.value.to_string())
+        };
+        assert_eq!(attribute(request, "request_id").as_deref(), Some("req_1"));
+        assert_eq!(
+            attribute(request, "route").as_deref(),
+            Some("/v1/responses")
+        );
+        assert_eq!(attribute(upstream, "stream").as_deref(), Some("true"));
+        assert_eq!(attribute(upstream, "tries").as_deref(), Some("2"));
+        let messages: Vec<String> = upstream
+            .events
+            .iter()
+            .map(|e| format!("{}: {}", e.name, e.attributes[1].value))
+            .collect();
+        assert_eq!(messages, ["warn: retrying status=503", "error: gave up"]);
+        assert_eq!(upstream.status, Status::error("gave up"));
+        assert_eq!(request.status, Status::Unset);
+    }
+
+    #[test]
+    fn a_remote_parent_continues_its_trace_and_its_sampling() {
+        let collect = Collect::default();
+        let remote = TraceContext {
+            trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+            span_id: 0x00f0_67aa_0ba9_02b7,
+            sampled: true,
+            trace_state: Some(Arc::from("vendor=abc")),
+        };
+        let mut outgoing = None;
+        let spans = traced(64, &collect, || {
+            let request = tracing::info_span!("request");
+            set_remote_parent(&request, &remote);
+            let _in = request.enter();
+            let upstream = tracing::info_span!("upstream");
+            outgoing = context_of(&upstream);
+            // A trace whose caller did not sample it is not exported at all.
+            let unsampled = tracing::info_span!(parent: None, "request");
+            set_remote_parent(
+                &unsampled,
+                &TraceContext {
+                    sampled: false,
+                    ..remote.clone()
+                },
+            );
+            let _child = tracing::info_span!(parent: &unsampled, "plan");
+        });
+        let (request, upstream) = (named(&spans, "request"), named(&spans, "upstream"));
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        assert!(request.parent_span_is_remote);
+        assert_eq!(
+            request.parent_span_id,
+            SpanId::from_bytes(remote.span_id.to_be_bytes())
+        );
+        assert_eq!(
+            request.span_context.trace_id(),
+            TraceId::from_bytes(remote.trace_id.to_be_bytes())
+        );
+        assert_eq!(request.span_context.trace_state().header(), "vendor=abc");
+        let outgoing = outgoing.unwrap();
+        assert_eq!(
+            outgoing.traceparent(),
+            format!(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-{:016x}-01",
+                u64::from_be_bytes(upstream.span_context.span_id().to_bytes())
+            )
+        );
+        assert_eq!(outgoing.trace_state.as_deref(), Some("vendor=abc"));
+    }
+
+    #[test]
+    fn a_full_queue_drops_spans_and_never_waits() {
+        let collect = Collect::default();
+        let held = collect.hold.clone();
+        let (layer, guard) = start(collect.clone(), batching(4)).unwrap();
+        let dropped = layer.dropped.clone();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        {
+            // The exporter thread blocks in its first export; the queue then fills up.
+            let _hold = held.lock().unwrap();
+            tracing::subscriber::with_default(subscriber, || {
+                for _ in 0..100 {
+                    let _span = tracing::info_span!("plan").entered();
+                }
+            });
+        }
+        assert!(dropped.load(Ordering::Relaxed) > 0);
+        drop(guard);
+        let exported = collect.spans.lock().unwrap().len();
+        assert!((4..100).contains(&exported), "{exported}");
+    }
+}
