@@ -105,6 +105,7 @@ fn main() {
     let (span_layer, spans_guard) = toolbridge_gateway::ops::spans::start(
         exporter,
         toolbridge_gateway::ops::spans::Batching::from_env(),
+        toolbridge_gateway::ops::spans::Sampler::default(),
     )
     .unwrap();
     let traced = tracing::Dispatch::new(

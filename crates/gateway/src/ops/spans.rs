@@ -10,10 +10,11 @@
 //! `OTEL_BSP_SCHEDULE_DELAY`, with the SDK's defaults); a span that finds the queue full is
 //! dropped and counted, never waited for.
 //!
-//! Semantics kept from the OpenTelemetry SDK's defaults: a span's parent is its `tracing`
-//! parent; a root span may continue a remote trace ([`set_remote_parent`], from an incoming
-//! `traceparent`), and a remote parent that is not sampled leaves its whole trace unexported
-//! (parent-based sampling, otherwise always on); `tracestate` travels with the trace. Warnings
+//! Semantics kept from the OpenTelemetry SDK: a span's parent is its `tracing` parent; a root
+//! span may continue a remote trace ([`set_remote_parent`], from an incoming `traceparent`);
+//! head sampling follows `OTEL_TRACES_SAMPLER` ([`Sampler`]; by default a remote parent that is
+//! not sampled leaves its trace unexported, and every other trace is kept), and an unsampled
+//! span records no fields; `tracestate` travels with the trace. Warnings
 //! and errors logged inside a span become its events, and an error marks the span's status.
 //! The `request` span is the server span, `upstream` the client span, the others internal.
 
@@ -62,6 +63,8 @@ impl TraceContext {
 /// One open span, kept in its extensions.
 struct Open {
     context: TraceContext,
+    /// The sampler that decided, kept on root spans for a later remote parent.
+    sampler: Sampler,
     parent_id: u64,
     remote_parent: bool,
     start: SystemTime,
@@ -101,6 +104,7 @@ enum Msg {
 /// The layer. See the module documentation.
 pub struct SpanLayer {
     queue: SyncSender<Msg>,
+    sampler: Sampler,
     dropped: Arc<AtomicU64>,
 }
 
@@ -156,9 +160,86 @@ impl Batching {
     }
 }
 
+/// Which traces are recorded, as `OTEL_TRACES_SAMPLER` (and `OTEL_TRACES_SAMPLER_ARG`, the
+/// ratio) name it: `always_on`, `always_off`, `traceidratio`, and their `parentbased_` forms,
+/// which follow a remote caller's decision. The default is `parentbased_always_on`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampler {
+    /// The share of new traces recorded, 0 to 1.
+    pub ratio: f64,
+    /// Whether a remote parent's decision wins over the ratio.
+    pub parent_based: bool,
+}
+
+impl Default for Sampler {
+    fn default() -> Self {
+        Sampler {
+            ratio: 1.0,
+            parent_based: true,
+        }
+    }
+}
+
+impl Sampler {
+    /// From `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`; an unknown sampler or a ratio
+    /// outside 0..=1 is an error naming the variable.
+    pub fn from_env() -> Result<Self, String> {
+        let name = std::env::var("OTEL_TRACES_SAMPLER").unwrap_or_default();
+        let arg = std::env::var("OTEL_TRACES_SAMPLER_ARG").ok();
+        Self::parse(name.trim(), arg.as_deref().map(str::trim))
+    }
+
+    fn parse(name: &str, arg: Option<&str>) -> Result<Self, String> {
+        let ratio = || match arg {
+            None | Some("") => Ok(1.0),
+            Some(a) => match a.parse::<f64>() {
+                Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+                _ => Err(format!(
+                    "OTEL_TRACES_SAMPLER_ARG: `{a}` is not a ratio between 0 and 1"
+                )),
+            },
+        };
+        let (ratio, parent_based) = match name {
+            "" | "parentbased_always_on" => (1.0, true),
+            "always_on" => (1.0, false),
+            "always_off" => (0.0, false),
+            "parentbased_always_off" => (0.0, true),
+            "traceidratio" => (ratio()?, false),
+            "parentbased_traceidratio" => (ratio()?, true),
+            other => {
+                return Err(format!(
+                    "OTEL_TRACES_SAMPLER: `{other}` is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"
+                ));
+            }
+        };
+        Ok(Sampler {
+            ratio,
+            parent_based,
+        })
+    }
+
+    /// The decision for a new trace: the OpenTelemetry ratio rule on the trace id's low 63 bits,
+    /// so every service sampling by the same ratio keeps the same traces.
+    fn samples(&self, trace_id: u128) -> bool {
+        if self.ratio >= 1.0 {
+            return true;
+        }
+        // Truncation is the rule: the bound is ratio × 2^63, as an integer.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let bound = (self.ratio * (1u64 << 63) as f64) as u64;
+        #[allow(clippy::cast_possible_truncation)]
+        let low = (trace_id as u64) >> 1;
+        low < bound
+    }
+}
+
 /// Starts the exporter thread over `exporter` and returns the layer feeding it, with the guard
 /// that flushes it at the end.
-pub fn start<E>(exporter: E, batching: Batching) -> std::io::Result<(SpanLayer, SpansGuard)>
+pub fn start<E>(
+    exporter: E,
+    batching: Batching,
+    sampler: Sampler,
+) -> std::io::Result<(SpanLayer, SpansGuard)>
 where
     E: SpanExporter + 'static,
 {
@@ -171,6 +252,7 @@ where
     Ok((
         SpanLayer {
             queue: queue.clone(),
+            sampler,
             dropped,
         },
         SpansGuard { queue },
@@ -351,18 +433,23 @@ where
                     parent_id,
                 )
             }
-            None => (
-                TraceContext {
-                    trace_id: new_trace_id(),
-                    span_id: new_span_id(),
-                    sampled: true,
-                    trace_state: None,
-                },
-                0,
-            ),
+            None => {
+                let trace_id = new_trace_id();
+                (
+                    TraceContext {
+                        trace_id,
+                        span_id: new_span_id(),
+                        sampled: self.sampler.samples(trace_id),
+                        trace_state: None,
+                    },
+                    0,
+                )
+            }
         };
+        let sampled = context.sampled;
         let mut open = Open {
             context,
+            sampler: self.sampler,
             parent_id,
             remote_parent: false,
             start: SystemTime::now(),
@@ -371,13 +458,16 @@ where
             dropped_events: 0,
             error: None,
         };
-        attrs.record(&mut Fields(&mut open.attributes));
+        if sampled {
+            attrs.record(&mut Fields(&mut open.attributes));
+        }
         span.extensions_mut().insert(open);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id)
             && let Some(open) = span.extensions_mut().get_mut::<Open>()
+            && open.context.sampled
         {
             values.record(&mut Fields(&mut open.attributes));
         }
@@ -392,7 +482,7 @@ where
             return;
         };
         let mut extensions = span.extensions_mut();
-        let Some(open) = extensions.get_mut::<Open>() else {
+        let Some(open) = extensions.get_mut::<Open>().filter(|o| o.context.sampled) else {
             return;
         };
         let mut message = Message(String::new());
@@ -489,7 +579,8 @@ impl Visit for Message {
 }
 
 /// Makes `span` (a root span, before it has children) continue the trace of `remote`: its
-/// trace id, the remote span as its parent, and the remote sampling decision.
+/// trace id and the remote span as its parent; the remote sampling decision when the sampler is
+/// parent-based, else the sampler's decision on the remote trace id.
 pub fn set_remote_parent(span: &tracing::Span, remote: &TraceContext) {
     span.with_subscriber(|(id, dispatch)| {
         if let Some(registry) = dispatch.downcast_ref::<Registry>()
@@ -497,7 +588,11 @@ pub fn set_remote_parent(span: &tracing::Span, remote: &TraceContext) {
             && let Some(open) = span.extensions_mut().get_mut::<Open>()
         {
             open.context.trace_id = remote.trace_id;
-            open.context.sampled = remote.sampled;
+            open.context.sampled = if open.sampler.parent_based {
+                remote.sampled
+            } else {
+                open.sampler.samples(remote.trace_id)
+            };
             open.context.trace_state = remote.trace_state.clone();
             open.parent_id = remote.span_id;
             open.remote_parent = true;
@@ -550,7 +645,7 @@ mod tests {
 
     /// Runs `work` under a subscriber with the span layer, then flushes and returns the spans.
     fn traced(queue: usize, collect: &Collect, work: impl FnOnce()) -> Vec<SpanData> {
-        let (layer, guard) = start(collect.clone(), batching(queue)).unwrap();
+        let (layer, guard) = start(collect.clone(), batching(queue), Sampler::default()).unwrap();
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, work);
         drop(guard);
@@ -667,7 +762,7 @@ mod tests {
     fn a_full_queue_drops_spans_and_never_waits() {
         let collect = Collect::default();
         let held = collect.hold.clone();
-        let (layer, guard) = start(collect.clone(), batching(4)).unwrap();
+        let (layer, guard) = start(collect.clone(), batching(4), Sampler::default()).unwrap();
         let dropped = layer.dropped.clone();
         let subscriber = tracing_subscriber::registry().with(layer);
         {
@@ -683,5 +778,48 @@ mod tests {
         drop(guard);
         let exported = collect.spans.lock().unwrap().len();
         assert!((4..100).contains(&exported), "{exported}");
+    }
+
+    #[test]
+    fn samplers_read_as_the_sdk_names_them() {
+        assert_eq!(Sampler::parse("", None), Ok(Sampler::default()));
+        let half = Sampler::parse("parentbased_traceidratio", Some("0.5")).unwrap();
+        assert!(half.parent_based && (half.ratio - 0.5).abs() < f64::EPSILON);
+        assert!(
+            Sampler::parse("traceidratio", Some("2"))
+                .unwrap_err()
+                .contains("OTEL_TRACES_SAMPLER_ARG")
+        );
+        assert!(
+            Sampler::parse("jaeger_remote", None)
+                .unwrap_err()
+                .contains("OTEL_TRACES_SAMPLER")
+        );
+        let off = Sampler::parse("always_off", None).unwrap();
+        assert!(!off.samples(u128::MAX));
+        // The ratio rule reads the low 63 bits: about half of many random ids pass at 0.5.
+        let kept = (0..10_000).filter(|_| half.samples(new_trace_id())).count();
+        assert!((4_000..6_000).contains(&kept), "{kept}");
+        assert!(half.samples(0x10) && !half.samples(u128::from(u64::MAX)));
+    }
+
+    #[test]
+    fn unsampled_traces_are_not_exported_but_still_propagate() {
+        let collect = Collect::default();
+        let (layer, guard) = start(
+            collect.clone(),
+            batching(64),
+            Sampler::parse("always_off", None).unwrap(),
+        )
+        .unwrap();
+        let mut outgoing = None;
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let request = tracing::info_span!("request", request_id = "req_2");
+            let _in = request.enter();
+            outgoing = context_of(&tracing::info_span!("upstream"));
+        });
+        drop(guard);
+        assert!(collect.spans.lock().unwrap().is_empty());
+        assert!(outgoing.unwrap().traceparent().ends_with("-00"));
     }
 }

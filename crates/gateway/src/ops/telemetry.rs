@@ -22,7 +22,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::config::{LogFormat, OpsConfig};
-use super::spans::{self, Batching, SpansGuard, TraceContext};
+use super::spans::{self, Batching, Sampler, SpansGuard, TraceContext};
 
 /// True once spans are exported: only then is trace context read and written.
 static EXPORTING: AtomicBool = AtomicBool::new(false);
@@ -61,7 +61,8 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
                 .with_service_name(ops.telemetry.service_name.clone())
                 .build();
             exporter.set_resource(&resource);
-            let (layer, guard) = spans::start(exporter, Batching::from_env())
+            let sampler = Sampler::from_env()?;
+            let (layer, guard) = spans::start(exporter, Batching::from_env(), sampler)
                 .map_err(|e| format!("cannot start the span exporter: {e}"))?;
             (Some(layer), Some(guard))
         }
