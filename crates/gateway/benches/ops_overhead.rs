@@ -3,7 +3,10 @@
 //! per-key and per-provider limits checked and charged) against all off, in one process,
 //! interleaved batch by batch so that drift hits both alike. The measure is the gateway's own
 //! time as it reports it (`x-toolbridge-overhead-ms`: total minus upstream wait), which keeps
-//! the loopback HTTP noise of the client out; wall time per request is printed too.
+//! the loopback HTTP noise of the client out. Wall time per request is printed too (client to
+//! client over loopback: it also sees what runs after the headers are written, such as the
+//! request span's close and the request metrics, and the upstream reading the extra
+//! `traceparent` header). Then one span alone, with and without the span layer.
 //!
 //! Run: `cargo bench -p toolbridge-gateway --bench ops_overhead`.
 
@@ -20,7 +23,7 @@ use toolbridge_testkit::{FakeUpstream, Reply};
 use tracing_subscriber::layer::SubscriberExt;
 
 const BATCH: usize = 100;
-const ROUNDS: usize = 30;
+const ROUNDS: usize = 60;
 
 fn config(upstream: &FakeUpstream, on: bool) -> Config {
     let ops = if on {
@@ -79,6 +82,17 @@ async fn batch(client: &reqwest::Client, addr: SocketAddr) -> (Vec<f64>, Vec<f64
         wall.push(started.elapsed().as_secs_f64() * 1e6);
     }
     (overhead, wall)
+}
+
+/// Nanoseconds per span, over a batch of spans like the gateway's upstream span.
+fn span_cost() -> f64 {
+    const SPANS: u32 = 2_000;
+    let started = Instant::now();
+    for _ in 0..SPANS {
+        let span = tracing::info_span!("upstream", provider = %"up", model = %"m", stream = false);
+        let _entered = span.enter();
+    }
+    started.elapsed().as_secs_f64() * 1e9 / f64::from(SPANS)
 }
 
 /// One configuration measured: its server, whether metrics and spans are on.
@@ -172,7 +186,7 @@ fn main() {
     for m in &mut modes {
         let (o, w) = (median(&mut m.overhead), median(&mut m.wall));
         println!(
-            "  {:<13} overhead {o:7.1} µs ({:+6.1} µs, ratio {:.3})   wall {w:7.1} µs ({:+6.1} µs, ratio {:.3})",
+            "  {:<13} overhead {o:6.1} µs ({:+5.1}, ×{:.3})   wall {w:6.1} µs ({:+5.1}, ×{:.3})",
             m.name,
             o - base_o,
             o / base_o,
@@ -180,6 +194,19 @@ fn main() {
             w / base_w
         );
     }
+    // One span alone, as the gateway makes them (entered, with fields, closed), with and
+    // without the span layer, interleaved.
+    let (mut with_layer, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        for (dispatch, out) in [(&traced, &mut with_layer), (&plain, &mut without)] {
+            out.push(tracing::dispatcher::with_default(dispatch, span_cost));
+        }
+    }
+    let (a, b) = (median(&mut with_layer), median(&mut without));
+    println!(
+        "one span (fields, entered, closed): {b:.0} ns without the span layer, {a:.0} ns with it ({:+.0} ns)",
+        a - b
+    );
     drop(upstream);
     drop(spans_guard);
 }

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
@@ -178,7 +179,26 @@ enum Backend {
 struct Local {
     keys: Option<DefaultKeyedRateLimiter<String>>,
     providers: HashMap<String, DefaultDirectRateLimiter>,
-    tokens: Mutex<HashMap<(Subject, String), (Instant, u64)>>,
+    tokens: Mutex<TokenWindows>,
+    /// Requests checked against `keys`.
+    checks: AtomicU64,
+}
+
+/// Tokens used in the current one-minute window (its start and the count), per key id and per
+/// provider; looked up by `&str`, so a check allocates nothing.
+#[derive(Default)]
+struct TokenWindows {
+    keys: HashMap<String, (Instant, u64)>,
+    providers: HashMap<String, (Instant, u64)>,
+}
+
+impl TokenWindows {
+    fn of(&mut self, subject: Subject) -> &mut HashMap<String, (Instant, u64)> {
+        match subject {
+            Subject::Key => &mut self.keys,
+            Subject::Provider => &mut self.providers,
+        }
+    }
 }
 
 /// Adds `ARGV[2]` to a counter, the window (`ARGV[1]` ms) set on the first hit; answers
@@ -230,6 +250,7 @@ impl Limits {
                     })
                     .collect(),
                 tokens: Mutex::default(),
+                checks: AtomicU64::new(0),
             })),
         };
         Ok(Self { config, backend })
@@ -243,6 +264,7 @@ impl Limits {
                 keys: None,
                 providers: HashMap::new(),
                 tokens: Mutex::default(),
+                checks: AtomicU64::new(0),
             })),
         }
     }
@@ -260,7 +282,10 @@ impl Limits {
                 let Some(limiter) = &local.keys else {
                     return Ok(());
                 };
-                if limiter.len() > MAX_TRACKED {
+                // Counting the tracked keys reads every shard: only every 1024th request.
+                if local.checks.fetch_add(1, Ordering::Relaxed) % 1024 == 0
+                    && limiter.len() > MAX_TRACKED
+                {
                     limiter.retain_recent();
                 }
                 limiter.check_key(&key.to_owned()).map_err(|not_until| {
@@ -350,10 +375,10 @@ impl Limits {
         };
         let (used, left) = match &self.backend {
             Backend::Local(local) => {
-                let Ok(windows) = local.tokens.lock() else {
+                let Ok(mut windows) = local.tokens.lock() else {
                     return Ok(());
                 };
-                match windows.get(&(subject, id.to_owned())) {
+                match windows.of(subject).get(id) {
                     Some((start, used)) if start.elapsed() < WINDOW => {
                         (*used, WINDOW.saturating_sub(start.elapsed()))
                     }
@@ -386,16 +411,21 @@ impl Limits {
         match &self.backend {
             Backend::Local(local) => {
                 if let Ok(mut windows) = local.tokens.lock() {
+                    let windows = windows.of(subject);
                     if windows.len() > MAX_TRACKED {
                         windows.retain(|_, (start, _)| start.elapsed() < WINDOW);
                     }
-                    let entry = windows
-                        .entry((subject, id.to_owned()))
-                        .or_insert((Instant::now(), 0));
-                    if entry.0.elapsed() >= WINDOW {
-                        *entry = (Instant::now(), 0);
+                    match windows.get_mut(id) {
+                        Some(window) => {
+                            if window.0.elapsed() >= WINDOW {
+                                *window = (Instant::now(), 0);
+                            }
+                            window.1 = window.1.saturating_add(tokens);
+                        }
+                        None => {
+                            windows.insert(id.to_owned(), (Instant::now(), tokens));
+                        }
                     }
-                    entry.1 = entry.1.saturating_add(tokens);
                 }
             }
             Backend::Redis(manager) => {

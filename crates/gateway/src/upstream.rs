@@ -138,13 +138,9 @@ impl Upstreams {
         crate::ops::observe::capture_upstream(&provider.name, payload);
         let span =
             tracing::info_span!("upstream", provider = %provider.name, model = %model, stream);
-        let started = std::time::Instant::now();
-        let result = self
-            .send_retrying(client, provider, model, payload, stream)
+        self.send_retrying(client, provider, model, payload, stream)
             .instrument(span)
-            .await;
-        crate::ops::observe::upstream_waited(started.elapsed());
-        result
+            .await
     }
 
     async fn send_retrying(
@@ -178,7 +174,9 @@ impl Upstreams {
                 code = error.code(),
                 "retrying the upstream request"
             );
+            let sleeping = std::time::Instant::now();
             tokio::time::sleep(wait).await;
+            crate::ops::observe::upstream_waited(sleeping.elapsed());
             waited += wait;
             attempt += 1;
         }
@@ -207,13 +205,17 @@ impl Upstreams {
             request = request.timeout(provider.request_timeout);
         }
         request = dialect.headers(request, provider.api_key.as_deref());
-        let mut trace_headers = reqwest::header::HeaderMap::new();
-        crate::ops::telemetry::inject(&mut trace_headers);
-        if !trace_headers.is_empty() {
-            request = request.headers(trace_headers);
+        if let Some((parent, state)) = crate::ops::telemetry::outgoing() {
+            request = request.header("traceparent", parent);
+            if let Some(state) = state {
+                request = request.header("tracestate", state);
+            }
         }
         let started = std::time::Instant::now();
         let sent = request.send().await;
+        // Only the wait on the upstream is not the gateway's overhead: building the request
+        // (trace context included) above and the span around it are.
+        crate::ops::observe::upstream_waited(started.elapsed());
         crate::ops::metrics::upstream(
             &provider.name,
             sent.as_ref().ok().map(|r| r.status().as_u16()),

@@ -21,7 +21,7 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -53,10 +53,24 @@ pub struct TraceContext {
 }
 
 impl TraceContext {
-    /// The W3C `traceparent` header value.
+    /// The W3C `traceparent` header value: `00-<trace id>-<span id>-<flags>`, lowercase hex.
     pub fn traceparent(&self) -> String {
-        let flags = if self.sampled { "01" } else { "00" };
-        format!("00-{:032x}-{:016x}-{flags}", self.trace_id, self.span_id)
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(55);
+        out.push_str("00-");
+        for shift in (0..32).rev() {
+            out.push(char::from(
+                HEX[usize::from((self.trace_id >> (shift * 4)) as u8 & 0xf)],
+            ));
+        }
+        out.push('-');
+        for shift in (0..16).rev() {
+            out.push(char::from(
+                HEX[usize::from((self.span_id >> (shift * 4)) as u8 & 0xf)],
+            ));
+        }
+        out.push_str(if self.sampled { "-01" } else { "-00" });
+        out
     }
 }
 
@@ -95,31 +109,41 @@ struct Closed {
     end: SystemTime,
 }
 
-enum Msg {
-    Span(Box<Closed>),
+/// Why the exporter thread is woken before its schedule.
+enum Wake {
+    /// A batch's worth of spans is queued.
+    Batch,
     /// Export what is queued, shut the exporter down and answer.
     Stop(SyncSender<()>),
 }
 
 /// The layer. See the module documentation.
+///
+/// Closed spans go into a bounded queue the exporter thread does not wait on, so sending one
+/// never wakes that thread (a wake-up is a system call on the request path); the thread sleeps
+/// until its schedule, or until a batch's worth is queued, or until it is stopped.
 pub struct SpanLayer {
-    queue: SyncSender<Msg>,
+    spans: SyncSender<Closed>,
+    wake: SyncSender<Wake>,
+    /// Spans queued since the exporter thread last drained the queue.
+    queued: Arc<AtomicUsize>,
+    batch: usize,
     sampler: Sampler,
     dropped: Arc<AtomicU64>,
 }
 
 /// Stops the exporter thread when dropped, after it exported what was queued (bounded wait).
 pub struct SpansGuard {
-    queue: SyncSender<Msg>,
+    wake: SyncSender<Wake>,
 }
 
 impl Drop for SpansGuard {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(5);
         let (done, answered) = mpsc::sync_channel(1);
-        let mut message = Msg::Stop(done);
+        let mut message = Wake::Stop(done);
         loop {
-            match self.queue.try_send(message) {
+            match self.wake.try_send(message) {
                 Ok(()) => break,
                 Err(TrySendError::Full(m)) if Instant::now() < deadline => {
                     message = m;
@@ -243,59 +267,84 @@ pub fn start<E>(
 where
     E: SpanExporter + 'static,
 {
-    let (queue, received) = mpsc::sync_channel(batching.queue);
+    let (spans, queue) = mpsc::sync_channel(batching.queue);
+    let (wake, woken) = mpsc::sync_channel(4);
+    let queued = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(AtomicU64::new(0));
-    let counted = dropped.clone();
+    let thread = Exporting {
+        exporter,
+        queue,
+        queued: queued.clone(),
+        dropped: dropped.clone(),
+        batching,
+        scope: InstrumentationScope::builder("toolbridge").build(),
+    };
     std::thread::Builder::new()
         .name("toolbridge-spans".to_owned())
-        .spawn(move || export_loop(&exporter, &received, batching, &counted))?;
+        .spawn(move || thread.run(&woken))?;
     Ok((
         SpanLayer {
-            queue: queue.clone(),
+            spans,
+            wake: wake.clone(),
+            queued,
+            batch: batching.batch,
             sampler,
             dropped,
         },
-        SpansGuard { queue },
+        SpansGuard { wake },
     ))
 }
 
-fn export_loop<E: SpanExporter>(
-    exporter: &E,
-    received: &Receiver<Msg>,
+/// The exporter thread's state.
+struct Exporting<E> {
+    exporter: E,
+    queue: Receiver<Closed>,
+    queued: Arc<AtomicUsize>,
+    dropped: Arc<AtomicU64>,
     batching: Batching,
-    dropped: &AtomicU64,
-) {
-    let scope = InstrumentationScope::builder("toolbridge").build();
-    let mut batch = Vec::with_capacity(batching.batch);
-    let mut deadline = Instant::now() + batching.delay;
-    loop {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match received.recv_timeout(wait) {
-            Ok(Msg::Span(closed)) => {
-                batch.push(span_data(*closed, &scope));
-                if batch.len() >= batching.batch {
-                    export(exporter, &mut batch, dropped);
+    scope: InstrumentationScope,
+}
+
+impl<E: SpanExporter> Exporting<E> {
+    fn run(&self, woken: &Receiver<Wake>) {
+        let mut deadline = Instant::now() + self.batching.delay;
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let stop = match woken.recv_timeout(wait) {
+                Ok(Wake::Batch) => None,
+                Ok(Wake::Stop(done)) => Some(Some(done)),
+                Err(RecvTimeoutError::Timeout) => {
+                    deadline = Instant::now() + self.batching.delay;
+                    None
                 }
-            }
-            Ok(Msg::Stop(done)) => {
-                while let Ok(Msg::Span(closed)) = received.try_recv() {
-                    batch.push(span_data(*closed, &scope));
+                Err(RecvTimeoutError::Disconnected) => Some(None),
+            };
+            self.drain();
+            if let Some(done) = stop {
+                let _ = self.exporter.shutdown();
+                if let Some(done) = done {
+                    let _ = done.send(());
                 }
-                export(exporter, &mut batch, dropped);
-                let _ = exporter.shutdown();
-                let _ = done.send(());
-                return;
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                export(exporter, &mut batch, dropped);
-                deadline = Instant::now() + batching.delay;
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                export(exporter, &mut batch, dropped);
-                let _ = exporter.shutdown();
                 return;
             }
         }
+    }
+
+    /// Exports what is queued now, in batches (at most a queue's worth, so a steady stream of
+    /// spans cannot keep the thread here).
+    fn drain(&self) {
+        self.queued.store(0, Ordering::Relaxed);
+        let mut batch = Vec::with_capacity(self.batching.batch);
+        for _ in 0..self.batching.queue {
+            let Ok(closed) = self.queue.try_recv() else {
+                break;
+            };
+            batch.push(span_data(closed, &self.scope));
+            if batch.len() >= self.batching.batch {
+                export(&self.exporter, &mut batch, &self.dropped);
+            }
+        }
+        export(&self.exporter, &mut batch, &self.dropped);
     }
 }
 
@@ -519,13 +568,15 @@ where
         if !open.context.sampled {
             return;
         }
-        let closed = Box::new(Closed {
+        let closed = Closed {
             name: span.name(),
             open,
             end: SystemTime::now(),
-        });
-        if self.queue.try_send(Msg::Span(closed)).is_err() {
+        };
+        if self.spans.try_send(closed).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        } else if self.queued.fetch_add(1, Ordering::Relaxed) + 1 == self.batch {
+            let _ = self.wake.try_send(Wake::Batch);
         }
     }
 }
@@ -602,13 +653,24 @@ pub fn set_remote_parent(span: &tracing::Span, remote: &TraceContext) {
 
 /// The trace identity of `span`, when the span layer records it.
 pub fn context_of(span: &tracing::Span) -> Option<TraceContext> {
-    span.with_subscriber(|(id, dispatch)| {
-        let registry = dispatch.downcast_ref::<Registry>()?;
-        let span = registry.span(id)?;
-        let extensions = span.extensions();
-        extensions.get::<Open>().map(|open| open.context.clone())
+    span.with_subscriber(|(id, dispatch)| read_context(dispatch, id))
+        .flatten()
+}
+
+/// The trace identity of the span the current thread is in, when the span layer records it
+/// (without taking a handle on the span, as [`tracing::Span::current`] would).
+pub fn current_context() -> Option<TraceContext> {
+    tracing::dispatcher::get_default(|dispatch| {
+        let current = dispatch.current_span();
+        read_context(dispatch, current.id()?)
     })
-    .flatten()
+}
+
+fn read_context(dispatch: &tracing::Dispatch, id: &Id) -> Option<TraceContext> {
+    let registry = dispatch.downcast_ref::<Registry>()?;
+    let span = registry.span(id)?;
+    let extensions = span.extensions();
+    extensions.get::<Open>().map(|open| open.context.clone())
 }
 
 #[cfg(test)]
@@ -778,6 +840,20 @@ mod tests {
         drop(guard);
         let exported = collect.spans.lock().unwrap().len();
         assert!((4..100).contains(&exported), "{exported}");
+    }
+
+    #[test]
+    fn traceparent_is_lowercase_hex_of_fixed_width() {
+        let context = TraceContext {
+            trace_id: 0xab,
+            span_id: u64::MAX,
+            sampled: false,
+            trace_state: None,
+        };
+        assert_eq!(
+            context.traceparent(),
+            "00-000000000000000000000000000000ab-ffffffffffffffff-00"
+        );
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! neither are prompts or completions (see the request capture for those, opt-in).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -23,9 +22,6 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use super::config::{LogFormat, OpsConfig};
 use super::spans::{self, Batching, Sampler, SpansGuard, TraceContext};
-
-/// True once spans are exported: only then is trace context read and written.
-static EXPORTING: AtomicBool = AtomicBool::new(false);
 
 /// Flushes and stops the span exporter when dropped (at the end of `main`).
 pub struct TelemetryGuard {
@@ -67,16 +63,12 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
             (Some(layer), Some(guard))
         }
     };
-    let exporting = layer.is_some();
     tracing_subscriber::registry()
         .with(fmt)
         .with(layer)
         .with(filter)
         .try_init()
         .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
-    if exporting {
-        EXPORTING.store(true, Ordering::Relaxed);
-    }
     Ok(TelemetryGuard { _spans: guard })
 }
 
@@ -105,8 +97,9 @@ impl Extractor for HeaderReader<'_> {
 }
 
 /// Makes `span` continue the trace of an incoming `traceparent` (and `tracestate`), if any.
+/// Without the span layer (no traces exported) this does nothing.
 pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
-    if !EXPORTING.load(Ordering::Relaxed) || !headers.contains_key("traceparent") {
+    if !headers.contains_key("traceparent") {
         return;
     }
     let parent = TraceContextPropagator::new().extract(&HeaderReader(headers));
@@ -126,21 +119,14 @@ pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     );
 }
 
-/// Writes the current span's trace context (`traceparent`, and `tracestate` when the trace
-/// came with one) into upstream request headers.
-pub fn inject(headers: &mut http::HeaderMap) {
-    if !EXPORTING.load(Ordering::Relaxed) {
-        return;
-    }
-    let Some(context) = spans::context_of(&tracing::Span::current()) else {
-        return;
-    };
-    if let Ok(value) = http::HeaderValue::from_str(&context.traceparent()) {
-        headers.insert("traceparent", value);
-    }
-    if let Some(state) = &context.trace_state
-        && let Ok(value) = http::HeaderValue::from_str(state)
-    {
-        headers.insert("tracestate", value);
-    }
+/// The current span's trace context as upstream request headers: `traceparent`, and
+/// `tracestate` when the trace came with one; nothing without the span layer.
+pub fn outgoing() -> Option<(http::HeaderValue, Option<http::HeaderValue>)> {
+    let context = spans::current_context()?;
+    let parent = http::HeaderValue::from_str(&context.traceparent()).ok()?;
+    let state = context
+        .trace_state
+        .as_deref()
+        .and_then(|s| http::HeaderValue::from_str(s).ok());
+    Some((parent, state))
 }
