@@ -1,6 +1,7 @@
 //! Ring 2: metrics through the whole app. Two requests count 2 (requests, the duration
 //! histogram), their tokens are summed, their tool plans counted by type and decision, a stream
-//! moves the open-streams gauge up and back to 0, and every answer carries the overhead header.
+//! moves the open-streams gauge up and back to 0, and every answer carries the overhead header;
+//! the gateway's tool loop counts its steps and calls, and a repaired call counts by its code.
 //! The recorder is process-wide, so this file's labels are its own (provider `metered`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -10,7 +11,7 @@ mod common;
 use common::Harness;
 use serde_json::json;
 use toolbridge_testkit::Reply;
-use toolbridge_testkit::chat::{completion, text_stream, usage_chunk};
+use toolbridge_testkit::chat::{completion, text_stream, tool_calls_completion, usage_chunk};
 
 async fn harness() -> Harness {
     Harness::with_toml(|url| {
@@ -215,5 +216,85 @@ async fn a_stream_opens_and_closes_the_open_streams_gauge() {
             &[("provider", "metered")]
         )
         .is_some_and(|n| n >= 1.0)
+    );
+}
+
+#[tokio::test]
+async fn loop_steps_tool_calls_and_repairs_are_counted() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.looped]
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+max_retries = 0
+
+[[routes]]
+model = "loop-*"
+provider = "looped"
+
+[gateway_tools]
+builtins = ["calculator"]
+jq_isolation = false
+"#
+        )
+    })
+    .await;
+    // One gateway step: the calculator runs (once well, once on a bad expression), then the
+    // model answers.
+    h.upstream.push(Reply::json(tool_calls_completion(&[
+        ("call_1", "calculator", json!({"expression": "2+3"})),
+        ("call_2", "calculator", json!({"expression": "2+"})),
+    ])));
+    h.upstream.push(Reply::json(completion("5", "stop")));
+    let (status, body) = h
+        .post_json(&json!({"model": "loop-a", "input": "2+3?", "store": false}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // A client tool call whose arguments need repair (a trailing comma).
+    h.upstream.push(Reply::json(json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\",}"}}]}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    })));
+    let (status, body) = h
+        .post_json(&json!({"model": "loop-b", "input": "look", "store": false,
+            "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["arguments"], r#"{"q":"x"}"#, "{body:#}");
+
+    let text = metrics(&h).await;
+    assert_eq!(
+        sample(
+            &text,
+            "toolbridge_tool_loop_steps_total",
+            &[("provider", "looped")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let calls = |outcome| {
+        sample(
+            &text,
+            "toolbridge_tool_calls_total",
+            &[("server", "toolbridge"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(calls("ok"), Some(1.0), "{text}");
+    assert_eq!(calls("error"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "toolbridge_repairs_total",
+            &[
+                ("provider", "looped"),
+                ("model", "loop-*"),
+                ("code", "arguments_repaired")
+            ]
+        ),
+        Some(1.0),
+        "{text}"
     );
 }

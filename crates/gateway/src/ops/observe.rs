@@ -93,7 +93,8 @@ impl RequestCtx {
         let _ = self.labels.set((provider.to_owned(), model));
     }
 
-    fn labels(&self) -> (&str, &str) {
+    /// The `(provider, model)` labels, `none` before a provider took the request.
+    pub fn labels(&self) -> (&str, &str) {
         match self.labels.get() {
             Some((p, m)) => (p, m),
             None => (metrics::NONE, metrics::NONE),

@@ -82,9 +82,15 @@ impl RepairRounds {
 /// Counts what repair did to one response's calls (repairs, coercions, renames, invalid calls,
 /// re-asks), by provider and model: a log line and `toolbridge_repairs_total` per diagnostic.
 pub(crate) fn record_repairs(provider: &str, model: &str, diagnostics: &[Diagnostic]) {
+    // The metric's model label is the request's bounded one (its route pattern), never the
+    // model name as the client wrote it; the log line names the model itself.
+    let request = crate::ops::observe::current();
+    let model_label = request
+        .as_ref()
+        .map_or(crate::ops::metrics::OTHER, |r| r.labels().1);
     for d in diagnostics {
         if REPAIR_CODES.contains(&d.code.as_str()) {
-            crate::ops::metrics::repair(provider, model, d);
+            crate::ops::metrics::repair(provider, model_label, d);
             tracing::info!(
                 provider,
                 model,
