@@ -369,6 +369,22 @@ async fn check_describes_the_operations_sections_and_refuses_bad_ones() {
         "{stdout}"
     );
     assert!(stdout.contains("request capture: off"), "{stdout}");
+    assert!(stdout.contains("sampler parentbased_always_on"), "{stdout}");
+
+    // The sampler comes from the environment, and a wrong one is refused by name.
+    let out = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("OTEL_TRACES_SAMPLER", "traceidratio")
+        .env("OTEL_TRACES_SAMPLER_ARG", "1.5")
+        .arg("check")
+        .arg("--config")
+        .arg(&good)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("OTEL_TRACES_SAMPLER_ARG"), "{stderr}");
 
     let bad = dir.join("bad.toml");
     let extra = "store_url = \"none\"\n[capture]\nenabled = true\n";

@@ -52,7 +52,7 @@ pub struct CaptureFile {
 }
 
 /// The resolved operations settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OpsConfig {
     pub metrics: MetricsConfig,
     pub telemetry: TelemetryConfig,
@@ -66,11 +66,13 @@ pub struct MetricsConfig {
     pub path: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryConfig {
     /// The full traces URL (`…/v1/traces`); `None`: tracing stays local.
     pub traces_url: Option<String>,
     pub service_name: String,
+    /// Head sampling, from `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`.
+    pub sampler: super::spans::Sampler,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +103,7 @@ impl Default for OpsConfig {
             telemetry: TelemetryConfig {
                 traces_url: None,
                 service_name: "toolbridge".to_owned(),
+                sampler: super::spans::Sampler::default(),
             },
             log_format: LogFormat::Text,
             capture: CaptureConfig {
@@ -182,6 +185,8 @@ impl OpsConfig {
             .clone()
             .or_else(|| env("OTEL_SERVICE_NAME"))
             .unwrap_or(defaults.telemetry.service_name);
+        let sampler = super::spans::Sampler::from_env(env)
+            .map_err(|(variable, message)| ConfigError::invalid(variable, message))?;
         let format_text = env("TOOLBRIDGE_LOG_FORMAT").or_else(|| files.logging.format.clone());
         let log_format = match format_text {
             None => LogFormat::Text,
@@ -221,6 +226,7 @@ impl OpsConfig {
             telemetry: TelemetryConfig {
                 traces_url,
                 service_name,
+                sampler,
             },
             log_format,
             capture: CaptureConfig {
@@ -240,9 +246,10 @@ impl OpsConfig {
         };
         let traces = match &self.telemetry.traces_url {
             Some(url) => format!(
-                "OTLP/HTTP to {} as `{}`",
+                "OTLP/HTTP to {} as `{}`, sampler {}",
                 crate::config::redact_url(url),
-                self.telemetry.service_name
+                self.telemetry.service_name,
+                self.telemetry.sampler.describe()
             ),
             None => "off (no otlp_endpoint)".to_owned(),
         };

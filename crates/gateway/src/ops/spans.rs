@@ -205,21 +205,22 @@ impl Default for Sampler {
 }
 
 impl Sampler {
-    /// From `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`; an unknown sampler or a ratio
-    /// outside 0..=1 is an error naming the variable.
-    pub fn from_env() -> Result<Self, String> {
-        let name = std::env::var("OTEL_TRACES_SAMPLER").unwrap_or_default();
-        let arg = std::env::var("OTEL_TRACES_SAMPLER_ARG").ok();
+    /// From `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` as `env` reads them; an
+    /// unknown sampler or a ratio outside 0..=1 is an error: `(variable, message)`.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, (&'static str, String)> {
+        let name = env("OTEL_TRACES_SAMPLER").unwrap_or_default();
+        let arg = env("OTEL_TRACES_SAMPLER_ARG");
         Self::parse(name.trim(), arg.as_deref().map(str::trim))
     }
 
-    fn parse(name: &str, arg: Option<&str>) -> Result<Self, String> {
+    fn parse(name: &str, arg: Option<&str>) -> Result<Self, (&'static str, String)> {
         let ratio = || match arg {
             None | Some("") => Ok(1.0),
             Some(a) => match a.parse::<f64>() {
                 Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
-                _ => Err(format!(
-                    "OTEL_TRACES_SAMPLER_ARG: `{a}` is not a ratio between 0 and 1"
+                _ => Err((
+                    "OTEL_TRACES_SAMPLER_ARG",
+                    format!("`{a}` is not a ratio between 0 and 1"),
                 )),
             },
         };
@@ -231,8 +232,11 @@ impl Sampler {
             "traceidratio" => (ratio()?, false),
             "parentbased_traceidratio" => (ratio()?, true),
             other => {
-                return Err(format!(
-                    "OTEL_TRACES_SAMPLER: `{other}` is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"
+                return Err((
+                    "OTEL_TRACES_SAMPLER",
+                    format!(
+                        "`{other}` is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"
+                    ),
                 ));
             }
         };
@@ -240,6 +244,20 @@ impl Sampler {
             ratio,
             parent_based,
         })
+    }
+
+    /// How `toolbridge check` names it.
+    pub fn describe(&self) -> String {
+        let base = match self.ratio {
+            r if r >= 1.0 => "always_on".to_owned(),
+            r if r <= 0.0 => "always_off".to_owned(),
+            r => format!("traceidratio {r}"),
+        };
+        if self.parent_based {
+            format!("parentbased_{base}")
+        } else {
+            base
+        }
     }
 
     /// The decision for a new trace: the OpenTelemetry ratio rule on the trace id's low 63 bits,
@@ -280,7 +298,7 @@ where
         scope: InstrumentationScope::builder("toolbridge").build(),
     };
     std::thread::Builder::new()
-        .name("toolbridge-spans".to_owned())
+        .name("toolbridge-otlp".to_owned())
         .spawn(move || thread.run(&woken))?;
     Ok((
         SpanLayer {
@@ -861,16 +879,18 @@ mod tests {
         assert_eq!(Sampler::parse("", None), Ok(Sampler::default()));
         let half = Sampler::parse("parentbased_traceidratio", Some("0.5")).unwrap();
         assert!(half.parent_based && (half.ratio - 0.5).abs() < f64::EPSILON);
-        assert!(
-            Sampler::parse("traceidratio", Some("2"))
-                .unwrap_err()
-                .contains("OTEL_TRACES_SAMPLER_ARG")
+        let error = Sampler::parse("traceidratio", Some("2")).unwrap_err();
+        assert_eq!(error.0, "OTEL_TRACES_SAMPLER_ARG");
+        assert!(error.1.contains("`2`"), "{}", error.1);
+        assert_eq!(
+            Sampler::parse("jaeger_remote", None).unwrap_err().0,
+            "OTEL_TRACES_SAMPLER"
         );
-        assert!(
-            Sampler::parse("jaeger_remote", None)
-                .unwrap_err()
-                .contains("OTEL_TRACES_SAMPLER")
-        );
+        assert_eq!(half.describe(), "parentbased_traceidratio 0.5");
+        assert_eq!(Sampler::default().describe(), "parentbased_always_on");
+        // As `toolbridge check` reads the environment.
+        let env = |k: &str| (k == "OTEL_TRACES_SAMPLER").then(|| "always_off".to_owned());
+        assert_eq!(Sampler::from_env(&env).unwrap().describe(), "always_off");
         let off = Sampler::parse("always_off", None).unwrap();
         assert!(!off.samples(u128::MAX));
         // The ratio rule reads the low 63 bits: about half of many random ids pass at 0.5.

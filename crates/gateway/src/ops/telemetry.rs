@@ -21,7 +21,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::config::{LogFormat, OpsConfig};
-use super::spans::{self, Batching, Sampler, SpansGuard, TraceContext};
+use super::spans::{self, Batching, SpansGuard, TraceContext};
 
 /// Flushes and stops the span exporter when dropped (at the end of `main`).
 pub struct TelemetryGuard {
@@ -57,9 +57,9 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
                 .with_service_name(ops.telemetry.service_name.clone())
                 .build();
             exporter.set_resource(&resource);
-            let sampler = Sampler::from_env()?;
-            let (layer, guard) = spans::start(exporter, Batching::from_env(), sampler)
-                .map_err(|e| format!("cannot start the span exporter: {e}"))?;
+            let (layer, guard) =
+                spans::start(exporter, Batching::from_env(), ops.telemetry.sampler)
+                    .map_err(|e| format!("cannot start the span exporter: {e}"))?;
             (Some(layer), Some(guard))
         }
     };
