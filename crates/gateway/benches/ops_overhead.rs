@@ -8,7 +8,8 @@
 //! request span's close and the request metrics, and the upstream reading the extra
 //! `traceparent` header). Then one span alone, with and without the span layer.
 //!
-//! Run: `cargo bench -p toolbridge-gateway --bench ops_overhead`.
+//! Run: `cargo bench -p toolbridge-gateway --bench ops_overhead`. Under `cargo test` (no
+//! `--bench`) it is a smoke run: two rounds of ten requests, a few spans.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -22,6 +23,7 @@ use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
 use tracing_subscriber::layer::SubscriberExt;
 
+/// Requests per batch, and measured rounds of batches (one more warms up), under `cargo bench`.
 const BATCH: usize = 100;
 const ROUNDS: usize = 60;
 
@@ -63,12 +65,12 @@ async fn start(config: Config) -> SocketAddr {
 }
 
 /// Runs one batch; returns each request's reported overhead and wall time (µs).
-async fn batch(client: &reqwest::Client, addr: SocketAddr) -> (Vec<f64>, Vec<f64>) {
+async fn batch(client: &reqwest::Client, addr: SocketAddr, size: usize) -> (Vec<f64>, Vec<f64>) {
     let url = format!("http://{addr}/v1/responses");
     let body = json!({"model": "m", "input": "hi", "store": false,
         "tools": [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}]});
     let (mut overhead, mut wall) = (Vec::new(), Vec::new());
-    for _ in 0..BATCH {
+    for _ in 0..size {
         let started = Instant::now();
         let response = client.post(&url).json(&body).send().await.unwrap();
         assert_eq!(response.status().as_u16(), 200);
@@ -118,6 +120,13 @@ struct Mode {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test` does not, and gets only a smoke run.
+    let full = std::env::args().any(|a| a == "--bench");
+    let (batch_size, rounds, span_rounds) = if full {
+        (BATCH, ROUNDS, 20)
+    } else {
+        (10, 2, 2)
+    };
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Spans go to an OTLP exporter pointed at a closed local port: recorded, batched and dropped,
     // which is the whole cost on the request path. Both subscribers log as production does
@@ -174,12 +183,13 @@ fn main() {
         mode("limits only", limited, false, false),
     ];
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    for round in 0..=ROUNDS {
+    for round in 0..=rounds {
         for m in &mut modes {
             toolbridge_gateway::ops::metrics::set_enabled(m.metrics);
             let dispatch = if m.traced { &traced } else { &plain };
-            let (o, w) =
-                tracing::dispatcher::with_default(dispatch, || rt.block_on(batch(&client, m.addr)));
+            let (o, w) = tracing::dispatcher::with_default(dispatch, || {
+                rt.block_on(batch(&client, m.addr, batch_size))
+            });
             // The first round warms up.
             if round > 0 {
                 m.overhead.extend(o);
@@ -193,7 +203,7 @@ fn main() {
     };
     let (base_o, base_w) = (median(&mut modes[0].overhead), median(&mut modes[0].wall));
     println!(
-        "median per request over {ROUNDS} interleaved batches of {BATCH}; overhead = x-toolbridge-overhead-ms, wall = client to client over loopback"
+        "median per request over {rounds} interleaved batches of {batch_size}; overhead = x-toolbridge-overhead-ms, wall = client to client over loopback"
     );
     for m in &mut modes {
         let (o, w) = (median(&mut m.overhead), median(&mut m.wall));
@@ -223,7 +233,7 @@ fn main() {
     // One span alone, as the gateway makes them (entered, with fields, closed), with and
     // without the span layer, interleaved.
     let (mut with_layer, mut without) = (Vec::new(), Vec::new());
-    for _ in 0..20 {
+    for _ in 0..span_rounds {
         for (dispatch, out) in [(&traced, &mut with_layer), (&plain, &mut without)] {
             out.push(tracing::dispatcher::with_default(dispatch, span_cost));
         }
