@@ -1,6 +1,8 @@
-//! The scale-out reference (`deploy/compose.yaml`, `deploy/nginx.conf`), checked by parsing:
-//! no container engine runs here. Two gateways share one PostgreSQL and one Redis, every
-//! service has a health check, and nginx balances over both gateways without buffering streams.
+//! The scale-out reference (`deploy/compose.yaml`, `deploy/nginx.conf`, `deploy/prometheus.yml`),
+//! checked by parsing: no container engine runs here. Two gateways share one PostgreSQL and one
+//! Redis, every service has a health check, nginx balances over both gateways without
+//! buffering streams and keeps `/metrics` inside, Prometheus scrapes both gateways at the path
+//! their config serves, and their spans go to Jaeger over OTLP/HTTP.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -46,7 +48,15 @@ fn compose_runs_two_gateways_on_one_postgres_and_one_redis_behind_nginx() {
     let names: Vec<&str> = compose.services.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["gateway-1", "gateway-2", "nginx", "postgres", "redis"]
+        [
+            "gateway-1",
+            "gateway-2",
+            "jaeger",
+            "nginx",
+            "postgres",
+            "prometheus",
+            "redis"
+        ]
     );
 
     let gateways = [
@@ -70,6 +80,12 @@ fn compose_runs_two_gateways_on_one_postgres_and_one_redis_behind_nginx() {
             "one Redis for both"
         );
         assert_eq!(g.environment["TOOLBRIDGE_LISTEN"], "0.0.0.0:8080");
+        // Traces go to the Jaeger service's OTLP/HTTP port.
+        assert_eq!(
+            g.environment["OTEL_EXPORTER_OTLP_ENDPOINT"],
+            "http://jaeger:4318"
+        );
+        assert!(g.depends_on.contains_key("jaeger"));
         assert!(g.build.is_some(), "built from the Dockerfile");
         assert_eq!(g.command.as_deref().unwrap()[0], "serve");
         let test = &g.healthcheck.as_ref().expect("gateway healthcheck").test;
@@ -108,6 +124,68 @@ fn compose_runs_two_gateways_on_one_postgres_and_one_redis_behind_nginx() {
             .unwrap()
             .starts_with("redis:")
     );
+    let jaeger = &compose.services["jaeger"];
+    assert!(
+        jaeger
+            .image
+            .as_deref()
+            .unwrap()
+            .starts_with("jaegertracing/")
+    );
+    let prometheus = &compose.services["prometheus"];
+    assert!(
+        prometheus
+            .image
+            .as_deref()
+            .unwrap()
+            .starts_with("prom/prometheus:")
+    );
+    assert!(
+        prometheus
+            .volumes
+            .iter()
+            .any(|v| v.starts_with("./prometheus.yml:/etc/prometheus/prometheus.yml")),
+        "{:?}",
+        prometheus.volumes
+    );
+}
+
+#[derive(Debug, Deserialize)]
+struct PrometheusConfig {
+    scrape_configs: Vec<ScrapeConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ScrapeConfig {
+    metrics_path: String,
+    static_configs: Vec<StaticConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StaticConfig {
+    targets: Vec<String>,
+}
+
+#[test]
+fn prometheus_scrapes_both_gateways_where_they_serve_metrics() {
+    let prometheus: PrometheusConfig = serde_saphyr::from_str(&deploy("prometheus.yml")).unwrap();
+    let [scrape] = prometheus.scrape_configs.as_slice() else {
+        panic!("one scrape job: {prometheus:?}");
+    };
+    // The path the gateways' config serves metrics on.
+    let file: toolbridge_gateway::config::FileConfig =
+        toml::from_str(&deploy("toolbridge.toml")).unwrap();
+    let env = |k: &str| (k == "TOOLBRIDGE_STORE_URL").then(|| "none".to_owned());
+    let config = toolbridge_gateway::config::Config::from_file(file, &env).unwrap();
+    assert!(config.ops.metrics.enabled);
+    assert_eq!(scrape.metrics_path, config.ops.metrics.path);
+    let targets: Vec<&str> = scrape
+        .static_configs
+        .iter()
+        .flat_map(|c| &c.targets)
+        .map(String::as_str)
+        .collect();
+    assert_eq!(targets, ["gateway-1:8080", "gateway-2:8080"]);
 }
 
 #[test]
@@ -146,6 +224,8 @@ fn nginx_proxies_to_both_gateways_without_buffering() {
     assert!(has("proxy_buffering off;"));
     assert!(has("proxy_request_buffering off;"));
     assert!(has("proxy_http_version 1.1;"));
+    // Unauthenticated metrics stay on the internal network.
+    assert!(has("location = /metrics {") && has("return 404;"));
     let read_timeout = lines
         .iter()
         .find_map(|l| l.strip_prefix("proxy_read_timeout "))
