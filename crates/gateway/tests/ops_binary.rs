@@ -273,6 +273,67 @@ fn hangup(pid: u32) {
 }
 
 #[tokio::test]
+async fn a_stream_the_client_closes_is_still_captured() {
+    let upstream = FakeUpstream::start().await;
+    let mut pieces: Vec<String> = text_stream(&["one", " two", " three", " four"], "stop")
+        .iter()
+        .map(|p| format!("data: {p}\n\n"))
+        .collect();
+    pieces.push("data: [DONE]\n\n".to_owned());
+    upstream.push(Reply::Stream {
+        pieces,
+        pause: Duration::from_millis(300),
+    });
+    let dir = temp_dir("capture-closed");
+    let file = dir.join("config.toml");
+    std::fs::write(
+        &file,
+        config(&upstream, "up-model", "[capture]\nenabled = true\n"),
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("store.db").display());
+    let gateway = start(&file, &store, &[]).await;
+    let mut response = client()
+        .post(gateway.url("/v1/responses"))
+        .json(&json!({"model": "m", "input": "a question left early", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+    let id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // The first event, then the client goes away mid-stream.
+    let _ = response.chunk().await.unwrap();
+    drop(response);
+
+    let mut capture = serde_json::Value::Null;
+    for _ in 0..50 {
+        let out = tokio::process::Command::new(BIN)
+            .env_clear()
+            .env("TOOLBRIDGE_STORE_URL", &store)
+            .args(["trace", "show", &id, "--config"])
+            .arg(&file)
+            .output()
+            .await
+            .unwrap();
+        if out.status.success() {
+            capture = serde_json::from_slice(&out.stdout).unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(capture["request_id"], id.as_str(), "{}", gateway.stderr());
+    assert_eq!(capture["status"], 499);
+    assert_eq!(capture["request"]["input"], "a question left early");
+    assert_eq!(capture["upstream"][0]["body"]["model"], "up-model");
+    assert!(capture["response"].is_null(), "{capture}");
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn trace_show_prints_a_captured_request() {
     let upstream = FakeUpstream::start().await;
     upstream.push(Reply::json(completion("captured answer", "stop")));

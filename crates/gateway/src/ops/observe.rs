@@ -4,7 +4,8 @@
 //! the provider and model labels, the capture), and at the end counts the request, measures the
 //! gateway's own overhead (total minus upstream wait, also the `x-toolbridge-overhead-ms`
 //! header) and, for a stream, wraps the body: the open-streams gauge goes back down however the
-//! stream ends (a drop guard), the first byte is timed, and every poll of the body runs inside
+//! stream ends (a drop guard, which also writes the capture of a stream its client closed),
+//! the first byte is timed, and every poll of the body runs inside
 //! the request's span and context, so later rounds sent from the stream are seen too.
 //!
 //! It never reads or logs headers other than `traceparent`; the request body is read only when
@@ -34,6 +35,8 @@ use crate::error::GatewayError;
 pub const OVERHEAD_HEADER: &str = "x-toolbridge-overhead-ms";
 /// The header naming the request (also the key of its capture).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// The status a capture records for a stream its client closed before the end (nginx's 499).
+const CLIENT_CLOSED: u16 = 499;
 
 tokio::task_local! {
     static CTX: Arc<RequestCtx>;
@@ -105,6 +108,13 @@ impl RequestCtx {
     pub fn overhead(&self) -> Duration {
         let upstream = Duration::from_nanos(self.upstream_nanos.load(Ordering::Relaxed));
         self.started.elapsed().saturating_sub(upstream)
+    }
+
+    /// Whether a capture is on for this request and not written yet.
+    fn capture_pending(&self) -> bool {
+        self.capture
+            .as_ref()
+            .is_some_and(|c| !c.written.load(Ordering::Relaxed))
     }
 
     /// Writes the capture with the final response (once; later calls do nothing).
@@ -288,6 +298,14 @@ impl Drop for OpenStream {
         let (provider, model) = self.ctx.labels();
         metrics::open_streams(&self.ctx.route, -1.0);
         metrics::stream_ended(&self.ctx.route, provider, model, self.ctx.started.elapsed());
+        // A stream that ended without its final response (the client went away) still leaves
+        // its capture: the request and the upstream bodies so far, status 499, no response.
+        if self.ctx.capture_pending()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let ctx = self.ctx.clone();
+            runtime.spawn(async move { ctx.write_capture(None, CLIENT_CLOSED).await });
+        }
     }
 }
 
