@@ -334,6 +334,62 @@ async fn a_stream_the_client_closes_is_still_captured() {
 }
 
 #[tokio::test]
+async fn a_background_run_is_captured_when_it_ends() {
+    let upstream = FakeUpstream::start().await;
+    upstream.push(Reply::Delayed {
+        pause: Duration::from_millis(300),
+        reply: Box::new(Reply::json(completion("done in the background", "stop"))),
+    });
+    let dir = temp_dir("capture-background");
+    let file = dir.join("config.toml");
+    std::fs::write(
+        &file,
+        config(&upstream, "up-model", "[capture]\nenabled = true\n"),
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("store.db").display());
+    let gateway = start(&file, &store, &[]).await;
+    let response = client()
+        .post(gateway.url("/v1/responses"))
+        .json(&json!({"model": "m", "input": "work on it", "background": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{}", gateway.stderr());
+    let id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let queued: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(queued["status"], "queued");
+
+    // Written once the run has ended, with its final response.
+    let mut capture = serde_json::Value::Null;
+    for _ in 0..50 {
+        let out = tokio::process::Command::new(BIN)
+            .env_clear()
+            .env("TOOLBRIDGE_STORE_URL", &store)
+            .args(["trace", "show", &id, "--config"])
+            .arg(&file)
+            .output()
+            .await
+            .unwrap();
+        if out.status.success() {
+            capture = serde_json::from_slice(&out.stdout).unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(capture["request_id"], id.as_str(), "{}", gateway.stderr());
+    assert_eq!(capture["request"]["background"], true);
+    assert_eq!(capture["upstream"][0]["body"]["model"], "up-model");
+    assert_eq!(capture["response"]["status"], "completed", "{capture}");
+    assert_eq!(capture["response"]["id"], queued["id"]);
+    drop(gateway);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn trace_show_prints_a_captured_request() {
     let upstream = FakeUpstream::start().await;
     upstream.push(Reply::json(completion("captured answer", "stop")));

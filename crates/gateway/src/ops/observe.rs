@@ -52,11 +52,35 @@ pub struct RequestCtx {
     labels: OnceLock<(String, String)>,
     span: tracing::Span,
     capture: Option<Capture>,
+    /// A background run carries this context and writes the capture itself.
+    deferred: AtomicBool,
 }
 
 /// The current request's context, if the caller runs under the middleware.
 pub fn current() -> Option<Arc<RequestCtx>> {
     CTX.try_with(Arc::clone).ok()
+}
+
+/// Runs `work` (a background run, outliving its HTTP request) inside the request's context:
+/// its upstream bodies and final response go to the request's capture, which the middleware
+/// then leaves to the background run to write.
+/// The hand-over happens when `carry` is called, before the work is spawned.
+pub fn carry<F: std::future::Future>(
+    ctx: Option<Arc<RequestCtx>>,
+    work: F,
+) -> impl std::future::Future<Output = F::Output> {
+    if let Some(ctx) = &ctx {
+        ctx.deferred.store(true, Ordering::Relaxed);
+    }
+    async move {
+        match ctx {
+            Some(ctx) => {
+                let span = ctx.span.clone();
+                CTX.scope(ctx, work.instrument(span)).await
+            }
+            None => work.await,
+        }
+    }
 }
 
 /// The current request's id, or a fresh one outside a request.
@@ -232,6 +256,7 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         labels: OnceLock::new(),
         span: span.clone(),
         capture,
+        deferred: AtomicBool::new(false),
     });
     let mut response = CTX
         .scope(ctx.clone(), next.run(request))
@@ -274,8 +299,8 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         return Response::from_parts(parts, Body::from_stream(observed));
     }
     // A request refused for its key is not kept: capture must not let unauthenticated clients
-    // write to the store.
-    if status != 401 {
+    // write to the store. A background run writes its own when it ends.
+    if status != 401 && !ctx.deferred.load(Ordering::Relaxed) {
         ctx.write_capture(None, status).await;
     }
     response

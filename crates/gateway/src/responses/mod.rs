@@ -361,7 +361,8 @@ async fn start_background(
     let worker_run = run.clone();
     let mut running = queued.clone();
     running.status = toolbridge_wire::responses::ResponseStatus::InProgress;
-    let task = tokio::spawn(async move {
+    let observed = crate::ops::observe::current();
+    let task = tokio::spawn(crate::ops::observe::carry(observed, async move {
         persist.save_started(&running, &worker_request).await;
         if let Err(e) = respond(
             &worker_state,
@@ -386,11 +387,14 @@ async fn start_background(
             });
             let failed = serde_json::to_value(&failed).unwrap_or_default();
             persist.save(&failed, &worker_request).await;
+            if let Some(ctx) = crate::ops::observe::current() {
+                ctx.write_capture(Some(&failed), 200).await;
+            }
         }
         if let Ok(mut running) = worker_state.running.lock() {
             running.remove(&worker_run.id);
         }
-    });
+    }));
     if let Ok(mut running) = state.running.lock() {
         running.insert(run.id.clone(), task.abort_handle());
         if task.is_finished() {
