@@ -578,5 +578,13 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad_url.0, "limits.redis_url");
+        // TLS to Redis (rediss://, rustls with the webpki roots) is accepted.
+        let tls = LimitsConfig::from_file(
+            LimitsFile::default(),
+            Some("rediss://user:secret@redis.internal:6380/0".to_owned()),
+            &[],
+        )
+        .unwrap();
+        assert!(tls.redis_url.unwrap().starts_with("rediss://"));
     }
 }
