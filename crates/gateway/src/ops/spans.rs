@@ -14,9 +14,9 @@
 //! span may continue a remote trace ([`set_remote_parent`], from an incoming `traceparent`);
 //! head sampling follows `OTEL_TRACES_SAMPLER` ([`Sampler`]; by default a remote parent that is
 //! not sampled leaves its trace unexported, and every other trace is kept), and an unsampled
-//! span records no fields; `tracestate` travels with the trace. Warnings
-//! and errors logged inside a span become its events, and an error marks the span's status.
-//! The `request` span is the server span, `upstream` the client span, the others internal.
+//! span records no fields; `tracestate` travels with the trace. Warnings and errors logged
+//! inside a span become its events, and an error marks the span's status. The `request` span
+//! is the server span, `upstream` the client span, the others internal.
 
 use std::borrow::Cow;
 use std::str::FromStr;
