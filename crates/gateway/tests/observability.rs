@@ -1,6 +1,7 @@
 //! Ring 2: metrics through the whole app. Two requests count 2 (requests, the duration
 //! histogram), their tokens are summed, their tool plans counted by type and decision, a stream
-//! moves the open-streams gauge up and back to 0, and every answer carries the overhead header;
+//! moves the open-streams gauge up and back to 0 and times its first byte and first token, and
+//! every answer carries the overhead header;
 //! the gateway's tool loop counts its steps and calls, and a repaired call counts by its code.
 //! The recorder is process-wide, so this file's labels are its own (provider `metered`).
 
@@ -217,6 +218,31 @@ async fn a_stream_opens_and_closes_the_open_streams_gauge() {
         )
         .is_some_and(|n| n >= 1.0)
     );
+    // The first token is the first output delta: later than the first byte
+    // (`response.created` goes out before the upstream's first token).
+    let stream_labels = [("provider", "metered"), ("model", "obs-stream")];
+    assert_eq!(
+        sample(
+            &after,
+            "toolbridge_time_to_first_token_seconds_count",
+            &stream_labels
+        ),
+        Some(1.0),
+        "{after}"
+    );
+    let first_token = sample(
+        &after,
+        "toolbridge_time_to_first_token_seconds_sum",
+        &stream_labels,
+    )
+    .unwrap();
+    let first_byte = sample(
+        &after,
+        "toolbridge_time_to_first_byte_seconds_sum",
+        &stream_labels,
+    )
+    .unwrap();
+    assert!(first_token >= first_byte, "{first_token} < {first_byte}");
 }
 
 #[tokio::test]

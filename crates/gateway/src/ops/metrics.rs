@@ -27,6 +27,7 @@ pub mod names {
     pub const REQUEST_DURATION: &str = "toolbridge_request_duration_seconds";
     pub const STREAM_DURATION: &str = "toolbridge_stream_duration_seconds";
     pub const FIRST_BYTE: &str = "toolbridge_time_to_first_byte_seconds";
+    pub const FIRST_TOKEN: &str = "toolbridge_time_to_first_token_seconds";
     pub const UPSTREAM_LATENCY: &str = "toolbridge_upstream_latency_seconds";
     pub const OVERHEAD: &str = "toolbridge_overhead_seconds";
     pub const TOKENS: &str = "toolbridge_tokens_total";
@@ -198,6 +199,11 @@ fn describe() {
         "Streams: request start to the first body byte."
     );
     describe_histogram!(
+        names::FIRST_TOKEN,
+        metrics::Unit::Seconds,
+        "Streams: request start to the first output delta (text, reasoning, or call arguments)."
+    );
+    describe_histogram!(
         names::UPSTREAM_LATENCY,
         metrics::Unit::Seconds,
         "Upstream requests: send until the response headers."
@@ -272,6 +278,18 @@ pub fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
         HANDLES.with(
             [route, provider, model],
             |[route, provider, model]| histogram!(names::FIRST_BYTE, "route" => route, "provider" => provider, "model" => model),
+            |h| h.record(elapsed.as_secs_f64()),
+        );
+    }
+}
+
+/// A stream's first output delta, `elapsed` after the request started.
+pub fn first_token(route: &str, provider: &str, model: &str, elapsed: Duration) {
+    if enabled() {
+        static HANDLES: Handles<3, Histogram> = Handles::new();
+        HANDLES.with(
+            [route, provider, model],
+            |[route, provider, model]| histogram!(names::FIRST_TOKEN, "route" => route, "provider" => provider, "model" => model),
             |h| h.record(elapsed.as_secs_f64()),
         );
     }

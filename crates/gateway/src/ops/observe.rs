@@ -5,7 +5,7 @@
 //! gateway's own overhead (total minus upstream wait, also the `x-toolbridge-overhead-ms`
 //! header) and, for a stream, wraps the body: the open-streams gauge goes back down however the
 //! stream ends (a drop guard, which also writes the capture of a stream its client closed),
-//! the first byte is timed, and every poll of the body runs inside
+//! the first byte and the first output delta are timed, and every poll of the body runs inside
 //! the request's span and context, so later rounds sent from the stream are seen too.
 //!
 //! It never reads or logs headers other than `traceparent`; the request body is read only when
@@ -295,6 +295,7 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
             inner: body.into_data_stream(),
             guard: OpenStream { ctx },
             first: false,
+            first_token: false,
         };
         return Response::from_parts(parts, Body::from_stream(observed));
     }
@@ -311,6 +312,18 @@ struct Observed {
     inner: BodyDataStream,
     guard: OpenStream,
     first: bool,
+    first_token: bool,
+}
+
+/// Whether an SSE frame carries output: an `event: response.….delta` (text, reasoning, call
+/// arguments, a custom tool's input, a refusal). The gateway writes one event per frame, its
+/// `event:` line first, whether it translated the stream or relayed it.
+fn is_delta_frame(frame: &[u8]) -> bool {
+    let Some(rest) = frame.strip_prefix(b"event: response.") else {
+        return false;
+    };
+    let name = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+    name.ends_with(b".delta")
 }
 
 /// Counts a stream open until dropped, whichever way it ends.
@@ -343,11 +356,18 @@ impl Stream for Observed {
         let span = ctx.span.clone();
         let _entered = span.enter();
         let polled = CTX.sync_scope(ctx, || this.inner.poll_next_unpin(cx));
-        if !this.first && matches!(polled, Poll::Ready(Some(Ok(_)))) {
-            this.first = true;
+        if let Poll::Ready(Some(Ok(chunk))) = &polled {
             let ctx = &this.guard.ctx;
-            let (provider, model) = ctx.labels();
-            metrics::first_byte(&ctx.route, provider, model, ctx.started.elapsed());
+            if !this.first {
+                this.first = true;
+                let (provider, model) = ctx.labels();
+                metrics::first_byte(&ctx.route, provider, model, ctx.started.elapsed());
+            }
+            if !this.first_token && is_delta_frame(chunk) {
+                this.first_token = true;
+                let (provider, model) = ctx.labels();
+                metrics::first_token(&ctx.route, provider, model, ctx.started.elapsed());
+            }
         }
         polled
     }
@@ -356,6 +376,21 @@ impl Stream for Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_deltas_are_told_from_other_frames() {
+        assert!(is_delta_frame(
+            b"event: response.output_text.delta\ndata: {}\n\n"
+        ));
+        assert!(is_delta_frame(
+            b"event: response.function_call_arguments.delta\ndata: {}\n\n"
+        ));
+        assert!(!is_delta_frame(b"event: response.created\ndata: {}\n\n"));
+        assert!(!is_delta_frame(
+            b"event: response.output_text.done\ndata: {\"delta\": 1}\n\n"
+        ));
+        assert!(!is_delta_frame(b": keep-alive\n\n"));
+    }
 
     #[test]
     fn captures_are_capped_and_marked() {
