@@ -272,6 +272,30 @@ fn hangup(pid: u32) {
     assert!(status.success());
 }
 
+/// `toolbridge trace show ID` against `store`, with the gateway's config `file`.
+async fn trace_show(store: &str, file: &Path, id: &str) -> std::process::Output {
+    tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("TOOLBRIDGE_STORE_URL", store)
+        .args(["trace", "show", id, "--config"])
+        .arg(file)
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The capture of request `id`, once it is written (up to 5 s); `null` if it never is.
+async fn capture_once_written(store: &str, file: &Path, id: &str) -> serde_json::Value {
+    for _ in 0..50 {
+        let out = trace_show(store, file, id).await;
+        if out.status.success() {
+            return serde_json::from_slice(&out.stdout).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    serde_json::Value::Null
+}
+
 #[tokio::test]
 async fn a_stream_the_client_closes_is_still_captured() {
     let upstream = FakeUpstream::start().await;
@@ -308,22 +332,7 @@ async fn a_stream_the_client_closes_is_still_captured() {
     let _ = response.chunk().await.unwrap();
     drop(response);
 
-    let mut capture = serde_json::Value::Null;
-    for _ in 0..50 {
-        let out = tokio::process::Command::new(BIN)
-            .env_clear()
-            .env("TOOLBRIDGE_STORE_URL", &store)
-            .args(["trace", "show", &id, "--config"])
-            .arg(&file)
-            .output()
-            .await
-            .unwrap();
-        if out.status.success() {
-            capture = serde_json::from_slice(&out.stdout).unwrap();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let capture = capture_once_written(&store, &file, &id).await;
     assert_eq!(capture["request_id"], id.as_str(), "{}", gateway.stderr());
     assert_eq!(capture["status"], 499);
     assert_eq!(capture["request"]["input"], "a question left early");
@@ -364,22 +373,7 @@ async fn a_background_run_is_captured_when_it_ends() {
     assert_eq!(queued["status"], "queued");
 
     // Written once the run has ended, with its final response.
-    let mut capture = serde_json::Value::Null;
-    for _ in 0..50 {
-        let out = tokio::process::Command::new(BIN)
-            .env_clear()
-            .env("TOOLBRIDGE_STORE_URL", &store)
-            .args(["trace", "show", &id, "--config"])
-            .arg(&file)
-            .output()
-            .await
-            .unwrap();
-        if out.status.success() {
-            capture = serde_json::from_slice(&out.stdout).unwrap();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let capture = capture_once_written(&store, &file, &id).await;
     assert_eq!(capture["request_id"], id.as_str(), "{}", gateway.stderr());
     assert_eq!(capture["request"]["background"], true);
     assert_eq!(capture["upstream"][0]["body"]["model"], "up-model");
@@ -420,14 +414,7 @@ async fn trace_show_prints_a_captured_request() {
         .to_owned();
     let _ = response.text().await.unwrap();
 
-    let out = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("TOOLBRIDGE_STORE_URL", &store)
-        .args(["trace", "show", &id, "--config"])
-        .arg(&file)
-        .output()
-        .await
-        .unwrap();
+    let out = trace_show(&store, &file, &id).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -273,35 +273,26 @@ pub fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duratio
 
 /// A stream's first body byte, `elapsed` after the request started.
 pub fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
-    if enabled() {
-        static HANDLES: Handles<3, Histogram> = Handles::new();
-        HANDLES.with(
-            [route, provider, model],
-            |[route, provider, model]| histogram!(names::FIRST_BYTE, "route" => route, "provider" => provider, "model" => model),
-            |h| h.record(elapsed.as_secs_f64()),
-        );
-    }
+    stream_timing(names::FIRST_BYTE, [route, provider, model], elapsed);
 }
 
 /// A stream's first output delta, `elapsed` after the request started.
 pub fn first_token(route: &str, provider: &str, model: &str, elapsed: Duration) {
-    if enabled() {
-        static HANDLES: Handles<3, Histogram> = Handles::new();
-        HANDLES.with(
-            [route, provider, model],
-            |[route, provider, model]| histogram!(names::FIRST_TOKEN, "route" => route, "provider" => provider, "model" => model),
-            |h| h.record(elapsed.as_secs_f64()),
-        );
-    }
+    stream_timing(names::FIRST_TOKEN, [route, provider, model], elapsed);
 }
 
 /// A stream's end (completed, failed, or dropped by the client).
 pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration) {
+    stream_timing(names::STREAM_DURATION, [route, provider, model], elapsed);
+}
+
+/// One of the stream histograms above, labelled by route, provider and model.
+fn stream_timing(name: &'static str, [route, provider, model]: [&str; 3], elapsed: Duration) {
     if enabled() {
-        static HANDLES: Handles<3, Histogram> = Handles::new();
+        static HANDLES: Handles<4, Histogram> = Handles::new();
         HANDLES.with(
-            [route, provider, model],
-            |[route, provider, model]| histogram!(names::STREAM_DURATION, "route" => route, "provider" => provider, "model" => model),
+            [name, route, provider, model],
+            |[name, route, provider, model]| histogram!(name, "route" => route, "provider" => provider, "model" => model),
             |h| h.record(elapsed.as_secs_f64()),
         );
     }

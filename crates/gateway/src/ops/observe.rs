@@ -63,8 +63,8 @@ pub fn current() -> Option<Arc<RequestCtx>> {
 
 /// Runs `work` (a background run, outliving its HTTP request) inside the request's context:
 /// its upstream bodies and final response go to the request's capture, which the middleware
-/// then leaves to the background run to write.
-/// The hand-over happens when `carry` is called, before the work is spawned.
+/// then leaves to the background run to write. The hand-over happens when `carry` is called,
+/// before the work is spawned, so the middleware cannot write the capture first.
 pub fn carry<F: std::future::Future>(
     ctx: Option<Arc<RequestCtx>>,
     work: F,

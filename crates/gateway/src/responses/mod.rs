@@ -391,6 +391,11 @@ async fn start_background(
                 ctx.write_capture(Some(&failed), 200).await;
             }
         }
+        // A run that ended without a final response still leaves its capture (written once:
+        // this does nothing after the response's own write).
+        if let Some(ctx) = crate::ops::observe::current() {
+            ctx.write_capture(None, 200).await;
+        }
         if let Ok(mut running) = worker_state.running.lock() {
             running.remove(&worker_run.id);
         }
