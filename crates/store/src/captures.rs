@@ -6,21 +6,23 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::{BoxFuture, SqlStore, StoreError, parse};
+use crate::{BoxFuture, SqlStore, StoreError, Tenant, parse};
 
 /// What the gateway needs of a capture store.
 pub trait CaptureStore: Send + Sync {
-    /// Writes the capture of `request_id`, replacing an earlier one.
+    /// Writes the capture of `request_id`, owned by `tenant`, replacing an earlier one.
     fn put_capture<'a>(
         &'a self,
+        tenant: &'a Tenant,
         request_id: &'a str,
         body: &'a Value,
         created_at: i64,
         expires_at: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// The capture of `request_id`, unless it is missing or expired at `now`.
+    /// The capture of `request_id`, unless it is missing, expired at `now` or not the tenant's.
     fn capture<'a>(
         &'a self,
+        tenant: &'a Tenant,
         request_id: &'a str,
         now: i64,
     ) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
@@ -31,6 +33,7 @@ pub trait CaptureStore: Send + Sync {
 impl CaptureStore for SqlStore {
     fn put_capture<'a>(
         &'a self,
+        tenant: &'a Tenant,
         request_id: &'a str,
         body: &'a Value,
         created_at: i64,
@@ -40,16 +43,18 @@ impl CaptureStore for SqlStore {
             let text =
                 serde_json::to_string(body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query(
-                "INSERT INTO toolbridge_captures (request_id, created_at, expires_at, body)
-                 VALUES ($1, $2, $3, $4)
+                "INSERT INTO toolbridge_captures (request_id, created_at, expires_at, body, tenant)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (request_id) DO UPDATE
                  SET created_at = excluded.created_at, expires_at = excluded.expires_at,
-                     body = excluded.body",
+                     body = excluded.body
+                 WHERE toolbridge_captures.tenant = excluded.tenant",
             )
             .bind(request_id)
             .bind(created_at)
             .bind(expires_at)
             .bind(text)
+            .bind(tenant.name())
             .execute(&self.pool)
             .await?;
             Ok(())
@@ -58,15 +63,19 @@ impl CaptureStore for SqlStore {
 
     fn capture<'a>(
         &'a self,
+        tenant: &'a Tenant,
         request_id: &'a str,
         now: i64,
     ) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
         Box::pin(async move {
             let row = sqlx::query(
-                "SELECT body FROM toolbridge_captures WHERE request_id = $1 AND expires_at >= $2",
+                "SELECT body FROM toolbridge_captures
+                 WHERE request_id = $1 AND expires_at >= $2 AND (tenant = $3 OR $4 = 1)",
             )
             .bind(request_id)
             .bind(now)
+            .bind(tenant.name())
+            .bind(tenant.all_flag())
             .fetch_optional(&self.pool)
             .await?;
             match row {
@@ -98,18 +107,44 @@ mod tests {
     async fn exercise(store: &SqlStore, tag: &str) {
         let (live, old) = (format!("req_live_{tag}"), format!("req_old_{tag}"));
         let body = serde_json::json!({"request": {"model": "m"}, "upstream": [], "response": null});
-        store.put_capture(&live, &body, 100, 1_000).await.unwrap();
-        store.put_capture(&old, &body, 100, 150).await.unwrap();
-        assert_eq!(store.capture(&live, 200).await.unwrap(), Some(body.clone()));
-        assert_eq!(store.capture(&old, 200).await.unwrap(), None, "expired");
-        let replaced = serde_json::json!({"request": 1});
+        let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
+        let admin = Tenant::named("ops").reading_all();
         store
-            .put_capture(&live, &replaced, 110, 1_000)
+            .put_capture(&a, &live, &body, 100, 1_000)
             .await
             .unwrap();
-        assert_eq!(store.capture(&live, 200).await.unwrap(), Some(replaced));
+        store.put_capture(&a, &old, &body, 100, 150).await.unwrap();
+        assert_eq!(
+            store.capture(&a, &live, 200).await.unwrap(),
+            Some(body.clone())
+        );
+        assert_eq!(
+            store.capture(&b, &live, 200).await.unwrap(),
+            None,
+            "another tenant's"
+        );
+        assert_eq!(
+            store.capture(&admin, &live, 200).await.unwrap(),
+            Some(body.clone())
+        );
+        assert_eq!(store.capture(&a, &old, 200).await.unwrap(), None, "expired");
+        // Another tenant cannot overwrite it.
+        store
+            .put_capture(&b, &live, &serde_json::json!({"request": 2}), 110, 1_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.capture(&a, &live, 200).await.unwrap(),
+            Some(body.clone())
+        );
+        let replaced = serde_json::json!({"request": 1});
+        store
+            .put_capture(&a, &live, &replaced, 110, 1_000)
+            .await
+            .unwrap();
+        assert_eq!(store.capture(&a, &live, 200).await.unwrap(), Some(replaced));
         assert!(store.purge_captures(200).await.unwrap() >= 1);
-        assert!(store.capture(&live, 200).await.unwrap().is_some());
+        assert!(store.capture(&a, &live, 200).await.unwrap().is_some());
     }
 
     #[tokio::test]

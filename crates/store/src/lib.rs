@@ -9,6 +9,10 @@
 //!
 //! Gateway keys (stored by hash) and their token ledger live here too ([`KeyStore`]).
 //!
+//! *Invariant*: every stored object belongs to a [`Tenant`], and every query a request makes
+//! filters by the tenant in its SQL (see [`tenant`]). Only the process's own sweeps
+//! (heartbeat, interrupted runs, expiry) read across tenants.
+//!
 //! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
 //! an item's `id`.
 
@@ -23,8 +27,10 @@ use sqlx::{AnyPool, Row};
 
 mod captures;
 mod keys;
+mod tenant;
 pub use captures::CaptureStore;
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
+pub use tenant::Tenant;
 
 /// A boxed future, so that [`ResponseStore`] stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -85,6 +91,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the store URL is not usable: {0}")]
     Url(String),
+    #[error("an object with id `{0}` already exists")]
+    Conflict(String),
     #[error("the store failed: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -98,46 +106,68 @@ impl StoreError {
             Self::TooDeep(_) => "previous_response_chain_too_long",
             Self::Corrupt(_) => "store_corrupt",
             Self::Url(_) => "store_url_invalid",
+            Self::Conflict(_) => "store_conflict",
             Self::Database(_) => "store_unavailable",
         }
     }
 }
 
-/// What the gateway needs of a store.
+/// What the gateway needs of a store. Every call made for a request takes the [`Tenant`] it
+/// acts for: what it writes is owned by that tenant, and it finds only that tenant's objects
+/// (an admin tenant reads every tenant's, and writes as itself).
 pub trait ResponseStore: Send + Sync {
-    /// Writes a response and its items, replacing an earlier version with the same id.
-    fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Writes a response and its items, replacing an earlier version with the same id of the
+    /// same tenant (an id of another tenant's is refused as [`StoreError::Conflict`]).
+    fn put<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        response: &'a StoredResponse,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Writes a response only if it is not already final (`completed`, `incomplete`, `failed`,
     /// `cancelled`): a background run finishing after a cancel must not undo it. False when the
-    /// stored response was already final.
+    /// stored response was already final (or is another tenant's).
     fn put_unless_final<'a>(
         &'a self,
+        tenant: &'a Tenant,
         response: &'a StoredResponse,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
-    /// Cancels a queued or running response: its status and body become `cancelled`. The
-    /// response as it now stands; `None` when there is no such response.
+    /// Cancels a queued or running response of the tenant's own: its status and body become
+    /// `cancelled`. The response as it now stands; `None` when the tenant has no such response.
     fn cancel<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
     /// A response by id.
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
-    /// Deletes a response and its items; false when there was none.
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn get<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>>;
+    /// Deletes a response of the tenant's own and its items; false when there was none.
+    fn delete<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// A page of a response's input items; `None` when the response does not exist.
     fn input_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>>;
     /// Stored items (input or output) by item id; ids not found are absent from the map.
     fn items_by_id<'a>(
         &'a self,
+        tenant: &'a Tenant,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<HashMap<String, Value>, StoreError>>;
-    /// The chain ending at `id`, oldest first, following `previous_response_id`.
+    /// The chain ending at `id`, oldest first, following `previous_response_id`; a link that is
+    /// another tenant's is not found.
     fn chain<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         max_depth: usize,
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>>;
@@ -150,28 +180,37 @@ pub trait ResponseStore: Send + Sync {
     /// Deletes responses whose `expires_at` is before `now`; the count.
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
 
-    /// Creates a conversation with its first items.
+    /// Creates a conversation with its first items, owned by the tenant.
     fn create_conversation<'a>(
         &'a self,
+        tenant: &'a Tenant,
         conversation: &'a Conversation,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// A conversation by id.
     fn get_conversation<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Conversation>, StoreError>>;
-    /// Deletes a conversation and its items; false when there was none.
-    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
-    /// Appends items at the end of a conversation; false when there is no such conversation.
+    /// Deletes a conversation of the tenant's own and its items; false when there was none.
+    fn delete_conversation<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Appends items at the end of a conversation of the tenant's own; false when there is no
+    /// such conversation.
     fn append_conversation_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// A page of a conversation's items; `None` when there is no such conversation.
     fn conversation_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>>;
@@ -242,10 +281,18 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL
     )",
     "CREATE INDEX IF NOT EXISTS toolbridge_captures_expires ON toolbridge_captures (expires_at)",
+    // Tenants: rows written before them belong to the open gateway's tenant (`''`).
+    "ALTER TABLE toolbridge_responses ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE toolbridge_items ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE toolbridge_conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE toolbridge_conversation_items ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE toolbridge_captures ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
 ];
 
 /// The three statements that page through one ordered list: the position of the `after` item,
-/// and the next rows in either order (`$1` the owner id, `$2` the bound, `$3` the limit).
+/// and the next rows in either order (`$1` the list's owner id, `$2` the `after` id or the
+/// bound, `$3` the limit; the tenant filter is `$3`, `$4` in the first and `$4`, `$5` in the
+/// others).
 struct PageSql {
     position: &'static str,
     asc: &'static str,
@@ -253,15 +300,15 @@ struct PageSql {
 }
 
 const RESPONSE_INPUT_PAGES: PageSql = PageSql {
-    position: "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2",
-    asc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 ORDER BY position ASC LIMIT $3",
-    desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 ORDER BY position DESC LIMIT $3",
+    position: "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2 AND (tenant = $3 OR $4 = 1)",
+    asc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 AND (tenant = $4 OR $5 = 1) ORDER BY position ASC LIMIT $3",
+    desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
 };
 
 const CONVERSATION_PAGES: PageSql = PageSql {
-    position: "SELECT position FROM toolbridge_conversation_items WHERE conversation_id = $1 AND item_id = $2",
-    asc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position ASC LIMIT $3",
-    desc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3",
+    position: "SELECT position FROM toolbridge_conversation_items WHERE conversation_id = $1 AND item_id = $2 AND (tenant = $3 OR $4 = 1)",
+    asc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position > $2 AND (tenant = $4 OR $5 = 1) ORDER BY position ASC LIMIT $3",
+    desc: "SELECT body FROM toolbridge_conversation_items WHERE conversation_id = $1 AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
 };
 
 /// The SQL store (SQLite or PostgreSQL).
@@ -353,16 +400,19 @@ impl SqlStore {
         Ok(())
     }
 
-    async fn put_inner(&self, r: &StoredResponse) -> Result<(), StoreError> {
+    async fn put_inner(&self, t: &Tenant, r: &StoredResponse) -> Result<(), StoreError> {
         let body =
             serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        // The update applies only to the tenant's own row: an id of another tenant's is never
+        // overwritten (ids are random, so this is a forged or colliding id).
+        let written = sqlx::query(
+            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
                previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
-               body = excluded.body, owner = excluded.owner",
+               body = excluded.body, owner = excluded.owner
+             WHERE toolbridge_responses.tenant = excluded.tenant",
         )
         .bind(&r.id)
         .bind(r.created_at)
@@ -372,14 +422,24 @@ impl SqlStore {
         .bind(r.expires_at)
         .bind(body)
         .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+        .bind(t.name())
         .execute(&mut *tx)
-        .await?;
-        Self::write_items(&mut tx, r).await?;
+        .await?
+        .rows_affected();
+        if written == 0 {
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(r.id.clone()));
+        }
+        Self::write_items(&mut tx, t, r).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    async fn put_unless_final_inner(&self, r: &StoredResponse) -> Result<bool, StoreError> {
+    async fn put_unless_final_inner(
+        &self,
+        t: &Tenant,
+        r: &StoredResponse,
+    ) -> Result<bool, StoreError> {
         let body =
             serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         // One transaction: the guarded update takes the row (PostgreSQL) or the database
@@ -387,20 +447,21 @@ impl SqlStore {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
             "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
-             WHERE id = $1 AND status IN ('queued', 'in_progress')",
+             WHERE id = $1 AND tenant = $6 AND status IN ('queued', 'in_progress')",
         )
         .bind(&r.id)
         .bind(&r.status)
         .bind(&body)
         .bind(unfinished(&r.status).then_some(self.instance.as_str()))
         .bind(r.expires_at)
+        .bind(t.name())
         .execute(&mut *tx)
         .await?
         .rows_affected();
         if updated == 0 {
             let inserted = sqlx::query(
-                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
             )
             .bind(&r.id)
             .bind(r.created_at)
@@ -410,26 +471,29 @@ impl SqlStore {
             .bind(r.expires_at)
             .bind(&body)
             .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+            .bind(t.name())
             .execute(&mut *tx)
             .await?
             .rows_affected();
             if inserted == 0 {
-                // It exists and is final already.
+                // It exists and is final already (or is another tenant's).
                 tx.rollback().await?;
                 return Ok(false);
             }
         }
-        Self::write_items(&mut tx, r).await?;
+        Self::write_items(&mut tx, t, r).await?;
         tx.commit().await?;
         Ok(true)
     }
 
     async fn write_items(
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        t: &Tenant,
         r: &StoredResponse,
     ) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
             .bind(&r.id)
+            .bind(t.name())
             .execute(&mut **tx)
             .await?;
         for (kind, items) in [("input", &r.input_items), ("output", &r.output_items)] {
@@ -437,13 +501,14 @@ impl SqlStore {
                 let body =
                     serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 sqlx::query(
-                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body) VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(&r.id)
                 .bind(kind)
                 .bind(position as i64)
                 .bind(item.get("id").and_then(Value::as_str))
                 .bind(body)
+                .bind(t.name())
                 .execute(&mut **tx)
                 .await?;
             }
@@ -451,8 +516,14 @@ impl SqlStore {
         Ok(())
     }
 
-    async fn cancel_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
-        let Some(mut response) = self.get_inner(id).await? else {
+    async fn cancel_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        // Only the tenant's own response is cancelled, even by an admin.
+        let own = Tenant::named(t.name());
+        let Some(mut response) = self.get_inner(&own, id).await? else {
             return Ok(None);
         };
         if !unfinished(&response.status) {
@@ -465,17 +536,20 @@ impl SqlStore {
         let body = serde_json::to_string(&response.response)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         sqlx::query(
-            "UPDATE toolbridge_responses SET status = 'cancelled', owner = NULL, body = $2 WHERE id = $1 AND status IN ('queued', 'in_progress')",
+            "UPDATE toolbridge_responses SET status = 'cancelled', owner = NULL, body = $2
+             WHERE id = $1 AND tenant = $3 AND status IN ('queued', 'in_progress')",
         )
         .bind(id)
         .bind(body)
+        .bind(own.name())
         .execute(&self.pool)
         .await?;
-        self.get_inner(id).await
+        self.get_inner(&own, id).await
     }
 
     async fn insert_conversation_items(
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        t: &Tenant,
         id: &str,
         items: &[Value],
     ) -> Result<(), StoreError> {
@@ -487,13 +561,14 @@ impl SqlStore {
             let body =
                 serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query(
-                "INSERT INTO toolbridge_conversation_items (conversation_id, position, item_id, body)
-                 SELECT $1, COALESCE(MAX(position), -1) + 1, $2, $3
+                "INSERT INTO toolbridge_conversation_items (conversation_id, position, item_id, body, tenant)
+                 SELECT $1, COALESCE(MAX(position), -1) + 1, $2, $3, $4
                  FROM toolbridge_conversation_items WHERE conversation_id = $1",
             )
             .bind(id)
             .bind(item.get("id").and_then(Value::as_str))
             .bind(body)
+            .bind(t.name())
             .execute(&mut **tx)
             .await?;
         }
@@ -502,23 +577,32 @@ impl SqlStore {
 
     async fn conversation_items_inner(
         &self,
+        t: &Tenant,
         id: &str,
         page: &Page,
     ) -> Result<Option<ItemPage>, StoreError> {
-        if self.get_conversation_inner(id).await?.is_none() {
+        if self.get_conversation_inner(t, id).await?.is_none() {
             return Ok(None);
         }
-        self.page(id, page, &CONVERSATION_PAGES).await.map(Some)
+        self.page(t, id, page, &CONVERSATION_PAGES).await.map(Some)
     }
 
     /// One page of an ordered list of items (a response's inputs, a conversation's items).
-    async fn page(&self, id: &str, page: &Page, sql: &PageSql) -> Result<ItemPage, StoreError> {
+    async fn page(
+        &self,
+        t: &Tenant,
+        id: &str,
+        page: &Page,
+        sql: &PageSql,
+    ) -> Result<ItemPage, StoreError> {
         let start = match &page.after {
             None => None,
             Some(after) => {
                 let row = sqlx::query(sql.position)
                     .bind(id)
                     .bind(after)
+                    .bind(t.name())
+                    .bind(t.all_flag())
                     .fetch_optional(&self.pool)
                     .await?;
                 match row {
@@ -536,6 +620,8 @@ impl SqlStore {
             .bind(id)
             .bind(bound)
             .bind(limit + 1)
+            .bind(t.name())
+            .bind(t.all_flag())
             .fetch_all(&self.pool)
             .await?;
         let has_more = rows.len() as i64 > limit;
@@ -546,11 +632,18 @@ impl SqlStore {
         Ok(ItemPage { items, has_more })
     }
 
-    async fn get_conversation_inner(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+    async fn get_conversation_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+    ) -> Result<Option<Conversation>, StoreError> {
         let Some(row) = sqlx::query(
-            "SELECT id, created_at, metadata FROM toolbridge_conversations WHERE id = $1",
+            "SELECT id, created_at, metadata FROM toolbridge_conversations
+             WHERE id = $1 AND (tenant = $2 OR $3 = 1)",
         )
         .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
         .fetch_optional(&self.pool)
         .await?
         else {
@@ -563,11 +656,14 @@ impl SqlStore {
         }))
     }
 
-    async fn get_inner(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+    async fn get_inner(&self, t: &Tenant, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         let Some(row) = sqlx::query(
-            "SELECT id, created_at, status, model, previous_response_id, expires_at, body FROM toolbridge_responses WHERE id = $1",
+            "SELECT id, created_at, status, model, previous_response_id, expires_at, body
+             FROM toolbridge_responses WHERE id = $1 AND (tenant = $2 OR $3 = 1)",
         )
         .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
         .fetch_optional(&self.pool)
         .await?
         else {
@@ -575,9 +671,12 @@ impl SqlStore {
         };
         let mut response = response_from_row(&row)?;
         let items = sqlx::query(
-            "SELECT kind, body FROM toolbridge_items WHERE response_id = $1 ORDER BY kind, position",
+            "SELECT kind, body FROM toolbridge_items WHERE response_id = $1 AND (tenant = $2 OR $3 = 1)
+             ORDER BY kind, position",
         )
         .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
         .fetch_all(&self.pool)
         .await?;
         for row in items {
@@ -586,14 +685,16 @@ impl SqlStore {
         Ok(Some(response))
     }
 
-    async fn delete_inner(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete_inner(&self, t: &Tenant, id: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1")
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
             .bind(id)
+            .bind(t.name())
             .execute(&mut *tx)
             .await?;
-        let deleted = sqlx::query("DELETE FROM toolbridge_responses WHERE id = $1")
+        let deleted = sqlx::query("DELETE FROM toolbridge_responses WHERE id = $1 AND tenant = $2")
             .bind(id)
+            .bind(t.name())
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -603,22 +704,30 @@ impl SqlStore {
 
     async fn input_items_inner(
         &self,
+        t: &Tenant,
         id: &str,
         page: &Page,
     ) -> Result<Option<ItemPage>, StoreError> {
-        let exists = sqlx::query("SELECT id FROM toolbridge_responses WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .is_some();
+        let exists = sqlx::query(
+            "SELECT id FROM toolbridge_responses WHERE id = $1 AND (tenant = $2 OR $3 = 1)",
+        )
+        .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
+        .fetch_optional(&self.pool)
+        .await?
+        .is_some();
         if !exists {
             return Ok(None);
         }
-        self.page(id, page, &RESPONSE_INPUT_PAGES).await.map(Some)
+        self.page(t, id, page, &RESPONSE_INPUT_PAGES)
+            .await
+            .map(Some)
     }
 
     async fn items_by_id_inner(
         &self,
+        t: &Tenant,
         ids: &[String],
     ) -> Result<HashMap<String, Value>, StoreError> {
         let mut found = HashMap::new();
@@ -626,10 +735,14 @@ impl SqlStore {
             if found.contains_key(id) {
                 continue;
             }
-            let row = sqlx::query("SELECT body FROM toolbridge_items WHERE item_id = $1 LIMIT 1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
+            let row = sqlx::query(
+                "SELECT body FROM toolbridge_items WHERE item_id = $1 AND (tenant = $2 OR $3 = 1) LIMIT 1",
+            )
+            .bind(id)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_optional(&self.pool)
+            .await?;
             if let Some(row) = row {
                 found.insert(id.clone(), parse(&row.try_get::<String, _>("body")?)?);
             }
@@ -638,10 +751,13 @@ impl SqlStore {
     }
 
     /// Two queries whatever the length: a recursive walk down `previous_response_id` (bounded by
-    /// `max_depth`, so a cycle in stored data cannot loop), then every item of the walked
-    /// responses. The rows are then checked in order for a cycle, a gap or too much depth.
+    /// `max_depth`, so a cycle in stored data cannot loop; every step filtered by tenant, so a
+    /// link to another tenant's response ends the walk and reads as not found), then every item
+    /// of the walked responses. The rows are then checked in order for a cycle, a gap or too
+    /// much depth.
     async fn chain_inner(
         &self,
+        t: &Tenant,
         id: &str,
         max_depth: usize,
     ) -> Result<Vec<StoredResponse>, StoreError> {
@@ -649,6 +765,8 @@ impl SqlStore {
         let rows = sqlx::query(CHAIN_RESPONSES)
             .bind(id)
             .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
             .fetch_all(&self.pool)
             .await?;
         let mut chain = Vec::with_capacity(rows.len());
@@ -676,6 +794,8 @@ impl SqlStore {
         let items = sqlx::query(CHAIN_ITEMS)
             .bind(id)
             .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
             .fetch_all(&self.pool)
             .await?;
         let index: HashMap<String, usize> = chain
@@ -694,15 +814,18 @@ impl SqlStore {
     }
 }
 
-/// The recursive walk from `$1` down `previous_response_id`, at most `$2` links below it, as
-/// the head of the two chain queries.
+/// The recursive walk from `$1` down `previous_response_id`, at most `$2` links below it, only
+/// through responses of tenant `$3` (every tenant when `$4 = 1`), as the head of the two chain
+/// queries.
 macro_rules! chain_walk {
     () => {
         "WITH RECURSIVE walk (id, previous_response_id, depth) AS (\
-         SELECT id, previous_response_id, 0 FROM toolbridge_responses WHERE id = $1 \
+         SELECT id, previous_response_id, 0 FROM toolbridge_responses \
+         WHERE id = $1 AND (tenant = $3 OR $4 = 1) \
          UNION ALL \
          SELECT r.id, r.previous_response_id, w.depth + 1 FROM toolbridge_responses r \
-         JOIN walk w ON r.id = w.previous_response_id WHERE w.depth < $2) "
+         JOIN walk w ON r.id = w.previous_response_id \
+         WHERE w.depth < $2 AND (r.tenant = $3 OR $4 = 1)) "
     };
 }
 
@@ -717,7 +840,8 @@ const CHAIN_RESPONSES: &str = concat!(
 const CHAIN_ITEMS: &str = concat!(
     chain_walk!(),
     "SELECT i.response_id, i.kind, i.body FROM toolbridge_items i \
-     WHERE i.response_id IN (SELECT id FROM walk) ORDER BY i.response_id, i.kind, i.position"
+     WHERE i.response_id IN (SELECT id FROM walk) AND (i.tenant = $3 OR $4 = 1) \
+     ORDER BY i.response_id, i.kind, i.position"
 );
 
 /// A response row (`id` … `body`) without its items.
@@ -750,6 +874,7 @@ fn push_item(response: &mut StoredResponse, row: &sqlx::any::AnyRow) -> Result<(
 impl ResponseStore for SqlStore {
     fn create_conversation<'a>(
         &'a self,
+        tenant: &'a Tenant,
         conversation: &'a Conversation,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -758,55 +883,71 @@ impl ResponseStore for SqlStore {
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let mut tx = self.pool.begin().await?;
             sqlx::query(
-                "INSERT INTO toolbridge_conversations (id, created_at, metadata) VALUES ($1, $2, $3)",
+                "INSERT INTO toolbridge_conversations (id, created_at, metadata, tenant) VALUES ($1, $2, $3, $4)",
             )
             .bind(&conversation.id)
             .bind(conversation.created_at)
             .bind(metadata)
+            .bind(tenant.name())
             .execute(&mut *tx)
             .await?;
-            Self::insert_conversation_items(&mut tx, &conversation.id, items).await?;
+            Self::insert_conversation_items(&mut tx, tenant, &conversation.id, items).await?;
             tx.commit().await?;
             Ok(())
         })
     }
     fn get_conversation<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Conversation>, StoreError>> {
-        Box::pin(self.get_conversation_inner(id))
+        Box::pin(self.get_conversation_inner(tenant, id))
     }
-    fn delete_conversation<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn delete_conversation<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await?;
-            sqlx::query("DELETE FROM toolbridge_conversation_items WHERE conversation_id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-            let n = sqlx::query("DELETE FROM toolbridge_conversations WHERE id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            sqlx::query(
+                "DELETE FROM toolbridge_conversation_items WHERE conversation_id = $1 AND tenant = $2",
+            )
+            .bind(id)
+            .bind(tenant.name())
+            .execute(&mut *tx)
+            .await?;
+            let n =
+                sqlx::query("DELETE FROM toolbridge_conversations WHERE id = $1 AND tenant = $2")
+                    .bind(id)
+                    .bind(tenant.name())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
             tx.commit().await?;
             Ok(n > 0)
         })
     }
     fn append_conversation_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await?;
             // Writes first (see `insert_conversation_items`); the existence check then runs
-            // under the write lock, and a missing conversation rolls the items back.
-            Self::insert_conversation_items(&mut tx, id, items).await?;
-            let exists = sqlx::query("SELECT id FROM toolbridge_conversations WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .is_some();
+            // under the write lock, and a missing conversation (or another tenant's) rolls the
+            // items back.
+            Self::insert_conversation_items(&mut tx, tenant, id, items).await?;
+            let exists = sqlx::query(
+                "SELECT id FROM toolbridge_conversations WHERE id = $1 AND tenant = $2",
+            )
+            .bind(id)
+            .bind(tenant.name())
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
             if !exists {
                 tx.rollback().await?;
                 return Ok(false);
@@ -817,51 +958,69 @@ impl ResponseStore for SqlStore {
     }
     fn conversation_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
-        Box::pin(self.conversation_items_inner(id, page))
+        Box::pin(self.conversation_items_inner(tenant, id, page))
     }
     fn put_unless_final<'a>(
         &'a self,
+        tenant: &'a Tenant,
         response: &'a StoredResponse,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.put_unless_final_inner(response))
+        Box::pin(self.put_unless_final_inner(tenant, response))
     }
     fn cancel<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
-        Box::pin(self.cancel_inner(id))
+        Box::pin(self.cancel_inner(tenant, id))
     }
-    fn put<'a>(&'a self, response: &'a StoredResponse) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.put_inner(response))
+    fn put<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        response: &'a StoredResponse,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.put_inner(tenant, response))
     }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
-        Box::pin(self.get_inner(id))
+    fn get<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
+        Box::pin(self.get_inner(tenant, id))
     }
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.delete_inner(id))
+    fn delete<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.delete_inner(tenant, id))
     }
     fn input_items<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
-        Box::pin(self.input_items_inner(id, page))
+        Box::pin(self.input_items_inner(tenant, id, page))
     }
     fn items_by_id<'a>(
         &'a self,
+        tenant: &'a Tenant,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<HashMap<String, Value>, StoreError>> {
-        Box::pin(self.items_by_id_inner(ids))
+        Box::pin(self.items_by_id_inner(tenant, ids))
     }
     fn chain<'a>(
         &'a self,
+        tenant: &'a Tenant,
         id: &'a str,
         max_depth: usize,
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>> {
-        Box::pin(self.chain_inner(id, max_depth))
+        Box::pin(self.chain_inner(tenant, id, max_depth))
     }
     fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
@@ -974,4 +1133,85 @@ fn now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A database from before tenants: its rows become the open gateway's, readable by an open
+    /// gateway and an admin, and by no key's tenant.
+    #[tokio::test]
+    async fn rows_from_before_tenants_belong_to_the_open_gateway() {
+        let path = std::env::temp_dir().join(format!(
+            "toolbridge-pre-tenant-{}-{}.db",
+            std::process::id(),
+            now()
+        ));
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        install_default_drivers();
+        {
+            let pool = AnyPoolOptions::new().connect(&url).await.unwrap();
+            let before_tenants = MIGRATIONS
+                .iter()
+                .position(|m| m.contains("ADD COLUMN tenant"))
+                .unwrap();
+            sqlx::query("CREATE TABLE toolbridge_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+                .execute(&pool)
+                .await
+                .unwrap();
+            for (i, sql) in MIGRATIONS[..before_tenants].iter().enumerate() {
+                sqlx::query(*sql).execute(&pool).await.unwrap();
+                sqlx::query("INSERT INTO toolbridge_schema (version, applied_at) VALUES ($1, 0)")
+                    .bind(i as i64 + 1)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            sqlx::query("INSERT INTO toolbridge_responses (id, created_at, status, model, body) VALUES ('resp_old', 1, 'completed', 'm', '{\"id\":\"resp_old\"}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            sqlx::query("INSERT INTO toolbridge_items (response_id, kind, position, item_id, body) VALUES ('resp_old', 'input', 0, 'msg_old', '{\"id\":\"msg_old\"}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        }
+        let store = SqlStore::open(&url).await.unwrap();
+        let open = store
+            .get(&Tenant::open(), "resp_old")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(open.input_items.len(), 1);
+        let admin = Tenant::named("ops").reading_all();
+        assert!(store.get(&admin, "resp_old").await.unwrap().is_some());
+        assert!(
+            store
+                .get(&Tenant::named("team-a"), "resp_old")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let ids = ["msg_old".to_owned()];
+        assert!(
+            store
+                .items_by_id(&Tenant::named("team-a"), &ids)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .items_by_id(&Tenant::open(), &ids)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        drop(store);
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use sqlx::Connection;
-use toolbridge_store::{Order, Page, ResponseStore, SqlStore, StoreError, StoredResponse};
+use toolbridge_store::{Order, Page, ResponseStore, SqlStore, StoreError, StoredResponse, Tenant};
 
 fn response(id: &str, previous: Option<&str>, status: &str) -> StoredResponse {
     StoredResponse {
@@ -25,29 +25,30 @@ fn response(id: &str, previous: Option<&str>, status: &str) -> StoredResponse {
 }
 
 async fn suite(store: &SqlStore, url: &str) {
+    let t = Tenant::named("team-a");
     // Put, get, replace.
     let first = response("resp_a", None, "completed");
-    store.put(&first).await.unwrap();
-    assert_eq!(store.get("resp_a").await.unwrap().unwrap(), first);
+    store.put(&t, &first).await.unwrap();
+    assert_eq!(store.get(&t, "resp_a").await.unwrap().unwrap(), first);
     let mut updated = first.clone();
     updated.status = "failed".to_owned();
     updated.output_items.clear();
-    store.put(&updated).await.unwrap();
-    assert_eq!(store.get("resp_a").await.unwrap().unwrap(), updated);
-    store.put(&first).await.unwrap();
-    assert!(store.get("resp_missing").await.unwrap().is_none());
+    store.put(&t, &updated).await.unwrap();
+    assert_eq!(store.get(&t, "resp_a").await.unwrap().unwrap(), updated);
+    store.put(&t, &first).await.unwrap();
+    assert!(store.get(&t, "resp_missing").await.unwrap().is_none());
 
     // Chains, oldest first; missing links and cycles are errors.
     store
-        .put(&response("resp_b", Some("resp_a"), "completed"))
+        .put(&t, &response("resp_b", Some("resp_a"), "completed"))
         .await
         .unwrap();
     store
-        .put(&response("resp_c", Some("resp_b"), "completed"))
+        .put(&t, &response("resp_c", Some("resp_b"), "completed"))
         .await
         .unwrap();
     let chain: Vec<String> = store
-        .chain("resp_c", 10)
+        .chain(&t, "resp_c", 10)
         .await
         .unwrap()
         .into_iter()
@@ -55,32 +56,32 @@ async fn suite(store: &SqlStore, url: &str) {
         .collect();
     assert_eq!(chain, ["resp_a", "resp_b", "resp_c"]);
     // Each link comes whole, with its own input and output items in order.
-    let whole = store.chain("resp_c", 10).await.unwrap();
+    let whole = store.chain(&t, "resp_c", 10).await.unwrap();
     for link in &whole {
-        assert_eq!(Some(link), store.get(&link.id).await.unwrap().as_ref());
+        assert_eq!(Some(link), store.get(&t, &link.id).await.unwrap().as_ref());
     }
     assert!(!whole[1].input_items.is_empty() && !whole[1].output_items.is_empty());
-    assert_eq!(store.chain("resp_a", 1).await.unwrap().len(), 1);
+    assert_eq!(store.chain(&t, "resp_a", 1).await.unwrap().len(), 1);
     assert!(matches!(
-        store.chain("resp_c", 2).await,
+        store.chain(&t, "resp_c", 2).await,
         Err(StoreError::TooDeep(2))
     ));
     store
-        .put(&response("resp_orphan", Some("resp_gone"), "completed"))
+        .put(&t, &response("resp_orphan", Some("resp_gone"), "completed"))
         .await
         .unwrap();
-    let err = store.chain("resp_orphan", 10).await.unwrap_err();
+    let err = store.chain(&t, "resp_orphan", 10).await.unwrap_err();
     assert_eq!(err.code(), "previous_response_not_found");
     store
-        .put(&response("resp_x", Some("resp_y"), "completed"))
+        .put(&t, &response("resp_x", Some("resp_y"), "completed"))
         .await
         .unwrap();
     store
-        .put(&response("resp_y", Some("resp_x"), "completed"))
+        .put(&t, &response("resp_y", Some("resp_x"), "completed"))
         .await
         .unwrap();
     assert!(matches!(
-        store.chain("resp_x", 10).await,
+        store.chain(&t, "resp_x", 10).await,
         Err(StoreError::Cycle(_))
     ));
 
@@ -100,7 +101,7 @@ async fn suite(store: &SqlStore, url: &str) {
         )
     };
     let p = store
-        .input_items("resp_a", &page(None, 2, Order::Asc))
+        .input_items(&t, "resp_a", &page(None, 2, Order::Asc))
         .await
         .unwrap()
         .unwrap();
@@ -112,13 +113,13 @@ async fn suite(store: &SqlStore, url: &str) {
         )
     );
     let p = store
-        .input_items("resp_a", &page(Some("in_resp_a_1"), 10, Order::Asc))
+        .input_items(&t, "resp_a", &page(Some("in_resp_a_1"), 10, Order::Asc))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(ids(p).0, ["in_resp_a_2", "in_resp_a_3", "in_resp_a_4"]);
     let p = store
-        .input_items("resp_a", &page(None, 2, Order::Desc))
+        .input_items(&t, "resp_a", &page(None, 2, Order::Desc))
         .await
         .unwrap()
         .unwrap();
@@ -130,14 +131,14 @@ async fn suite(store: &SqlStore, url: &str) {
         )
     );
     let p = store
-        .input_items("resp_a", &page(Some("in_resp_a_1"), 10, Order::Desc))
+        .input_items(&t, "resp_a", &page(Some("in_resp_a_1"), 10, Order::Desc))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(ids(p), (vec!["in_resp_a_0".to_owned()], false));
     assert!(
         store
-            .input_items("resp_missing", &page(None, 2, Order::Asc))
+            .input_items(&t, "resp_missing", &page(None, 2, Order::Asc))
             .await
             .unwrap()
             .is_none()
@@ -145,11 +146,14 @@ async fn suite(store: &SqlStore, url: &str) {
 
     // Items by id, input or output.
     let found = store
-        .items_by_id(&[
-            "msg_resp_b".to_owned(),
-            "in_resp_c_2".to_owned(),
-            "nope".to_owned(),
-        ])
+        .items_by_id(
+            &t,
+            &[
+                "msg_resp_b".to_owned(),
+                "in_resp_c_2".to_owned(),
+                "nope".to_owned(),
+            ],
+        )
         .await
         .unwrap();
     assert_eq!(found.len(), 2);
@@ -157,11 +161,11 @@ async fn suite(store: &SqlStore, url: &str) {
     assert_eq!(found["in_resp_c_2"]["content"], "turn 2");
 
     // Delete removes the response and its items.
-    assert!(store.delete("resp_b").await.unwrap());
-    assert!(!store.delete("resp_b").await.unwrap());
+    assert!(store.delete(&t, "resp_b").await.unwrap());
+    assert!(!store.delete(&t, "resp_b").await.unwrap());
     assert!(
         store
-            .items_by_id(&["msg_resp_b".to_owned()])
+            .items_by_id(&t, &["msg_resp_b".to_owned()])
             .await
             .unwrap()
             .is_empty()
@@ -175,44 +179,55 @@ async fn suite(store: &SqlStore, url: &str) {
     };
     store
         .create_conversation(
+            &t,
             &conversation,
             &[json!({"id": "ci_0", "type": "message", "content": "zero"})],
         )
         .await
         .unwrap();
     assert_eq!(
-        store.get_conversation("conv_1").await.unwrap().unwrap(),
+        store.get_conversation(&t, "conv_1").await.unwrap().unwrap(),
         conversation
     );
     assert!(
         store
-            .append_conversation_items("conv_1", &[json!({"id": "ci_1"}), json!({"id": "ci_2"})])
+            .append_conversation_items(
+                &t,
+                "conv_1",
+                &[json!({"id": "ci_1"}), json!({"id": "ci_2"})]
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .append_conversation_items("conv_nope", &[json!({})])
+            .append_conversation_items(&t, "conv_nope", &[json!({})])
             .await
             .unwrap()
     );
     let all = store
-        .conversation_items("conv_1", &page(None, 100, Order::Asc))
+        .conversation_items(&t, "conv_1", &page(None, 100, Order::Asc))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(ids(all).0, ["ci_0", "ci_1", "ci_2"]);
     let newest = store
-        .conversation_items("conv_1", &page(None, 1, Order::Desc))
+        .conversation_items(&t, "conv_1", &page(None, 1, Order::Desc))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(ids(newest), (vec!["ci_2".to_owned()], true));
-    assert!(store.delete_conversation("conv_1").await.unwrap());
-    assert!(store.get_conversation("conv_1").await.unwrap().is_none());
+    assert!(store.delete_conversation(&t, "conv_1").await.unwrap());
     assert!(
         store
-            .conversation_items("conv_1", &page(None, 5, Order::Asc))
+            .get_conversation(&t, "conv_1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .conversation_items(&t, "conv_1", &page(None, 5, Order::Asc))
             .await
             .unwrap()
             .is_none()
@@ -220,52 +235,52 @@ async fn suite(store: &SqlStore, url: &str) {
 
     // A background run finishing after a cancel does not undo it.
     store
-        .put(&response("resp_bg", None, "in_progress"))
+        .put(&t, &response("resp_bg", None, "in_progress"))
         .await
         .unwrap();
-    let cancelled = store.cancel("resp_bg").await.unwrap().unwrap();
+    let cancelled = store.cancel(&t, "resp_bg").await.unwrap().unwrap();
     assert_eq!(cancelled.status, "cancelled");
     assert_eq!(cancelled.response["status"], "cancelled");
     assert!(
         !store
-            .put_unless_final(&response("resp_bg", None, "completed"))
+            .put_unless_final(&t, &response("resp_bg", None, "completed"))
             .await
             .unwrap()
     );
     assert_eq!(
-        store.get("resp_bg").await.unwrap().unwrap().status,
+        store.get(&t, "resp_bg").await.unwrap().unwrap().status,
         "cancelled"
     );
     assert!(
         store
-            .put_unless_final(&response("resp_fresh", None, "completed"))
+            .put_unless_final(&t, &response("resp_fresh", None, "completed"))
             .await
             .unwrap()
     );
     store
-        .put(&response("resp_q", None, "queued"))
+        .put(&t, &response("resp_q", None, "queued"))
         .await
         .unwrap();
     assert!(
         store
-            .put_unless_final(&response("resp_q", None, "completed"))
+            .put_unless_final(&t, &response("resp_q", None, "completed"))
             .await
             .unwrap()
     );
     assert_eq!(
-        store.get("resp_q").await.unwrap().unwrap().status,
+        store.get(&t, "resp_q").await.unwrap().unwrap().status,
         "completed"
     );
-    assert!(store.cancel("resp_nope").await.unwrap().is_none());
+    assert!(store.cancel(&t, "resp_nope").await.unwrap().is_none());
 
     // Runs a live process is producing are left alone; a process that starts after they were
     // left behind fails them, body included.
     store
-        .put(&response("resp_running", None, "in_progress"))
+        .put(&t, &response("resp_running", None, "in_progress"))
         .await
         .unwrap();
     store
-        .put(&response("resp_queued", None, "queued"))
+        .put(&t, &response("resp_queued", None, "queued"))
         .await
         .unwrap();
     store.heartbeat(1_000).await.unwrap();
@@ -278,33 +293,190 @@ async fn suite(store: &SqlStore, url: &str) {
     let restarted = SqlStore::open(url).await.unwrap();
     restarted.heartbeat(later).await.unwrap();
     assert_eq!(restarted.fail_interrupted(later).await.unwrap(), 2);
-    let running = store.get("resp_running").await.unwrap().unwrap();
+    let running = store.get(&t, "resp_running").await.unwrap().unwrap();
     assert_eq!(running.status, "failed");
     assert_eq!(running.response["status"], "failed");
     assert_eq!(running.response["error"]["code"], "server_error");
     let mut old = response("resp_old", None, "completed");
     old.expires_at = Some(10);
-    store.put(&old).await.unwrap();
+    store.put(&t, &old).await.unwrap();
     assert_eq!(store.purge_expired(11).await.unwrap(), 1);
-    assert!(store.get("resp_old").await.unwrap().is_none());
+    assert!(store.get(&t, "resp_old").await.unwrap().is_none());
     assert!(
-        store.get("resp_a").await.unwrap().is_some(),
+        store.get(&t, "resp_a").await.unwrap().is_some(),
         "no expiry, kept"
     );
 
     // Concurrent writers and readers.
     let mut tasks = Vec::new();
     for i in 0..16 {
-        let store = store.clone();
+        let (store, t) = (store.clone(), t.clone());
         tasks.push(tokio::spawn(async move {
             let id = format!("resp_par_{i}");
-            store.put(&response(&id, None, "completed")).await.unwrap();
-            store.get(&id).await.unwrap().unwrap().id
+            store
+                .put(&t, &response(&id, None, "completed"))
+                .await
+                .unwrap();
+            store.get(&t, &id).await.unwrap().unwrap().id
         }));
     }
-    for (i, t) in tasks.into_iter().enumerate() {
-        assert_eq!(t.await.unwrap(), format!("resp_par_{i}"));
+    for (i, task) in tasks.into_iter().enumerate() {
+        assert_eq!(task.await.unwrap(), format!("resp_par_{i}"));
     }
+
+    tenants(store).await;
+}
+
+/// Another tenant finds nothing of team-a's, by any call, and cannot change it; an admin reads
+/// across tenants and writes only as itself; the open gateway's tenant is one more tenant.
+async fn tenants(store: &SqlStore) {
+    let a = Tenant::named("team-a");
+    let b = Tenant::named("team-b");
+    let admin = Tenant::named("ops").reading_all();
+    let open = Tenant::open();
+    let page = Page {
+        after: None,
+        limit: 10,
+        order: Order::Asc,
+    };
+    store
+        .put(&a, &response("resp_ta1", None, "completed"))
+        .await
+        .unwrap();
+    store
+        .put(&a, &response("resp_ta2", Some("resp_ta1"), "in_progress"))
+        .await
+        .unwrap();
+    for other in [&b, &open] {
+        assert!(store.get(other, "resp_ta1").await.unwrap().is_none());
+        assert!(
+            store
+                .input_items(other, "resp_ta1", &page)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .items_by_id(other, &["in_resp_ta1_0".to_owned()])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store.chain(other, "resp_ta2", 10).await.unwrap_err().code(),
+            "previous_response_not_found"
+        );
+        assert!(!store.delete(other, "resp_ta1").await.unwrap());
+        assert!(store.cancel(other, "resp_ta2").await.unwrap().is_none());
+        // Another tenant's id is neither overwritten nor finalised.
+        assert!(matches!(
+            store
+                .put(other, &response("resp_ta1", None, "failed"))
+                .await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(
+            !store
+                .put_unless_final(other, &response("resp_ta2", None, "completed"))
+                .await
+                .unwrap()
+        );
+    }
+    // A chain whose older link is another tenant's is cut there.
+    store
+        .put(&b, &response("resp_tb1", Some("resp_ta1"), "completed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.chain(&b, "resp_tb1", 10).await.unwrap_err().code(),
+        "previous_response_not_found"
+    );
+    // The owner still has all of it, unchanged.
+    let mine = store.get(&a, "resp_ta1").await.unwrap().unwrap();
+    assert_eq!(mine, response("resp_ta1", None, "completed"));
+    assert_eq!(store.chain(&a, "resp_ta2", 10).await.unwrap().len(), 2);
+    assert_eq!(
+        store.get(&a, "resp_ta2").await.unwrap().unwrap().status,
+        "in_progress"
+    );
+    // The admin reads across tenants, but cancels and deletes only its own.
+    assert_eq!(store.get(&admin, "resp_ta1").await.unwrap().unwrap(), mine);
+    assert_eq!(store.chain(&admin, "resp_tb1", 10).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .input_items(&admin, "resp_ta1", &page)
+            .await
+            .unwrap()
+            .unwrap()
+            .items
+            .len(),
+        5
+    );
+    assert!(store.cancel(&admin, "resp_ta2").await.unwrap().is_none());
+    assert!(!store.delete(&admin, "resp_ta1").await.unwrap());
+    assert_eq!(
+        store.cancel(&a, "resp_ta2").await.unwrap().unwrap().status,
+        "cancelled"
+    );
+
+    // Conversations.
+    let conversation = toolbridge_store::Conversation {
+        id: "conv_ta".to_owned(),
+        created_at: 1,
+        metadata: json!({}),
+    };
+    store
+        .create_conversation(
+            &a,
+            &conversation,
+            &[json!({"id": "ci_1", "type": "message"})],
+        )
+        .await
+        .unwrap();
+    for other in [&b, &open] {
+        assert!(
+            store
+                .get_conversation(other, "conv_ta")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .conversation_items(other, "conv_ta", &page)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            !store
+                .append_conversation_items(other, "conv_ta", &[json!({"id": "ci_x"})])
+                .await
+                .unwrap()
+        );
+        assert!(!store.delete_conversation(other, "conv_ta").await.unwrap());
+    }
+    assert!(
+        !store
+            .append_conversation_items(&admin, "conv_ta", &[json!({"id": "ci_y"})])
+            .await
+            .unwrap()
+    );
+    let items = store
+        .conversation_items(&a, "conv_ta", &page)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(items.items, vec![json!({"id": "ci_1", "type": "message"})]);
+    assert!(
+        store
+            .get_conversation(&admin, "conv_ta")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(store.delete_conversation(&a, "conv_ta").await.unwrap());
 }
 
 #[tokio::test]
@@ -319,7 +491,13 @@ async fn the_suite_on_sqlite() {
     // Reopening the same file keeps the data and does not migrate twice.
     drop(store);
     let again = SqlStore::open(&url).await.unwrap();
-    assert!(again.get("resp_a").await.unwrap().is_some());
+    assert!(
+        again
+            .get(&Tenant::named("team-a"), "resp_a")
+            .await
+            .unwrap()
+            .is_some()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
