@@ -256,6 +256,9 @@ pub async fn authenticate(
     if let Err(e) = state.limits.check_request(key).await {
         return e.into_response();
     }
+    if let Some(ctx) = crate::ops::observe::current() {
+        ctx.set_tenant(crate::auth::tenant_of(auth.as_ref()));
+    }
     if let Some(auth) = &auth {
         request.extensions_mut().insert(auth.clone());
     }

@@ -116,6 +116,14 @@ pub enum KeysCommand {
         /// Tokens per UTC month.
         #[arg(long)]
         monthly_tokens: Option<u64>,
+        /// The tenant whose stored responses and conversations the key shares (default: the
+        /// key's own, so it sees only what it stored itself).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Let the key read every tenant's stored objects (support); it still writes as its own
+        /// tenant.
+        #[arg(long)]
+        admin: bool,
         #[arg(long, env = "TOOLBRIDGE_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -240,7 +248,7 @@ pub fn describe_sessions(sessions: &crate::config::SessionsConfig) -> String {
             sessions.max_sessions, sessions.buffer, sessions.max_subscribers
         ),
         Some(url) => format!(
-            "redis {} (channels {}{{session_id}}, buffer {}, {} subscribers)",
+            "redis {} (channels {}{{tenant length}}:{{tenant}}:{{session_id}}, buffer {}, {} subscribers)",
             crate::config::redact_url(url),
             sessions.channel_prefix,
             sessions.buffer,

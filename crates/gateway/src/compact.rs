@@ -70,7 +70,8 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     };
     // The same key scopes and budget as a response.
     crate::auth::admit(state, &req).await?;
-    crate::history::expand(state.store.as_deref(), &mut req, false).await?;
+    let tenant = crate::auth::current_tenant();
+    crate::history::expand(state.store.as_deref(), &tenant, &mut req, false).await?;
     let mut diagnostics = Vec::new();
     expand_compactions(&mut req, state.sealer.as_ref(), &mut diagnostics);
     let kept_users: Vec<Value> = match &req.input {

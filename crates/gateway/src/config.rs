@@ -101,6 +101,11 @@ pub struct KeyFile {
     pub tools: Option<Vec<String>>,
     pub daily_tokens: Option<u64>,
     pub monthly_tokens: Option<u64>,
+    /// The tenant whose stored objects the key shares. Default: the key's id.
+    pub tenant: Option<String>,
+    /// Reads every tenant's stored objects. Default false.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// `[sessions]` as written.
@@ -912,6 +917,8 @@ fn gateway_keys(
             tools: k.tools,
             daily_tokens: k.daily_tokens,
             monthly_tokens: k.monthly_tokens,
+            tenant: k.tenant,
+            admin: k.admin,
         })
         .map_err(|e| ConfigError::invalid(format!("keys[{i}]"), e))?;
         let id = k.id.unwrap_or_else(|| k.name.clone());

@@ -79,6 +79,7 @@ async fn run(result: impl std::future::Future<Output = Result<Value, GatewayErro
 /// `POST /v1/conversations` with optional `items` and `metadata`.
 pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
     run(async move {
+        let tenant = crate::auth::current_tenant();
         let body: Map<String, Value> = if body.is_empty() {
             Map::new()
         } else {
@@ -96,7 +97,7 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
         };
         let items = items(body.get("items"))?;
         store(&state, &conversation.id)?
-            .create_conversation(&conversation, &items)
+            .create_conversation(&tenant, &conversation, &items)
             .await
             .map_err(store_error)?;
         Ok(object(&conversation))
@@ -107,8 +108,9 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
 /// `GET /v1/conversations/{id}`.
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     run(async move {
+        let tenant = crate::auth::current_tenant();
         let c = store(&state, &id)?
-            .get_conversation(&id)
+            .get_conversation(&tenant, &id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| GatewayError::ConversationNotFound(id.clone()))?;
@@ -120,8 +122,9 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Respo
 /// `DELETE /v1/conversations/{id}`.
 pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     run(async move {
+        let tenant = crate::auth::current_tenant();
         if !store(&state, &id)?
-            .delete_conversation(&id)
+            .delete_conversation(&tenant, &id)
             .await
             .map_err(store_error)?
         {
@@ -139,6 +142,7 @@ pub async fn add_items(
     body: Bytes,
 ) -> Response {
     run(async move {
+        let tenant = crate::auth::current_tenant();
         let body: Map<String, Value> = serde_json::from_slice(&body).map_err(|e| {
             GatewayError::Request(toolbridge_core::Error::InvalidJson {
                 param: None,
@@ -147,7 +151,7 @@ pub async fn add_items(
         })?;
         let items = items(body.get("items"))?;
         if !store(&state, &id)?
-            .append_conversation_items(&id, &items)
+            .append_conversation_items(&tenant, &id, &items)
             .await
             .map_err(store_error)?
         {
@@ -165,9 +169,10 @@ pub async fn list_items(
     Query(query): Query<ListQuery>,
 ) -> Response {
     run(async move {
+        let tenant = crate::auth::current_tenant();
         let page = query.page()?;
         let page = store(&state, &id)?
-            .conversation_items(&id, &page)
+            .conversation_items(&tenant, &id, &page)
             .await
             .map_err(page_error)?
             .ok_or_else(|| GatewayError::ConversationNotFound(id.clone()))?;

@@ -5,7 +5,7 @@
 //! output items, never their instructions.
 
 use serde_json::{Map, Value};
-use toolbridge_store::{ResponseStore, StoreError};
+use toolbridge_store::{ResponseStore, StoreError, Tenant};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
 
 use crate::error::GatewayError;
@@ -15,9 +15,11 @@ pub const MAX_CHAIN: usize = 256;
 
 /// Rebuilds `req.input` from the store: the chain's items first, then this turn's items with
 /// every `item_reference` replaced by the stored item. With `keep`, returns this turn's items as
-/// they will be stored (each with an `id`); otherwise nothing is copied.
+/// they will be stored (each with an `id`); otherwise nothing is copied. Only `tenant`'s stored
+/// objects are found: another tenant's id reads as not found.
 pub async fn expand(
     store: Option<&dyn ResponseStore>,
+    tenant: &Tenant,
     req: &mut CreateResponse,
     keep: bool,
 ) -> Result<Vec<Value>, GatewayError> {
@@ -51,7 +53,7 @@ pub async fn expand(
         )],
         Some(Input::Items(items)) => items,
     };
-    resolve_references(store, &mut current).await?;
+    resolve_references(store, tenant, &mut current).await?;
 
     let mut turn_items = Vec::with_capacity(if keep { current.len() } else { 0 });
     for item in current.iter().filter(|_| keep) {
@@ -75,7 +77,7 @@ pub async fn expand(
             return Err(not_found(&previous));
         };
         let chain = store
-            .chain(&previous, MAX_CHAIN)
+            .chain(tenant, &previous, MAX_CHAIN)
             .await
             .map_err(|e| match e {
                 StoreError::NotFound(id) => not_found(&id),
@@ -97,7 +99,7 @@ pub async fn expand(
         let Some(store) = store else {
             return Err(GatewayError::ConversationNotFound(id.clone()));
         };
-        for value in conversation_items(store, id).await? {
+        for value in conversation_items(store, tenant, id).await? {
             items.push(to_item(value)?);
         }
     }
@@ -110,6 +112,7 @@ pub async fn expand(
 /// Every item of a conversation, oldest first (bounded: at most 100 pages of 100).
 async fn conversation_items(
     store: &dyn ResponseStore,
+    tenant: &Tenant,
     id: &str,
 ) -> Result<Vec<Value>, GatewayError> {
     let mut all = Vec::new();
@@ -121,7 +124,7 @@ async fn conversation_items(
             order: toolbridge_store::Order::Asc,
         };
         let Some(page) = store
-            .conversation_items(id, &page)
+            .conversation_items(tenant, id, &page)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?
         else {
@@ -198,6 +201,7 @@ fn to_item(value: Value) -> Result<InputItem, GatewayError> {
 /// Replaces `{"type":"item_reference","id":…}` inputs with the stored items they name.
 async fn resolve_references(
     store: Option<&dyn ResponseStore>,
+    tenant: &Tenant,
     items: &mut [InputItem],
 ) -> Result<(), GatewayError> {
     let references: Vec<(usize, String)> = items
@@ -224,7 +228,7 @@ async fn resolve_references(
     let ids: Vec<String> = references.iter().map(|(_, id)| id.clone()).collect();
     let found = match store {
         Some(store) => store
-            .items_by_id(&ids)
+            .items_by_id(tenant, &ids)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?,
         None => Default::default(),

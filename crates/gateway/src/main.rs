@@ -142,6 +142,8 @@ fn keys(command: KeysCommand) -> ExitCode {
                 tools,
                 daily_tokens,
                 monthly_tokens,
+                tenant,
+                admin,
                 config,
             } => {
                 let new = cli::NewKey {
@@ -150,6 +152,8 @@ fn keys(command: KeysCommand) -> ExitCode {
                     tools,
                     daily_tokens,
                     monthly_tokens,
+                    tenant,
+                    admin,
                 };
                 cli::create(config.as_deref(), new).await
             }

@@ -22,8 +22,9 @@ fn store(state: &AppState, id: &str) -> Result<std::sync::Arc<dyn ResponseStore>
 /// `GET /v1/responses/{id}`.
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
+        let tenant = crate::auth::current_tenant();
         let stored = store(&state, &id)?
-            .get(&id)
+            .get(&tenant, &id)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
@@ -38,8 +39,9 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Respo
 /// `DELETE /v1/responses/{id}`.
 pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
+        let tenant = crate::auth::current_tenant();
         let deleted = store(&state, &id)?
-            .delete(&id)
+            .delete(&tenant, &id)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         if !deleted {
@@ -127,9 +129,10 @@ pub async fn input_items(
     Query(query): Query<ListQuery>,
 ) -> Response {
     let result = async {
+        let tenant = crate::auth::current_tenant();
         let page = query.page()?;
         let page = store(&state, &id)?
-            .input_items(&id, &page)
+            .input_items(&tenant, &id, &page)
             .await
             .map_err(page_error)?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
@@ -144,9 +147,10 @@ pub async fn input_items(
 /// `POST /v1/responses/{id}/cancel`: cancels a queued or running background response.
 pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
+        let tenant = crate::auth::current_tenant();
         let store = store(&state, &id)?;
         let current = store
-            .get(&id)
+            .get(&tenant, &id)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
@@ -159,7 +163,7 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Re
             ));
         }
         let updated = store
-            .cancel(&id)
+            .cancel(&tenant, &id)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;

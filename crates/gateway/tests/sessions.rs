@@ -13,6 +13,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::sessions::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
 use toolbridge_gateway::{AppState, app};
+use toolbridge_store::Tenant;
+
+/// The tenant of the test gateway's one key (`api_keys[0]`, its own tenant).
+fn gw_tenant() -> Tenant {
+    Tenant::named("api_keys[0]")
+}
 
 /// A safety net against a hung test, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -176,11 +182,11 @@ async fn two_subscribers_of_a_session_get_the_same_events_in_order_and_others_ge
 
     let events = tool_events("resp_a", 3);
     for event in &events {
-        gateway.bus.publish("sess-1", event.clone());
+        gateway.bus.publish(&gw_tenant(), "sess-1", event.clone());
     }
     // Published after all of sess-1's: if `other` saw sess-1's events, they would come first.
     let marker = SessionEvent::ResponseStarted(ResponseInfo::new("resp_b", 5));
-    gateway.bus.publish("sess-2", marker.clone());
+    gateway.bus.publish(&gw_tenant(), "sess-2", marker.clone());
 
     expect_all(&mut first, "sess-1", &events).await;
     expect_all(&mut second, "sess-1", &events).await;
@@ -236,11 +242,12 @@ async fn a_subscriber_that_does_not_read_gets_the_lag_marker_and_is_dropped() {
     );
 
     // The publisher keeps going, and a subscriber that keeps up gets every event.
-    let mut fast = gateway.bus.subscribe("busy").await.unwrap();
+    let mut fast = gateway.bus.subscribe(&gw_tenant(), "busy").await.unwrap();
     let detail = "x".repeat(1000);
     let total: u32 = 20_000; // ~20 MB of frames: more than any socket buffers hold
     for step in 1..=total {
         gateway.bus.publish(
+            &gw_tenant(),
             "busy",
             SessionEvent::ToolProgress(
                 ToolInfo::new("resp_1", "call_1", "pdf", step, 0).detail(detail.as_str()),
@@ -294,10 +301,10 @@ async fn with_redis_a_subscriber_on_one_gateway_gets_events_published_on_another
 
     let events = tool_events("resp_r", 4);
     for event in &events {
-        a.bus.publish("shared", event.clone());
+        a.bus.publish(&gw_tenant(), "shared", event.clone());
     }
     let marker = SessionEvent::ResponseStarted(ResponseInfo::new("resp_u", 5));
-    a.bus.publish("unrelated", marker.clone());
+    a.bus.publish(&gw_tenant(), "unrelated", marker.clone());
 
     expect_all(&mut on_b, "shared", &events).await;
     expect_all(&mut also_on_b, "shared", &events).await;
@@ -307,8 +314,8 @@ async fn with_redis_a_subscriber_on_one_gateway_gets_events_published_on_another
     // A gateway with another prefix shares nothing.
     let c = Gateway::start(&redis_sessions(&unique_prefix(), 64)).await;
     let mut on_c = c.subscribe("shared").await;
-    a.bus.publish("shared", events[0].clone());
-    c.bus.publish("shared", events[1].clone());
+    a.bus.publish(&gw_tenant(), "shared", events[0].clone());
+    c.bus.publish(&gw_tenant(), "shared", events[1].clone());
     expect_all(&mut on_c, "shared", &events[1..2]).await;
 }
 
@@ -317,11 +324,12 @@ async fn with_redis_a_lagging_subscriber_gets_the_marker_and_is_dropped() {
     let prefix = unique_prefix();
     let publisher = Gateway::start(&redis_sessions(&prefix, 4096)).await;
     let tiny = Gateway::start(&redis_sessions(&prefix, 4)).await;
-    let mut slow = tiny.bus.subscribe("busy").await.unwrap();
-    let mut fast = publisher.bus.subscribe("busy").await.unwrap();
+    let mut slow = tiny.bus.subscribe(&gw_tenant(), "busy").await.unwrap();
+    let mut fast = publisher.bus.subscribe(&gw_tenant(), "busy").await.unwrap();
     let total: u32 = 2000;
     for step in 1..=total {
         publisher.bus.publish(
+            &gw_tenant(),
             "busy",
             SessionEvent::ToolProgress(ToolInfo::new("resp_1", "call_1", "pdf", step, 0)),
         );

@@ -21,6 +21,8 @@ pub struct NewKey {
     pub tools: Option<Vec<String>>,
     pub daily_tokens: Option<u64>,
     pub monthly_tokens: Option<u64>,
+    pub tenant: Option<String>,
+    pub admin: bool,
 }
 
 /// The store URL the gateway would use with `config` (see the module docs).
@@ -73,6 +75,8 @@ pub async fn create(config: Option<&Path>, new: NewKey) -> Result<String, String
         tools: new.tools,
         daily_tokens: new.daily_tokens,
         monthly_tokens: new.monthly_tokens,
+        tenant: new.tenant,
+        admin: new.admin,
     };
     Scope::compile(&scopes).map_err(|e| format!("invalid scopes: {e}"))?;
     let store = open(config).await?;

@@ -4,8 +4,9 @@
 //! (`sha256:` + hex), in the config file or the store; the secret is shown once, by
 //! `toolbridge keys create`. Hashes are compared in constant time.
 //!
-//! Scopes are data: model globs, tool rules, token budgets. [`Scopes`] is how they are written
-//! (config `[[keys]]`, or JSON in the store); [`Scope`] is the compiled form a request checks.
+//! Scopes are data: model globs, tool rules, token budgets, the tenant and the admin flag.
+//! [`Scopes`] is how they are written (config `[[keys]]`, or JSON in the store); [`Scope`] is
+//! the compiled form a request checks.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -77,7 +78,17 @@ pub struct Scopes {
     /// Tokens per UTC calendar month.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monthly_tokens: Option<u64>,
+    /// The tenant owning what the key stores and seeing what it may read; keys naming one
+    /// tenant share their history. Absent: the key is its own tenant (its id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Reads every tenant's stored objects (support); writes as its own tenant.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admin: bool,
 }
+
+/// The longest tenant name.
+pub const MAX_TENANT_LEN: usize = 128;
 
 /// A compiled tool rule.
 #[derive(Debug, Clone)]
@@ -95,6 +106,9 @@ pub struct Scope {
     tools: Option<Vec<ToolRule>>,
     pub daily_tokens: Option<u64>,
     pub monthly_tokens: Option<u64>,
+    /// The shared tenant, if the key names one.
+    pub tenant: Option<String>,
+    pub admin: bool,
     /// As written, for messages and `keys list`.
     pub written: Scopes,
 }
@@ -147,11 +161,22 @@ impl Scope {
                 Some(out)
             }
         };
+        if let Some(tenant) = &written.tenant
+            && (tenant.is_empty()
+                || tenant.len() > MAX_TENANT_LEN
+                || tenant.chars().any(char::is_control))
+        {
+            return Err(format!(
+                "tenant: must be 1 to {MAX_TENANT_LEN} printable characters"
+            ));
+        }
         Ok(Self {
             models,
             tools,
             daily_tokens: written.daily_tokens,
             monthly_tokens: written.monthly_tokens,
+            tenant: written.tenant.clone(),
+            admin: written.admin,
             written: written.clone(),
         })
     }

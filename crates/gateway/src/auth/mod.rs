@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use toolbridge_store::KeyStore;
+use toolbridge_store::{KeyStore, Tenant};
 use toolbridge_wire::responses::{CreateResponse, Tool};
 
 use crate::app::AppState;
@@ -39,6 +39,36 @@ pub struct Authenticated {
     /// The key's id (config `id`, or `key_…` from the store); never the secret.
     pub key_id: String,
     pub scopes: Arc<Scope>,
+    /// Whose stored objects the key sees and owns: its `tenant`, else its id; reading every
+    /// tenant's with the admin scope.
+    pub tenant: Tenant,
+}
+
+impl Authenticated {
+    /// The key `key_id` with `scopes`, its tenant derived from them.
+    pub fn new(key_id: String, scopes: Arc<Scope>) -> Self {
+        let tenant = Tenant::named(scopes.tenant.clone().unwrap_or_else(|| key_id.clone()));
+        let tenant = if scopes.admin {
+            tenant.reading_all()
+        } else {
+            tenant
+        };
+        Self {
+            key_id,
+            scopes,
+            tenant,
+        }
+    }
+}
+
+/// The tenant of a request made with `auth`: the key's, or the open gateway's without keys.
+pub fn tenant_of(auth: Option<&Authenticated>) -> Tenant {
+    auth.map_or_else(Tenant::open, |a| a.tenant.clone())
+}
+
+/// The tenant of the request being handled (see [`current`]).
+pub fn current_tenant() -> Tenant {
+    tenant_of(current().as_ref())
 }
 
 /// A key declared in the config, already hashed.
@@ -148,10 +178,7 @@ impl KeyResolver {
         let mut found = None;
         for key in &self.configured {
             if keys::constant_time_eq(key.hash.as_bytes(), hash.as_bytes()) {
-                found = Some(Authenticated {
-                    key_id: key.id.clone(),
-                    scopes: key.scopes.clone(),
-                });
+                found = Some(Authenticated::new(key.id.clone(), key.scopes.clone()));
             }
         }
         if let Some(found) = found {
@@ -186,10 +213,7 @@ impl KeyResolver {
                 let scopes = Scope::compile(&written).map_err(|e| {
                     GatewayError::Store(format!("key `{}` has invalid scopes: {e}", record.id))
                 })?;
-                Some(Authenticated {
-                    key_id: record.id,
-                    scopes: Arc::new(scopes),
-                })
+                Some(Authenticated::new(record.id, Arc::new(scopes)))
             }
             _ => None,
         };

@@ -39,7 +39,12 @@ pub async fn trace_show(config: &crate::Config, request_id: &str) -> Result<Stri
         .await
         .map_err(|e| format!("cannot open the store: {e}"))?;
     use toolbridge_store::CaptureStore;
-    match store.capture(request_id, crate::time::now()).await {
+    // The operator's command reads every tenant's captures.
+    let operator = toolbridge_store::Tenant::open().reading_all();
+    match store
+        .capture(&operator, request_id, crate::time::now())
+        .await
+    {
         Ok(Some(capture)) => serde_json::to_string_pretty(&capture)
             .map(|mut s| {
                 s.push('\n');

@@ -54,6 +54,8 @@ pub struct RequestCtx {
     capture: Option<Capture>,
     /// A background run carries this context and writes the capture itself.
     deferred: AtomicBool,
+    /// The tenant owning the capture, once the key is known (the open gateway's otherwise).
+    tenant: OnceLock<toolbridge_store::Tenant>,
 }
 
 /// The current request's context, if the caller runs under the middleware.
@@ -116,6 +118,11 @@ impl RequestCtx {
     /// Names the provider and model (a route pattern, see [`metrics::model_label`]) of the
     /// request's labels; the first call wins (a fallback is labelled by the provider that took
     /// the request, since only that one starts metering).
+    /// Records the request's tenant, which owns its capture.
+    pub fn set_tenant(&self, tenant: toolbridge_store::Tenant) {
+        let _ = self.tenant.set(tenant);
+    }
+
     pub fn set_labels(&self, provider: &str, model: String) {
         let _ = self.labels.set((provider.to_owned(), model));
     }
@@ -166,9 +173,14 @@ impl RequestCtx {
         };
         let now = crate::time::now();
         let expires = now.saturating_add(i64::try_from(capture.ttl.as_secs()).unwrap_or(i64::MAX));
+        let tenant = self
+            .tenant
+            .get()
+            .cloned()
+            .unwrap_or_else(toolbridge_store::Tenant::open);
         if let Err(e) = capture
             .store
-            .put_capture(&self.request_id, &record, now, expires)
+            .put_capture(&tenant, &self.request_id, &record, now, expires)
             .instrument(tracing::info_span!("store", what = "capture"))
             .await
         {
@@ -257,6 +269,7 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         span: span.clone(),
         capture,
         deferred: AtomicBool::new(false),
+        tenant: OnceLock::new(),
     });
     let mut response = CTX
         .scope(ctx.clone(), next.run(request))

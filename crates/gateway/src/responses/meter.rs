@@ -111,7 +111,8 @@ impl Meter {
 
     fn publish(&self, event: SessionEvent) {
         if let Some(session) = &self.session {
-            self.state.sessions.publish(session, event);
+            let tenant = crate::auth::tenant_of(self.key.as_ref());
+            self.state.sessions.publish(&tenant, session, event);
         }
     }
 }

@@ -312,9 +312,10 @@ async fn start_background(
             },
         ));
     }
+    let tenant = crate::auth::tenant_of(key.as_ref());
     {
         let mut probe = req.clone();
-        crate::history::expand(Some(store.as_ref()), &mut probe, false).await?;
+        crate::history::expand(Some(store.as_ref()), &tenant, &mut probe, false).await?;
         let canonical = normalize(&probe, &Limits::default())?;
         let targets =
             state
@@ -346,6 +347,7 @@ async fn start_background(
     queued.status = toolbridge_wire::responses::ResponseStatus::Queued;
     let persist = Persist {
         store: store.clone(),
+        tenant,
         input_items: Vec::new(),
         expires_at: run.created_at + state.config.store_ttl.as_secs() as i64,
         guarded: true,
@@ -430,7 +432,9 @@ async fn respond(
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     // A native Responses upstream gets the client's own JSON, not a re-serialisation of it.
     let raw = raw_request(state, &req, body);
-    let turn_items = crate::history::expand(state.store.as_deref(), &mut req, stored).await?;
+    let tenant = crate::auth::tenant_of(caller.key.as_ref());
+    let turn_items =
+        crate::history::expand(state.store.as_deref(), &tenant, &mut req, stored).await?;
     // The request's own MCP servers the gateway serves, connected and listed once; then the
     // calls the client approved run, before the model's turn.
     let early_targets = match &state.config.gateway_tools {
@@ -622,6 +626,7 @@ async fn respond(
         let persist = match &state.store {
             Some(store) if stored || conversation.is_some() => Some(Persist {
                 store: store.clone(),
+                tenant: tenant.clone(),
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
                 guarded: run.is_some(),

@@ -6,6 +6,8 @@ use super::*;
 /// What storing one response needs, kept until its end.
 pub(super) struct Persist {
     pub(super) store: Arc<dyn toolbridge_store::ResponseStore>,
+    /// The tenant owning what is stored (the caller's).
+    pub(super) tenant: toolbridge_store::Tenant,
     /// This turn's input items, with ids.
     pub(super) input_items: Vec<serde_json::Value>,
     pub(super) expires_at: i64,
@@ -45,9 +47,12 @@ impl Persist {
         let result = tracing::Instrument::instrument(
             async {
                 if self.guarded {
-                    self.store.put_unless_final(stored).await.map(|_| ())
+                    self.store
+                        .put_unless_final(&self.tenant, stored)
+                        .await
+                        .map(|_| ())
                 } else {
-                    self.store.put(stored).await
+                    self.store.put(&self.tenant, stored).await
                 }
             },
             span,
@@ -96,7 +101,7 @@ impl Persist {
                 .collect();
             match self
                 .store
-                .append_conversation_items(conversation, &items)
+                .append_conversation_items(&self.tenant, conversation, &items)
                 .await
             {
                 Ok(true) => {}
@@ -129,7 +134,7 @@ impl Persist {
                 limit = self.max_bytes,
                 "the response is larger than store_max_response_bytes and was not stored"
             );
-            if let Err(e) = self.store.delete(&stored.id).await {
+            if let Err(e) = self.store.delete(&self.tenant, &stored.id).await {
                 tracing::error!(
                     request_id,
                     code = e.code(),

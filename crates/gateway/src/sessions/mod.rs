@@ -5,7 +5,9 @@
 //! [`SessionEvent`]s on the [`EventBus`]; subscribers of that session receive them in order. The
 //! bus is in-process by default (a tokio broadcast channel per watched session) or Redis pub/sub
 //! (`[sessions] redis_url`), so that a subscriber connected to any gateway process sees the
-//! events of requests running on any other.
+//! events of requests running on any other. Sessions belong to tenants: a subscriber sees only
+//! the sessions of its own key's tenant (the bus name of a session includes the tenant, in
+//! process and on Redis), so two teams using the same session id never see each other's events.
 //!
 //! This module owns the event vocabulary, session id validation, the bus and the route. It does
 //! not decide *when* events are published: the `/v1/responses` handler and the tool loop do.
@@ -26,6 +28,7 @@ use futures::Stream;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use toolbridge_store::Tenant;
 
 use crate::config::SessionsConfig;
 
@@ -344,9 +347,10 @@ impl EventBus {
         }
     }
 
-    /// Sends `event` to the subscribers of `session_id`, stamped with that session and clipped
-    /// to its bounds. Never blocks and never fails: problems are logged and the event dropped.
-    pub fn publish(&self, session_id: &str, mut event: SessionEvent) {
+    /// Sends `event` to `tenant`'s subscribers of `session_id`, stamped with that session and
+    /// clipped to its bounds. Never blocks and never fails: problems are logged and the event
+    /// dropped.
+    pub fn publish(&self, tenant: &Tenant, session_id: &str, mut event: SessionEvent) {
         if let Err(e) = validate_session_id(session_id) {
             tracing::debug!("session event not published: {e}");
             return;
@@ -355,21 +359,27 @@ impl EventBus {
             return;
         }
         event.prepare(session_id);
+        let channel = channel_key(tenant, session_id);
         match &*self.backend {
-            Backend::Local(bus) => bus.publish(session_id, event),
-            Backend::Redis(bus) => bus.publish(session_id, &event),
+            Backend::Local(bus) => bus.publish(&channel, event),
+            Backend::Redis(bus) => bus.publish(&channel, &event),
         }
     }
 
-    /// Starts receiving the events of `session_id` published from now on.
-    pub async fn subscribe(&self, session_id: &str) -> Result<Subscription, SubscribeError> {
+    /// Starts receiving the events of `tenant`'s `session_id` published from now on.
+    pub async fn subscribe(
+        &self,
+        tenant: &Tenant,
+        session_id: &str,
+    ) -> Result<Subscription, SubscribeError> {
         validate_session_id(session_id).map_err(SubscribeError::InvalidSessionId)?;
         let permit = Arc::clone(&self.subscribers)
             .try_acquire_owned()
             .map_err(|_| SubscribeError::TooManySubscribers(self.max_subscribers))?;
+        let channel = channel_key(tenant, session_id);
         let events: EventStream = match &*self.backend {
-            Backend::Local(bus) => Box::pin(bus.subscribe(session_id)?),
-            Backend::Redis(bus) => Box::pin(bus.subscribe(session_id).await?),
+            Backend::Local(bus) => Box::pin(bus.subscribe(&channel)?),
+            Backend::Redis(bus) => Box::pin(bus.subscribe(&channel).await?),
         };
         Ok(Subscription {
             events,
@@ -379,6 +389,15 @@ impl EventBus {
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = SessionEvent> + Send>>;
+
+/// The backends' name for `tenant`'s session `session_id` (the in-process map key, the Redis
+/// channel after its prefix): the tenant's length, the tenant and the session id, so no two
+/// (tenant, session) pairs share a name whatever the tenant's characters. An admin key
+/// watches its own tenant's sessions only: the side channel is live traffic, not support
+/// reading stored data.
+fn channel_key(tenant: &Tenant, session_id: &str) -> String {
+    format!("{}:{}:{session_id}", tenant.name().len(), tenant.name())
+}
 
 /// The events of one session, in publication order. Ends after a `stream.lagged` marker when
 /// the subscriber fell behind, or when the backend's connection is lost.

@@ -82,7 +82,10 @@ pub async fn events(
 ) -> Result<Response, SessionError> {
     let Path(session_id) =
         session_id.map_err(|e| SubscribeError::InvalidSessionId(e.body_text()))?;
-    let subscription = state.sessions.subscribe(&session_id).await?;
+    // A subscriber sees only its own tenant's sessions: the same session id under another key
+    // is another channel.
+    let tenant = crate::auth::current_tenant();
+    let subscription = state.sessions.subscribe(&tenant, &session_id).await?;
     let mut shutdown = state.shutdown.clone();
     let stopped = async move {
         // A dropped sender means nobody can force a stop: wait forever, not end at once.

@@ -130,10 +130,11 @@ async fn a_channel_lives_only_while_its_session_is_watched() {
 #[tokio::test]
 async fn a_lagging_subscriber_gets_the_marker_and_ends_while_others_get_everything() {
     let bus = EventBus::in_process(8, 4, 8);
-    let mut slow = bus.subscribe("s").await.unwrap();
-    let mut fast = bus.subscribe("s").await.unwrap();
+    let t = Tenant::named("team-a");
+    let mut slow = bus.subscribe(&t, "s").await.unwrap();
+    let mut fast = bus.subscribe(&t, "s").await.unwrap();
     for step in 1..=100 {
-        bus.publish("s", tool(step));
+        bus.publish(&t, "s", tool(step));
         let got = fast.next().await.unwrap();
         let SessionEvent::ToolStarted(info) = got else {
             panic!("unexpected {got:?}")
@@ -147,24 +148,55 @@ async fn a_lagging_subscriber_gets_the_marker_and_ends_while_others_get_everythi
     );
     assert_eq!(slow.next().await, None, "then its stream ends");
     // The fast one is unaffected.
-    bus.publish("s", tool(101));
+    bus.publish(&t, "s", tool(101));
     assert!(matches!(fast.next().await, Some(SessionEvent::ToolStarted(i)) if i.step == 101));
 }
 
 #[tokio::test]
 async fn subscribers_are_bounded() {
     let bus = EventBus::in_process(8, 4, 1);
-    let first = bus.subscribe("s").await.unwrap();
+    let t = Tenant::open();
+    let first = bus.subscribe(&t, "s").await.unwrap();
     assert!(matches!(
-        bus.subscribe("t").await,
+        bus.subscribe(&t, "t").await,
         Err(SubscribeError::TooManySubscribers(1))
     ));
     drop(first);
-    assert!(bus.subscribe("t").await.is_ok());
+    assert!(bus.subscribe(&t, "t").await.is_ok());
     assert!(matches!(
-        bus.subscribe("bad id").await,
+        bus.subscribe(&t, "bad id").await,
         Err(SubscribeError::InvalidSessionId(_))
     ));
+}
+
+#[tokio::test]
+async fn one_session_id_under_two_tenants_is_two_sessions() {
+    let bus = EventBus::in_process(8, 8, 8);
+    let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
+    // Tenant names that a naive `tenant:session` join would confuse.
+    let (c, d) = (Tenant::named("x:1"), Tenant::named("x"));
+    let mut watch_a = bus.subscribe(&a, "s").await.unwrap();
+    let mut watch_b = bus.subscribe(&b, "s").await.unwrap();
+    let mut watch_d = bus.subscribe(&d, "1:s").await.unwrap();
+    bus.publish(&b, "s", tool(7));
+    bus.publish(&c, "s", tool(8));
+    bus.publish(&a, "s", tool(9));
+    let got = watch_a.next().await.unwrap();
+    assert!(
+        matches!(&got, SessionEvent::ToolStarted(i) if i.step == 9),
+        "{got:?}"
+    );
+    let got = watch_b.next().await.unwrap();
+    assert!(
+        matches!(&got, SessionEvent::ToolStarted(i) if i.step == 7),
+        "{got:?}"
+    );
+    bus.publish(&d, "1:s", tool(10));
+    let got = watch_d.next().await.unwrap();
+    assert!(
+        matches!(&got, SessionEvent::ToolStarted(i) if i.step == 10),
+        "{got:?}"
+    );
 }
 
 fn sessions_config(section: &str) -> Result<crate::config::Config, String> {
@@ -186,7 +218,7 @@ fn the_sessions_section_is_validated_and_check_names_the_backend() {
     let line = crate::cli::describe_sessions(&redis.sessions);
     assert_eq!(
         line,
-        "redis redis://…@10.0.0.5:6379/0 (channels toolbridge:session:{session_id}, buffer 256, 1024 subscribers)"
+        "redis redis://…@10.0.0.5:6379/0 (channels toolbridge:session:{tenant length}:{tenant}:{session_id}, buffer 256, 1024 subscribers)"
     );
     assert!(crate::cli::describe(&redis).contains(&format!("session events: {line}\n")));
     assert!(!format!("{redis:?}").contains("secret"));
