@@ -149,8 +149,9 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Re
     let result = async {
         let tenant = crate::auth::current_tenant();
         let store = store(&state, &id)?;
+        // Only the tenant's own response is cancelled, even by an admin key.
         let current = store
-            .get(&tenant, &id)
+            .get(&tenant.own(), &id)
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?
             .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;

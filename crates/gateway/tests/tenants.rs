@@ -35,7 +35,7 @@ struct Gateway {
 
 impl Gateway {
     async fn start(upstream: &FakeUpstream, store_url: &str, sessions: &str) -> Self {
-        let mut text = String::new();
+        let mut text = String::from("keepalive_secs = 1\n");
         for (name, extra) in KEYS {
             text.push_str(&format!(
                 "[[keys]]\nname = \"{name}\"\nhash = \"{}\"\n{extra}\n",
@@ -43,7 +43,7 @@ impl Gateway {
             ));
         }
         text.push_str(&format!(
-            "keepalive_secs = 1\n[sessions]\n{sessions}\n[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+            "[sessions]\n{sessions}\n[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
             upstream.base_url()
         ));
         let file: FileConfig = toml::from_str(&text).expect("test config parses");
@@ -245,7 +245,16 @@ async fn isolation(store_url: &str) {
             .as_ref()
             .map(|b| serde_json::from_str(&b.to_string().replace(named, fake)).unwrap());
         let (never_status, never_answer) = gw.call("b", method, &never, never_body).await;
-        assert_eq!(never_status, 404, "{method} {never}: {never_answer}");
+        // A route's object not found is a 404; a request field naming one is OpenAI's 400
+        // `previous_response_not_found` / `item_reference_not_found` / 404 for conversations.
+        assert!(
+            matches!(never_status, 400 | 404)
+                && never_answer["error"]["code"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("not_found"),
+            "{method} {never}: {never_answer}"
+        );
         for key in ["b", "ops"] {
             if key == "ops" && matches!(*method, "GET") {
                 continue; // the admin reads; checked below
@@ -441,4 +450,96 @@ async fn the_side_channel_does_not_cross_tenants_over_redis() {
     tokio::time::timeout(PATIENCE, side_channel(&one, &two, &upstream))
         .await
         .expect("the test finished in time");
+}
+
+/// `toolbridge keys create --tenant`: store keys naming one tenant share what they store, a key
+/// without one is its own tenant; `--admin` reads across.
+#[tokio::test]
+async fn store_keys_made_by_the_cli_carry_their_tenant() {
+    let store_url = toolbridge_testkit::temp_store_url();
+    let create = |args: &'static [&'static str]| {
+        let store_url = store_url.clone();
+        async move {
+            let out = tokio::time::timeout(
+                PATIENCE,
+                tokio::process::Command::new(env!("CARGO_BIN_EXE_toolbridge"))
+                    .arg("keys")
+                    .arg("create")
+                    .args(args)
+                    .env_clear()
+                    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                    .env("TOOLBRIDGE_STORE_URL", &store_url)
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .expect("the binary exits in time")
+            .expect("the binary runs");
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let secret = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("secret: "))
+                .unwrap()
+                .to_owned();
+            (secret, stdout)
+        }
+    };
+    let (one, printed) = create(&["--name", "one", "--tenant", "team-x"]).await;
+    assert!(printed.contains("\"tenant\":\"team-x\""), "{printed}");
+    let (two, _) = create(&["--name", "two", "--tenant", "team-x"]).await;
+    let (other, _) = create(&["--name", "other"]).await;
+    let (support, printed) = create(&["--name", "support", "--admin"]).await;
+    assert!(printed.contains("\"admin\":true"), "{printed}");
+
+    let upstream = FakeUpstream::start().await;
+    let text = format!(
+        "[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+        upstream.base_url()
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    let env = |k: &str| match k {
+        "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
+        "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_file(file, &env).unwrap();
+    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(toolbridge_gateway::serve::serve_on(
+        listener,
+        config,
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    upstream.push(Reply::json(completion("stored", "stop")));
+    let made: Value = client
+        .post(format!("http://{addr}/v1/responses"))
+        .bearer_auth(&one)
+        .json(&json!({"model": "m", "input": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let path = format!(
+        "http://{addr}/v1/responses/{}",
+        made["id"].as_str().unwrap()
+    );
+    for (secret, expected) in [(&two, 200), (&other, 404), (&support, 200)] {
+        let status = client
+            .get(&path)
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        assert_eq!(status, expected);
+    }
 }

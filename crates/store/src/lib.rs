@@ -522,7 +522,7 @@ impl SqlStore {
         id: &str,
     ) -> Result<Option<StoredResponse>, StoreError> {
         // Only the tenant's own response is cancelled, even by an admin.
-        let own = Tenant::named(t.name());
+        let own = t.own();
         let Some(mut response) = self.get_inner(&own, id).await? else {
             return Ok(None);
         };

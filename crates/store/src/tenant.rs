@@ -44,6 +44,12 @@ impl Tenant {
         self
     }
 
+    /// The same tenant seeing only its own objects: what a write, delete or cancel acts on,
+    /// even for an admin.
+    pub fn own(&self) -> Self {
+        Self::named(self.name.clone())
+    }
+
     /// The owner written on rows (`""` for the open gateway).
     pub fn name(&self) -> &str {
         &self.name
