@@ -36,7 +36,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::serve::serve_on;
-use toolbridge_store::{Order, Page, ResponseStore, SqlStore, StoredResponse};
+use toolbridge_store::{Order, Page, ResponseStore, SqlStore, StoredResponse, Tenant};
 use toolbridge_testkit::chat::text_stream;
 use toolbridge_testkit::{FakeUpstream, Reply};
 
@@ -174,6 +174,7 @@ fn stored_response(run: &str, i: usize) -> StoredResponse {
 
 /// The store-level measurements on one store.
 async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
+    let tenant = Tenant::named("bench");
     let run = format!("{:x}", std::process::id());
     let responses: Vec<StoredResponse> = (0..sizes.responses)
         .map(|i| stored_response(&run, i))
@@ -195,7 +196,7 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
     let mut put = Vec::with_capacity(responses.len());
     for r in &responses {
         let started = Instant::now();
-        store.put(r).await.expect("put");
+        store.put(&tenant, r).await.expect("put");
         put.push(started.elapsed());
     }
     // A scattered order: a stride coprime with the count visits every response once.
@@ -208,7 +209,11 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
     for k in 0..n {
         let r = &responses[(k * stride) % n];
         let started = Instant::now();
-        let got = store.get(&r.id).await.expect("get").expect("stored");
+        let got = store
+            .get(&tenant, &r.id)
+            .await
+            .expect("get")
+            .expect("stored");
         get.push(started.elapsed());
         assert_eq!(got.output_items.len(), r.output_items.len());
     }
@@ -222,7 +227,7 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
         let r = &responses[(k * stride) % n];
         let started = Instant::now();
         let got = store
-            .input_items(&r.id, &page)
+            .input_items(&tenant, &r.id, &page)
             .await
             .expect("input_items")
             .expect("stored");
@@ -232,7 +237,7 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
     let mut chain = Vec::new();
     for last in responses.iter().skip(CHAIN - 1).step_by(CHAIN) {
         let started = Instant::now();
-        let got = store.chain(&last.id, 256).await.expect("chain");
+        let got = store.chain(&tenant, &last.id, 256).await.expect("chain");
         chain.push(started.elapsed());
         assert_eq!(got.len(), CHAIN);
     }
@@ -245,7 +250,7 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
         print_latency(backend, "chain(10)", &chain);
     }
     for r in &responses {
-        store.delete(&r.id).await.expect("delete");
+        store.delete(&tenant, &r.id).await.expect("delete");
     }
 }
 
