@@ -244,15 +244,8 @@ async fn handle(
     request_id: &str,
     session: Option<String>,
 ) -> Result<Response, GatewayError> {
-    let bytes = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            GatewayError::BodyTooLarge {
-                limit: state.config.body_limit,
-            }
-        } else {
-            GatewayError::BodyUnreadable(rejection.body_text())
-        }
-    })?;
+    let bytes = body
+        .map_err(|rejection| GatewayError::from_body_rejection(&rejection, state.config.body_limit))?;
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
     let key = crate::auth::admit(state, &req).await?;
