@@ -149,7 +149,10 @@ async fn a_content_length_over_the_limit_is_a_413_without_the_body() {
     .unwrap();
     let (status, head, body) = read_answer(&mut tcp).await;
     assert_eq!(status, 413, "{head}");
-    assert!(head.to_ascii_lowercase().contains("application/json"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("application/json"),
+        "{head}"
+    );
     assert_error(
         &serde_json::from_slice(&body).unwrap(),
         "request_too_large",
@@ -200,10 +203,54 @@ async fn a_connection_busy_with_a_request_is_not_cut_by_the_idle_timeout() {
         pause: Duration::from_secs(3),
         reply: Box::new(answer("slow but whole")),
     });
-    let (status, body) = h
-        .post_json(&json!({"model": "m", "input": "hi"}))
-        .await;
+    let (status, body) = h.post_json(&json!({"model": "m", "input": "hi"})).await;
     assert_eq!(status, 200, "{body}");
+    // A stream whose events come further apart than both timeouts keeps its connection.
+    let pieces = toolbridge_testkit::chat::text_stream(&["slow", " stream", " whole"], "stop")
+        .iter()
+        .map(|p| format!("data: {p}\n\n"))
+        .chain(["data: [DONE]\n\n".to_owned()])
+        .collect();
+    h.upstream.push(Reply::Stream {
+        pieces,
+        pause: Duration::from_millis(1500),
+    });
+    let events = h
+        .post_stream(&json!({"model": "m", "input": "hi", "stream": true}))
+        .await;
+    let last = events.last().expect("events");
+    assert_eq!(
+        last.name.as_deref(),
+        Some("response.completed"),
+        "{:?}",
+        last.data
+    );
+}
+
+#[test]
+fn the_server_limits_are_configured_validated_and_shown_by_check() {
+    let load = |server: &str| {
+        let text = format!(
+            "[server]\n{server}\n\n[providers.up]\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        );
+        let file: toolbridge_gateway::config::FileConfig = toml::from_str(&text).unwrap();
+        toolbridge_gateway::Config::from_file(file, &|_| None)
+    };
+    let shown = toolbridge_gateway::cli::describe(&load("").unwrap());
+    assert!(
+        shown.contains("server: header read timeout 10 s, idle timeout 60 s, body read timeout 60 s, at most 4096 connections\n"),
+        "{shown}"
+    );
+    let config = load("header_read_timeout_secs = 3\nidle_timeout_secs = 4\nbody_read_timeout_secs = 5\nmax_connections = 6").unwrap();
+    let shown = toolbridge_gateway::cli::describe(&config);
+    assert!(
+        shown.contains("server: header read timeout 3 s, idle timeout 4 s, body read timeout 5 s, at most 6 connections\n"),
+        "{shown}"
+    );
+    for zero in ["header_read_timeout_secs = 0", "max_connections = 0"] {
+        let error = load(zero).unwrap_err().to_string();
+        assert!(error.contains("server."), "{error}");
+    }
 }
 
 #[tokio::test]
@@ -293,7 +340,11 @@ async fn a_bad_query_is_a_json_400_naming_the_field() {
         .await
         .unwrap();
     assert_eq!(response.status(), 400);
-    assert_error(&response.json().await.unwrap(), "invalid_value", Some("order"));
+    assert_error(
+        &response.json().await.unwrap(),
+        "invalid_value",
+        Some("order"),
+    );
 }
 
 #[tokio::test]
@@ -320,7 +371,12 @@ async fn the_bearer_scheme_is_case_insensitive() {
             .unwrap();
         assert_eq!(response.status(), 200, "{scheme}");
     }
-    for wrong in ["Basic sk-gw-1", "Bearersk-gw-1", "sk-gw-1", "Bearer sk-gw-2"] {
+    for wrong in [
+        "Basic sk-gw-1",
+        "Bearersk-gw-1",
+        "sk-gw-1",
+        "Bearer sk-gw-2",
+    ] {
         let response = h
             .client
             .get(h.url("/v1/models"))

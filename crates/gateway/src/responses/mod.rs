@@ -244,8 +244,9 @@ async fn handle(
     request_id: &str,
     session: Option<String>,
 ) -> Result<Response, GatewayError> {
-    let bytes = body
-        .map_err(|rejection| GatewayError::from_body_rejection(&rejection, state.config.body_limit))?;
+    let bytes = body.map_err(|rejection| {
+        GatewayError::from_body_rejection(&rejection, state.config.body_limit)
+    })?;
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
     let key = crate::auth::admit(state, &req).await?;

@@ -138,8 +138,14 @@ async fn connection(
     let requests = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = InFlight::begin(requests.clone());
-        let request: Request =
-            request.map(|body| Body::new(DeadlineBody::new(body, body_timeout)));
+        // A request without a body (most GETs) needs no deadline, nor its timer.
+        let request: Request = request.map(|body| {
+            if http_body::Body::is_end_stream(&body) {
+                Body::new(body)
+            } else {
+                Body::new(DeadlineBody::new(body, body_timeout))
+            }
+        });
         let answer = router.clone().oneshot(request);
         async move {
             let response: Response = match answer.await {
@@ -153,7 +159,9 @@ async fn connection(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout + limits.idle_timeout + Duration::from_secs(1));
+        .header_read_timeout(
+            limits.header_read_timeout + limits.idle_timeout + Duration::from_secs(1),
+        );
     // CONNECT protocol, as `axum::serve` enables it (HTTP/2 websockets).
     builder.http2().enable_connect_protocol();
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
@@ -351,10 +359,7 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 

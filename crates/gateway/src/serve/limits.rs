@@ -121,7 +121,11 @@ impl ServerLimits {
 /// Refuses a request whose `Content-Length` is over the body limit with a 413, before any of
 /// its body is read (a client announcing 10 GB gets its answer at once, and hyper closes the
 /// connection instead of draining it). A body without a length is limited while it streams.
-pub async fn refuse_oversized(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn refuse_oversized(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let limit = state.config.body_limit;
     let declared = request
         .headers()
