@@ -238,7 +238,7 @@ fn the_server_limits_are_configured_validated_and_shown_by_check() {
     };
     let shown = toolbridge_gateway::cli::describe(&load("").unwrap());
     assert!(
-        shown.contains("server: header read timeout 10 s, idle timeout 60 s, body read timeout 60 s, at most 4096 connections\n"),
+        shown.contains("server: header read timeout 10 s, idle timeout 75 s, body read timeout 60 s, at most 4096 connections\n"),
         "{shown}"
     );
     let config = load("header_read_timeout_secs = 3\nidle_timeout_secs = 4\nbody_read_timeout_secs = 5\nmax_connections = 6").unwrap();

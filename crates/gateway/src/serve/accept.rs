@@ -152,7 +152,12 @@ async fn connection(
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            Ok::<_, Infallible>(response.map(|body| Body::new(Tracked { inner: body, guard })))
+            Ok::<_, Infallible>(response.map(|body| {
+                Body::new(Tracked {
+                    inner: body,
+                    _guard: guard,
+                })
+            }))
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -301,7 +306,7 @@ impl Drop for InFlight {
 /// A response body that keeps its request in flight until hyper drops it (sent or aborted).
 struct Tracked {
     inner: Body,
-    guard: InFlight,
+    _guard: InFlight,
 }
 
 impl http_body::Body for Tracked {
@@ -312,7 +317,6 @@ impl http_body::Body for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let _ = &self.guard;
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 

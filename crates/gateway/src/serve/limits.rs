@@ -34,7 +34,9 @@ pub struct ServerFile {
     /// its first byte, or from the connection's opening for its first request. Default 10.
     pub header_read_timeout_secs: Option<u64>,
     /// Seconds a kept-alive connection may wait, with no request in flight and no byte of a
-    /// new one, before it is closed. Default 60.
+    /// new one, before it is closed. Default 75: longer than a proxy's usual upstream
+    /// keep-alive (nginx's 60 s), so the proxy closes first and never sends on a connection
+    /// the gateway is closing.
     pub idle_timeout_secs: Option<u64>,
     /// Seconds a request's body has to arrive in full, from the end of its head. Default 60.
     pub body_read_timeout_secs: Option<u64>,
@@ -56,7 +58,7 @@ impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(75),
             body_read_timeout: Duration::from_secs(60),
             max_connections: 4096,
         }
