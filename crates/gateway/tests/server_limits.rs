@@ -356,6 +356,19 @@ async fn a_path_that_is_not_utf8_is_a_json_400() {
         assert_eq!(response.headers()["content-type"], "application/json");
         assert_error(&response.json().await.unwrap(), "invalid_request", None);
     }
+    // A route that names its own code for a bad path keeps it.
+    let response = h
+        .client
+        .get(h.url("/v1/sessions/%FF/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_error(
+        &response.json().await.unwrap(),
+        "invalid_session_id",
+        Some("session_id"),
+    );
 }
 
 #[tokio::test]
