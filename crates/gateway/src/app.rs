@@ -1,6 +1,9 @@
 //! The axum application: state, routes, authentication (gateway keys and the per-key request
 //! limit, see [`crate::auth`] and [`crate::limits`]) and fallbacks. [`app`] builds the whole
-//! router, for `main` and for tests alike.
+//! router, for `main` and for tests alike. Every error answer is OpenAI's JSON, the router's
+//! own included ([`json_errors`]).
+
+pub mod json_errors;
 
 use std::sync::Arc;
 
@@ -130,6 +133,7 @@ impl AppState {
             (old.listen != config.listen, "listen"),
             (old.store_url != config.store_url, "store_url"),
             (old.sessions != config.sessions, "[sessions]"),
+            (old.server != config.server, "[server]"),
             (old.ops.log_format != config.ops.log_format, "[logging]"),
             (old.ops.telemetry != config.ops.telemetry, "[telemetry]"),
         ] {
@@ -190,8 +194,14 @@ pub fn app(state: AppState) -> Router {
         router = router.route(&metrics.path, get(crate::ops::metrics_handler));
     }
     // The observer sees every route (request id, span, metrics, overhead header, capture).
+    // Outermost, a declared length over the body limit is refused before anything reads the
+    // body (the observer does, for a capture).
     router
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            json_errors::json_errors,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::ops::observe::observe,
@@ -199,6 +209,10 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(RequestDecompressionLayer::new())
         .layer(middleware::from_fn(known_encoding))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::serve::limits::refuse_oversized,
+        ))
         .with_state(state)
 }
 
@@ -228,6 +242,15 @@ async fn not_found(request: Request) -> Response {
         .into_response()
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110), so `bearer` and `BEARER` work too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 /// Resolves the gateway key (401 when one is required and missing, unknown or revoked), counts
 /// the request against the key's limit (429), and hands the key to the handler: as an
 /// [`crate::auth::Authenticated`] in the request's extensions and through
@@ -241,11 +264,7 @@ pub async fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(bearer_token);
     let auth = match state.keys.resolve(presented).await {
         Ok(auth) => auth,
         Err(e) => return e.into_response(),

@@ -159,6 +159,8 @@ pub fn load(path: Option<&std::path::Path>, listen: Option<&str>) -> Result<Conf
 pub fn describe(config: &Config) -> String {
     let mut out = String::new();
     out.push_str(&format!("listen: {}\n", config.listen));
+    out.push_str(&format!("body limit: {} bytes\n", config.body_limit));
+    out.push_str(&config.server.describe());
     out.push_str(&format!(
         "gateway keys: {}\n",
         if config.keys.is_empty() && !config.require_keys {

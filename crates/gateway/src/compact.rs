@@ -6,6 +6,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -39,8 +40,18 @@ pub struct CompactRequest {
 }
 
 /// The handler.
-pub async fn compact(State(state): State<AppState>, body: Bytes) -> Response {
-    match run(&state, &body).await {
+pub async fn compact(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = match body {
+        Ok(body) => run(&state, &body).await,
+        Err(r) => Err(GatewayError::from_body_rejection(
+            &r,
+            state.config.body_limit,
+        )),
+    };
+    match result {
         Ok(body) => Json(body).into_response(),
         Err(e) => e.into_response(),
     }

@@ -49,6 +49,9 @@ pub struct FileConfig {
     pub limits: LimitsFile,
     /// Seconds in-flight streams get to finish after SIGTERM/SIGINT.
     pub shutdown_grace_secs: Option<u64>,
+    /// The server's limits on slow clients and connections.
+    #[serde(default)]
+    pub server: crate::serve::limits::ServerFile,
     /// Seconds of upstream silence after which a stream gets an SSE keep-alive comment; 0
     /// turns them off. Default 15.
     pub keepalive_secs: Option<u64>,
@@ -362,6 +365,8 @@ pub struct Config {
     pub key_cache: Duration,
     pub limits: LimitsConfig,
     pub shutdown_grace: Duration,
+    /// Header, idle and body read timeouts and the connection cap.
+    pub server: crate::serve::limits::ServerLimits,
     /// Silence after which a keep-alive comment is sent; `None`: never.
     pub keepalive: Option<Duration>,
     /// The store URL; `None` when storage is off.
@@ -469,6 +474,7 @@ impl std::fmt::Debug for Config {
             .field("keys", &format_args!("[{} redacted]", self.keys.len()))
             .field("limits", &self.limits.any())
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("server", &self.server)
             .field("keepalive", &self.keepalive)
             .field(
                 "store",
@@ -760,6 +766,7 @@ impl Config {
                 "token budgets are counted in the store, and the store is off",
             ));
         }
+        let server = crate::serve::limits::ServerLimits::from_file(&file.server)?;
         let ops = crate::ops::OpsConfig::resolve(
             crate::ops::config::OpsFiles {
                 metrics: &file.metrics,
@@ -779,6 +786,7 @@ impl Config {
             key_cache: Duration::from_secs(file.key_cache_secs.unwrap_or(30)),
             limits,
             shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
+            server,
             keepalive: match file.keepalive_secs.unwrap_or(15) {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),

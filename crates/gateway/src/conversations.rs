@@ -5,7 +5,8 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use toolbridge_store::{Conversation, ResponseStore};
@@ -77,9 +78,14 @@ async fn run(result: impl std::future::Future<Output = Result<Value, GatewayErro
 }
 
 /// `POST /v1/conversations` with optional `items` and `metadata`.
-pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
+pub async fn create(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     run(async move {
         let tenant = crate::auth::current_tenant();
+        let body =
+            body.map_err(|r| GatewayError::from_body_rejection(&r, state.config.body_limit))?;
         let body: Map<String, Value> = if body.is_empty() {
             Map::new()
         } else {
@@ -139,10 +145,12 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
 pub async fn add_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     run(async move {
         let tenant = crate::auth::current_tenant();
+        let body =
+            body.map_err(|r| GatewayError::from_body_rejection(&r, state.config.body_limit))?;
         let body: Map<String, Value> = serde_json::from_slice(&body).map_err(|e| {
             GatewayError::Request(toolbridge_core::Error::InvalidJson {
                 param: None,
@@ -166,7 +174,7 @@ pub async fn add_items(
 pub async fn list_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(query): Query<ListQuery>,
+    query: ListQuery,
 ) -> Response {
     run(async move {
         let tenant = crate::auth::current_tenant();

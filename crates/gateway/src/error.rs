@@ -49,6 +49,18 @@ pub enum GatewayError {
     BodyTooLarge { limit: usize },
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
+    #[error("the request body did not arrive within {secs} s")]
+    BodyTimeout { secs: u64 },
+    #[error("the method {method} is not allowed on {path}{}", allowed_list(.allowed))]
+    MethodNotAllowed {
+        method: String,
+        path: String,
+        allowed: Option<String>,
+    },
+    /// An answer the router made by itself (a rejection), with its status and no detail: its
+    /// own text may name Rust types.
+    #[error("{}", rejected_message(*.0))]
+    Rejected(u16),
     #[error("the request must be `application/json`")]
     UnsupportedMediaType,
     #[error("the request body's Content-Encoding `{0}` is not supported (gzip, br, zstd, deflate)")]
@@ -103,6 +115,16 @@ impl GatewayError {
             Self::ModelNotFound { .. } => "model_not_found",
             Self::BodyTooLarge { .. } => "request_too_large",
             Self::BodyUnreadable(_) => "invalid_body",
+            Self::BodyTimeout { .. } => "request_timeout",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::Rejected(status) => match status {
+                408 => "request_timeout",
+                413 => "request_too_large",
+                415 => "unsupported_media_type",
+                422 => "invalid_body",
+                500.. => "internal_error",
+                _ => "invalid_request",
+            },
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::UnsupportedEncoding(_) => "unsupported_content_encoding",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
@@ -134,6 +156,9 @@ impl GatewayError {
             Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
             Self::BodyUnreadable(_) => 400,
+            Self::BodyTimeout { .. } => 408,
+            Self::MethodNotAllowed { .. } => 405,
+            Self::Rejected(status) => *status,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
             Self::UpstreamUnreachable(_) | Self::InvalidToolCall(_) => 502,
             Self::UpstreamTimeout => 504,
@@ -169,8 +194,12 @@ impl GatewayError {
                     Self::ConversationNotFound(_) => {
                         ("invalid_request_error", Some("conversation"))
                     }
+                    Self::Rejected(500..) => ("server_error", None),
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)
+                    | Self::BodyTimeout { .. }
+                    | Self::MethodNotAllowed { .. }
+                    | Self::Rejected(_)
                     | Self::UnsupportedMediaType
                     | Self::UnsupportedEncoding(_)
                     | Self::RouteNotFound(_) => ("invalid_request_error", None),
@@ -185,6 +214,23 @@ impl GatewayError {
                     },
                 }
             }
+        }
+    }
+
+    /// The error for a body the `Bytes` extractor could not read: over the limit, past its
+    /// read deadline, or broken (a bad compression stream, a closed connection).
+    pub fn from_body_rejection(
+        rejection: &axum::extract::rejection::BytesRejection,
+        limit: usize,
+    ) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::BodyTooLarge { limit }
+        } else if let Some(timeout) = crate::serve::limits::body_timeout(rejection) {
+            Self::BodyTimeout {
+                secs: timeout.as_secs(),
+            }
+        } else {
+            Self::BodyUnreadable(rejection.body_text())
         }
     }
 
@@ -235,6 +281,24 @@ impl IntoResponse for GatewayError {
             .extensions_mut()
             .insert(ErrorCode(self.code().to_owned()));
         response
+    }
+}
+
+fn allowed_list(allowed: &Option<String>) -> String {
+    allowed
+        .as_deref()
+        .map(|a| format!(" (allowed: {a})"))
+        .unwrap_or_default()
+}
+
+fn rejected_message(status: u16) -> &'static str {
+    match status {
+        408 => "the request was not received in time",
+        413 => "the request is too large",
+        415 => "the request's media type is not supported",
+        422 => "the request body could not be processed",
+        500.. => "the gateway failed to answer the request",
+        _ => "the request is malformed: its path, query string or body could not be read",
     }
 }
 

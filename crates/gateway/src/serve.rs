@@ -3,11 +3,16 @@
 //! On SIGTERM or SIGINT the listener closes and in-flight requests may finish; when the grace
 //! period runs out, streams still open end with `response.failed` (`server_shutting_down`) so
 //! that every client sees a terminal event.
+//!
+//! The connections themselves (the cap, header, idle and body timeouts, hyper) are the accept
+//! loop's, in [`accept`]; the limits and their config are in [`limits`].
+
+pub mod accept;
+pub mod limits;
 
 use std::future::Future;
 use std::net::SocketAddr;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::app::AppState;
@@ -32,6 +37,7 @@ pub async fn serve_reloadable(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
+    let server = config.server;
     let routes = config.routes.len();
     let (state, force) = AppState::new(config).await.map_err(std::io::Error::other)?;
     // Announced only once the store is open: a client that reads this line can use the gateway.
@@ -99,20 +105,14 @@ pub async fn serve_reloadable(
             let _ = force.send(true);
         }
     });
-    // Without TCP_NODELAY, every SSE event after the first few waits for the client's delayed
-    // ACK (about 40 ms each on Linux): streams would crawl.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!("cannot set TCP_NODELAY: {e}");
-        }
-    });
     let live = Live::new(state);
     if let Some(loader) = loader {
         tokio::spawn(crate::ops::reload::on_sighup(live.clone(), loader));
     }
-    axum::serve(listener, live.dispatcher())
-        .with_graceful_shutdown(signal)
-        .await
+    // Streams end when the grace period runs out; their connections get a few more seconds
+    // to send that last event and close.
+    let drain = grace + std::time::Duration::from_secs(5);
+    accept::serve_connections(listener, live.dispatcher(), server, drain, signal).await
 }
 
 /// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the

@@ -2,9 +2,9 @@
 //! `GET /v1/responses/{id}/input_items`.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use toolbridge_store::{Order, Page, ResponseStore};
 
@@ -58,11 +58,53 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
 }
 
 /// Query of a list of items (`after`, `limit` 1–100 default 20, `order` default `desc`).
-#[derive(Debug, Deserialize)]
+///
+/// Read by hand rather than through axum's `Query`, whose rejection is plain text naming Rust
+/// types: a bad value here is OpenAI's 400 naming the parameter. Unknown parameters are
+/// ignored, as OpenAI does.
+#[derive(Debug, Default)]
 pub struct ListQuery {
     after: Option<String>,
     limit: Option<u32>,
     order: Option<String>,
+}
+
+impl ListQuery {
+    /// Reads a query string (`None`: there is none).
+    pub fn parse(query: Option<&str>) -> Result<Self, GatewayError> {
+        let mut parsed = Self::default();
+        let invalid = |param: &str, message: String| {
+            GatewayError::Request(toolbridge_core::Error::InvalidValue {
+                param: param.to_owned(),
+                message,
+            })
+        };
+        for (name, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            let repeated = match name.as_ref() {
+                "after" => parsed.after.replace(value.into_owned()).is_some(),
+                "order" => parsed.order.replace(value.into_owned()).is_some(),
+                "limit" => {
+                    let limit = value.trim().parse::<u32>().map_err(|_| {
+                        invalid("limit", format!("`{value}` is not a whole number"))
+                    })?;
+                    parsed.limit.replace(limit).is_some()
+                }
+                _ => false,
+            };
+            if repeated {
+                return Err(invalid(&name, format!("`{name}` is given more than once")));
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ListQuery {
+    type Rejection = GatewayError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, GatewayError> {
+        Self::parse(parts.uri.query())
+    }
 }
 
 impl ListQuery {
@@ -126,7 +168,7 @@ pub fn page_error(e: toolbridge_store::StoreError) -> GatewayError {
 pub async fn input_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(query): Query<ListQuery>,
+    query: ListQuery,
 ) -> Response {
     let result = async {
         let tenant = crate::auth::current_tenant();

@@ -6,8 +6,9 @@
 //! stays and the reason is logged.
 //!
 //! What lives across a reload: the store, rate-limit windows, session channels and the log and
-//! trace setup; changing `listen`, `store_url`, `[limits]`, `[sessions]`, `[logging]` or
-//! `[telemetry]` needs a restart (a reload says so in the log).
+//! trace setup; changing `listen`, `store_url`, `[limits]`, `[sessions]`, `[server]` (the
+//! accept loop reads it once), `[logging]` or `[telemetry]` needs a restart (a reload says so
+//! in the log).
 
 use std::convert::Infallible;
 use std::sync::Arc;

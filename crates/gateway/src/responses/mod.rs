@@ -245,13 +245,7 @@ async fn handle(
     session: Option<String>,
 ) -> Result<Response, GatewayError> {
     let bytes = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            GatewayError::BodyTooLarge {
-                limit: state.config.body_limit,
-            }
-        } else {
-            GatewayError::BodyUnreadable(rejection.body_text())
-        }
+        GatewayError::from_body_rejection(&rejection, state.config.body_limit)
     })?;
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
