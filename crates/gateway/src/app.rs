@@ -233,9 +233,10 @@ async fn healthz(
     State(state): State<AppState>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> Response {
-    let ready = query
-        .as_deref()
-        .is_some_and(|q| q.split('&').any(|p| p == "ready" || p.starts_with("ready=")));
+    let ready = query.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "ready" || p.starts_with("ready="))
+    });
     let Some(store) = &state.store else {
         return health_answer(ready, "off", true);
     };

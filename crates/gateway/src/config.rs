@@ -800,7 +800,8 @@ impl Config {
             store_max_bytes: file.store_max_response_bytes.unwrap_or(16 * 1024 * 1024),
             store_options: {
                 let defaults = toolbridge_store::StoreOptions::default();
-                let ms = |v: Option<u64>, d: Duration| v.map_or(d, |v| Duration::from_millis(v.max(1)));
+                let ms =
+                    |v: Option<u64>, d: Duration| v.map_or(d, |v| Duration::from_millis(v.max(1)));
                 toolbridge_store::StoreOptions {
                     acquire_timeout: ms(file.store_acquire_timeout_ms, defaults.acquire_timeout),
                     timeout: ms(file.store_timeout_ms, defaults.timeout),

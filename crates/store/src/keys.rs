@@ -324,7 +324,10 @@ mod tests {
             .await
             .unwrap();
         let key = format!("key_race_{:x}_{}", std::process::id(), now());
-        let periods = vec![(format!("day:{key}"), Some(50)), (format!("month:{key}"), None)];
+        let periods = vec![
+            (format!("day:{key}"), Some(50)),
+            (format!("month:{key}"), None),
+        ];
         let attempts = (0..20).map(|_| {
             let (store, key, periods) = (store.clone(), key.clone(), periods.clone());
             tokio::spawn(async move { store.reserve_usage(&key, &periods, 10).await.unwrap() })
