@@ -256,14 +256,15 @@ async fn handle(
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
     let key = crate::auth::admit(state, &req).await?;
-    if req.background == Some(true) {
-        return start_background(state, req, request_id, key).await;
-    }
-    let caller = Caller {
-        key: key.clone(),
-        session,
+    let answer = if req.background == Some(true) {
+        start_background(state, req, request_id, key.clone()).await
+    } else {
+        let caller = Caller {
+            key: key.clone(),
+            session,
+        };
+        respond(state, req, request_id, None, Some(&bytes), caller).await
     };
-    let answer = respond(state, req, request_id, None, Some(&bytes), caller).await;
     if answer.is_err() {
         // Refused before any answer went out: nothing was used, the reservation is returned.
         crate::auth::release(state, key.as_ref()).await;
