@@ -40,6 +40,7 @@ use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
 use crate::{ids, time};
 
+mod abandoned;
 mod echo;
 mod meter;
 mod passthrough;
@@ -49,6 +50,7 @@ mod sse;
 mod sync;
 mod tool_loop;
 
+use abandoned::estimate_used;
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
