@@ -295,6 +295,14 @@ async fn through_an_outage(mode: Mode, tag: &str) {
     assert_eq!(streamed["type"], "response.completed", "{streamed}");
     assert_eq!(streamed["response"]["store"], false, "{streamed}");
     assert!(has_store_diagnostic(&streamed["response"]), "{streamed}");
+    // A background start is answered `queued` only once the queued record exists.
+    let (status, refused) = post_json(
+        addr,
+        &json!({"model": "m", "input": "x", "background": true}),
+    )
+    .await;
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["error"]["code"], "store_unavailable");
     for _ in 0..3 {
         let (status, answer) = post_json(addr, &ask(false)).await;
         assert_eq!(status, 200, "store: false passes: {answer}");
