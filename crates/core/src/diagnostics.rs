@@ -39,6 +39,9 @@ pub const REASONING_BLOB_IGNORED: &str = "reasoning_blob_ignored";
 pub const REASONING_NOT_SEALED: &str = "reasoning_not_sealed";
 /// The route's provider failed before answering and a fallback served the request.
 pub const UPSTREAM_FALLBACK: &str = "upstream_fallback";
+/// The store could not take the response (or the conversation's new items) in time: the answer
+/// is served anyway, with `store: false` when the response itself was not kept.
+pub const STORE_UNAVAILABLE: &str = "store_unavailable";
 /// The upstream reported no usage; the token counts are estimates.
 pub const USAGE_ESTIMATED: &str = "usage_estimated";
 /// The upstream stream ended without a finish reason or `[DONE]`.

@@ -61,7 +61,7 @@ impl AppState {
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
             Some(url) => {
-                let store = SqlStore::open(url)
+                let store = SqlStore::open_with(url, config.store_options)
                     .await
                     .map_err(|e| format!("cannot open the response store: {e}"))?;
                 // Responses a dead process left running will never finish: say so.
@@ -132,6 +132,10 @@ impl AppState {
         for (changed, what) in [
             (old.listen != config.listen, "listen"),
             (old.store_url != config.store_url, "store_url"),
+            (
+                old.store_options != config.store_options,
+                "store timeouts and circuit",
+            ),
             (old.sessions != config.sessions, "[sessions]"),
             (old.server != config.server, "[server]"),
             (old.ops.log_format != config.ops.log_format, "[logging]"),
@@ -233,8 +237,54 @@ async fn known_encoding(request: Request, next: Next) -> Response {
     }
 }
 
-async fn healthz() -> &'static str {
-    "ok"
+/// Liveness and readiness. `GET /healthz` is always `200 ok` while the process serves (a store
+/// outage must not get a gateway restarted: requests that need no store still pass), with the
+/// store's circuit state in `x-toolbridge-store` (`ok`, `degraded`, `unavailable`, `off`).
+/// `GET /healthz?ready` asks the store (bounded by its timeout) and answers JSON
+/// `{"status": "ready"|"not_ready", "store": …}`: 200 when ready, 503 when the store cannot
+/// answer.
+async fn healthz(
+    State(state): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let ready = query.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "ready" || p.starts_with("ready="))
+    });
+    let Some(store) = &state.store else {
+        return health_answer(ready, "off", true);
+    };
+    if !ready {
+        return health_answer(false, store.health().as_str(), true);
+    }
+    match store.ping().await {
+        Ok(()) => health_answer(true, "ok", true),
+        Err(e) => {
+            tracing::warn!(code = e.code(), "readiness: the store did not answer: {e}");
+            health_answer(true, store.health().as_str(), false)
+        }
+    }
+}
+
+fn health_answer(ready_asked: bool, store: &'static str, ready: bool) -> Response {
+    let store = if ready { store } else { "unavailable" };
+    let header = [(
+        axum::http::HeaderName::from_static("x-toolbridge-store"),
+        axum::http::HeaderValue::from_static(store),
+    )];
+    if !ready_asked {
+        return (header, "ok").into_response();
+    }
+    let body = serde_json::json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "store": store,
+    });
+    let status = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, header, axum::Json(body)).into_response()
 }
 
 async fn not_found(request: Request) -> Response {

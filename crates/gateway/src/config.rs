@@ -62,6 +62,17 @@ pub struct FileConfig {
     pub store_ttl_secs: Option<u64>,
     /// The largest response (object plus items, as JSON) that is stored. Default 16 MiB.
     pub store_max_response_bytes: Option<usize>,
+    /// The longest wait for a store connection, in milliseconds. Default 2000.
+    pub store_acquire_timeout_ms: Option<u64>,
+    /// The longest one store operation may take, in milliseconds (PostgreSQL also gets it as
+    /// `statement_timeout`). Default 5000.
+    pub store_timeout_ms: Option<u64>,
+    /// Store outages in a row after which store calls fail at once for the cool-down. Default
+    /// 5; 0 never opens the circuit.
+    pub store_circuit_failures: Option<u32>,
+    /// How long store calls fail at once after the circuit opens, in milliseconds. Default
+    /// 10000.
+    pub store_circuit_cooldown_ms: Option<u64>,
     /// Base64 32-byte keys sealing reasoning into `encrypted_content`; the first seals, all
     /// open. Every gateway process serving the same clients needs the same keys.
     #[serde(default)]
@@ -375,6 +386,8 @@ pub struct Config {
     pub store_ttl: Duration,
     /// The largest response stored.
     pub store_max_bytes: usize,
+    /// The store's timeouts and circuit.
+    pub store_options: toolbridge_store::StoreOptions,
     /// Reasoning keys, first one sealing. Empty: a random key per process.
     pub reasoning_keys: Vec<[u8; 32]>,
     /// The session event side channel.
@@ -623,6 +636,10 @@ impl Config {
             store_url: None,
             store_ttl_secs: None,
             store_max_response_bytes: None,
+            store_acquire_timeout_ms: None,
+            store_timeout_ms: None,
+            store_circuit_failures: None,
+            store_circuit_cooldown_ms: None,
             reasoning_keys: Vec::new(),
             reasoning_keys_env: None,
             sessions: SessionsFile::default(),
@@ -794,6 +811,19 @@ impl Config {
             store_url,
             store_ttl: Duration::from_secs(file.store_ttl_secs.unwrap_or(30 * 24 * 3600)),
             store_max_bytes: file.store_max_response_bytes.unwrap_or(16 * 1024 * 1024),
+            store_options: {
+                let defaults = toolbridge_store::StoreOptions::default();
+                let ms =
+                    |v: Option<u64>, d: Duration| v.map_or(d, |v| Duration::from_millis(v.max(1)));
+                toolbridge_store::StoreOptions {
+                    acquire_timeout: ms(file.store_acquire_timeout_ms, defaults.acquire_timeout),
+                    timeout: ms(file.store_timeout_ms, defaults.timeout),
+                    circuit_failures: file
+                        .store_circuit_failures
+                        .unwrap_or(defaults.circuit_failures),
+                    circuit_cooldown: ms(file.store_circuit_cooldown_ms, defaults.circuit_cooldown),
+                }
+            },
             reasoning_keys,
             sessions: SessionsConfig::from_file(file.sessions, env)?,
             providers,

@@ -167,7 +167,7 @@ async fn expect_all(reader: &mut SseReader, session: &str, expected: &[SessionEv
             | SessionEvent::ToolProgress(t)
             | SessionEvent::ToolCompleted(t)
             | SessionEvent::ToolFailed(t) => t.session_id.clear(),
-            SessionEvent::StreamLagged { .. } => {}
+            SessionEvent::StreamLagged { .. } | SessionEvent::StreamReconnected {} => {}
         }
         assert_eq!(&stamped, event, "event {i}");
     }

@@ -39,7 +39,7 @@ impl CaptureStore for SqlStore {
         created_at: i64,
         expires_at: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let text =
                 serde_json::to_string(body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query(
@@ -58,7 +58,7 @@ impl CaptureStore for SqlStore {
             .execute(&self.pool)
             .await?;
             Ok(())
-        })
+        }))
     }
 
     fn capture<'a>(
@@ -67,7 +67,7 @@ impl CaptureStore for SqlStore {
         request_id: &'a str,
         now: i64,
     ) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let row = sqlx::query(
                 "SELECT body FROM toolbridge_captures
                  WHERE request_id = $1 AND expires_at >= $2 AND (tenant = $3 OR $4 = 1)",
@@ -85,18 +85,18 @@ impl CaptureStore for SqlStore {
                     parse(&text).map(Some)
                 }
             }
-        })
+        }))
     }
 
     fn purge_captures(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let n = sqlx::query("DELETE FROM toolbridge_captures WHERE expires_at < $1")
                 .bind(now)
                 .execute(&self.pool)
                 .await?
                 .rows_affected();
             Ok(n)
-        })
+        }))
     }
 }
 

@@ -3,7 +3,10 @@
 //! A key is stored by the hash of its secret, never the secret; its scopes are JSON text the
 //! gateway writes and reads (this crate does not interpret them). The ledger counts tokens per
 //! key and period (`day:2025-01-31`, `month:2025-01`: the gateway names the periods), one row
-//! each, incremented atomically with `ON CONFLICT … DO UPDATE`.
+//! each, incremented atomically with `ON CONFLICT … DO UPDATE`. A request's estimate is
+//! reserved before it runs ([`KeyStore::reserve_usage`]: one conditional `UPDATE` per period,
+//! in one transaction, so concurrent requests cannot all pass a check made before any of them
+//! is counted) and settled when its usage is known (`add_usage` with the difference).
 
 use serde_json::Value;
 use sqlx::Row;
@@ -41,7 +44,17 @@ pub trait KeyStore: Send + Sync {
     fn revoke_key<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// True when at least one key was ever created (revoked ones count).
     fn has_keys(&self) -> BoxFuture<'_, Result<bool, StoreError>>;
-    /// Adds `tokens` to the key's count in each of `periods`.
+    /// Reserves `tokens` on the key in each of `periods`, in one transaction: each period's
+    /// count grows by `tokens` when it is below that period's limit (`None`: no limit). False,
+    /// with nothing changed, when some limited period's count is already at its limit.
+    fn reserve_usage<'a>(
+        &'a self,
+        key_id: &'a str,
+        periods: &'a [(String, Option<i64>)],
+        tokens: i64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Adds `tokens` to the key's count in each of `periods` (negative to return part of a
+    /// reservation).
     fn add_usage<'a>(
         &'a self,
         key_id: &'a str,
@@ -69,7 +82,7 @@ fn key_from_row(row: &sqlx::any::AnyRow) -> Result<KeyRecord, StoreError> {
 
 impl KeyStore for SqlStore {
     fn create_key<'a>(&'a self, key: &'a KeyRecord) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let scopes = serde_json::to_string(&key.scopes)
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query(
@@ -85,14 +98,14 @@ impl KeyStore for SqlStore {
             .execute(&self.pool)
             .await?;
             Ok(())
-        })
+        }))
     }
 
     fn key_by_hash<'a>(
         &'a self,
         hash: &'a str,
     ) -> BoxFuture<'a, Result<Option<KeyRecord>, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let row = sqlx::query(
                 "SELECT id, name, hash, scopes, created_at, revoked_at FROM toolbridge_keys WHERE hash = $1",
             )
@@ -100,11 +113,11 @@ impl KeyStore for SqlStore {
             .fetch_optional(&self.pool)
             .await?;
             row.as_ref().map(key_from_row).transpose()
-        })
+        }))
     }
 
     fn list_keys(&self) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let rows = sqlx::query(
                 "SELECT id, name, hash, scopes, created_at, revoked_at FROM toolbridge_keys
                  ORDER BY created_at, id LIMIT $1",
@@ -113,11 +126,11 @@ impl KeyStore for SqlStore {
             .fetch_all(&self.pool)
             .await?;
             rows.iter().map(key_from_row).collect()
-        })
+        }))
     }
 
     fn revoke_key<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let n = sqlx::query(
                 "UPDATE toolbridge_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
             )
@@ -127,16 +140,56 @@ impl KeyStore for SqlStore {
             .await?
             .rows_affected();
             Ok(n > 0)
-        })
+        }))
     }
 
     fn has_keys(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             Ok(sqlx::query("SELECT id FROM toolbridge_keys LIMIT 1")
                 .fetch_optional(&self.pool)
                 .await?
                 .is_some())
-        })
+        }))
+    }
+
+    fn reserve_usage<'a>(
+        &'a self,
+        key_id: &'a str,
+        periods: &'a [(String, Option<i64>)],
+        tokens: i64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.guard(async move {
+            let mut tx = self.pool.begin().await?;
+            for (period, limit) in periods {
+                sqlx::query(
+                    "INSERT INTO toolbridge_usage (key_id, period, tokens) VALUES ($1, $2, 0)
+                     ON CONFLICT (key_id, period) DO NOTHING",
+                )
+                .bind(key_id)
+                .bind(period)
+                .execute(&mut *tx)
+                .await?;
+                // The condition is evaluated on the row as it stands once its lock is held, so
+                // two requests racing for the last of a budget cannot both pass.
+                let reserved = sqlx::query(
+                    "UPDATE toolbridge_usage SET tokens = tokens + $3
+                     WHERE key_id = $1 AND period = $2 AND tokens < $4",
+                )
+                .bind(key_id)
+                .bind(period)
+                .bind(tokens)
+                .bind(limit.unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if reserved == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+            }
+            tx.commit().await?;
+            Ok(true)
+        }))
     }
 
     fn add_usage<'a>(
@@ -145,7 +198,7 @@ impl KeyStore for SqlStore {
         periods: &'a [String],
         tokens: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let mut tx = self.pool.begin().await?;
             for period in periods {
                 sqlx::query(
@@ -160,7 +213,7 @@ impl KeyStore for SqlStore {
             }
             tx.commit().await?;
             Ok(())
-        })
+        }))
     }
 
     fn usage<'a>(
@@ -168,7 +221,7 @@ impl KeyStore for SqlStore {
         key_id: &'a str,
         periods: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<i64>, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let mut out = Vec::with_capacity(periods.len());
             for period in periods {
                 let row = sqlx::query(
@@ -184,7 +237,7 @@ impl KeyStore for SqlStore {
                 });
             }
             Ok(out)
-        })
+        }))
     }
 }
 
@@ -226,6 +279,16 @@ mod tests {
         store.add_usage(&b, &periods, 40).await.unwrap();
         store.add_usage(&b, &periods[..1], 2).await.unwrap();
         assert_eq!(store.usage(&b, &periods).await.unwrap(), vec![42, 40]);
+
+        // A reservation passes below the limit (the day's count is 42) and is refused at it.
+        let limited = vec![(periods[0].clone(), Some(50)), (periods[1].clone(), None)];
+        assert!(store.reserve_usage(&b, &limited, 10).await.unwrap());
+        assert_eq!(store.usage(&b, &periods).await.unwrap(), vec![52, 50]);
+        assert!(!store.reserve_usage(&b, &limited, 10).await.unwrap());
+        assert_eq!(store.usage(&b, &periods).await.unwrap(), vec![52, 50]);
+        // Settling returns what was not used.
+        store.add_usage(&b, &periods, -7).await.unwrap();
+        assert_eq!(store.usage(&b, &periods).await.unwrap(), vec![45, 43]);
     }
 
     #[tokio::test]
@@ -251,6 +314,31 @@ mod tests {
             .unwrap();
         let tag = format!("{:x}", std::process::id() as u64 * 1_000_003 + now() as u64);
         exercise(&store, &tag).await;
+    }
+
+    /// Issue 15: twenty requests checking a budget worth five before any was charged all
+    /// passed. Reservations racing on one row: exactly five fit.
+    #[tokio::test]
+    async fn parallel_reservations_never_pass_the_limit_on_postgres() {
+        let store = SqlStore::open("postgres://postgres@127.0.0.1:5432/test")
+            .await
+            .unwrap();
+        let key = format!("key_race_{:x}_{}", std::process::id(), now());
+        let periods = vec![
+            (format!("day:{key}"), Some(50)),
+            (format!("month:{key}"), None),
+        ];
+        let attempts = (0..20).map(|_| {
+            let (store, key, periods) = (store.clone(), key.clone(), periods.clone());
+            tokio::spawn(async move { store.reserve_usage(&key, &periods, 10).await.unwrap() })
+        });
+        let mut passed = 0;
+        for attempt in attempts.collect::<Vec<_>>() {
+            passed += usize::from(attempt.await.unwrap());
+        }
+        assert_eq!(passed, 5);
+        let labels: Vec<String> = periods.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(store.usage(&key, &labels).await.unwrap(), vec![50, 50]);
     }
 
     fn now() -> i64 {

@@ -26,9 +26,11 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
 mod captures;
+mod guard;
 mod keys;
 mod tenant;
 pub use captures::CaptureStore;
+pub use guard::{StoreHealth, StoreOptions};
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
 pub use tenant::Tenant;
 
@@ -95,6 +97,9 @@ pub enum StoreError {
     Conflict(String),
     #[error("the store failed: {0}")]
     Database(#[from] sqlx::Error),
+    /// The store did not answer in time, or its circuit is open after repeated failures.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl StoreError {
@@ -107,7 +112,34 @@ impl StoreError {
             Self::Corrupt(_) => "store_corrupt",
             Self::Url(_) => "store_url_invalid",
             Self::Conflict(_) => "store_conflict",
-            Self::Database(_) => "store_unavailable",
+            Self::Database(_) | Self::Unavailable(_) => "store_unavailable",
+        }
+    }
+
+    /// Whether the database itself failed (unreachable, too slow, shutting down), as opposed
+    /// to a request it refused: only outages count towards opening the circuit.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            Self::Unavailable(_) => true,
+            Self::Database(sqlx::Error::Database(e)) => {
+                // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator
+                // intervention: statement timeout, shutdown); SQLite's busy and locked.
+                let code = e.code();
+                let code = code.as_deref().unwrap_or("");
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57")
+                    || matches!(code, "5" | "6")
+            }
+            Self::Database(
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed,
+            ) => true,
+            _ => false,
         }
     }
 }
@@ -179,6 +211,14 @@ pub trait ResponseStore: Send + Sync {
     fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Deletes responses whose `expires_at` is before `now`; the count.
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Asks the database a trivial question, bounded like every other call (readiness).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// What the store's circuit says, without asking the database.
+    fn health(&self) -> StoreHealth {
+        StoreHealth::Ok
+    }
 
     /// Creates a conversation with its first items, owned by the tenant.
     fn create_conversation<'a>(
@@ -318,13 +358,21 @@ pub struct SqlStore {
     /// This process's id, owner of the responses it is still producing.
     instance: String,
     sqlite: bool,
+    /// Bounds every operation and fails fast after repeated outages (see [`guard`]).
+    circuit: std::sync::Arc<guard::Circuit>,
 }
 
 impl SqlStore {
     /// Opens (creating if needed) the store at `url` — `sqlite://PATH`, `sqlite::memory:` or
-    /// `postgres://…` — and migrates it.
+    /// `postgres://…` — and migrates it, with the default [`StoreOptions`].
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, StoreOptions::default()).await
+    }
+
+    /// [`Self::open`] with the given timeouts and circuit.
+    pub async fn open_with(url: &str, limits: StoreOptions) -> Result<Self, StoreError> {
         install_default_drivers();
+        let statement_ms = limits.timeout.as_millis().max(1);
         let sqlite = url.starts_with("sqlite:");
         let url = if sqlite && !url.contains("mode=") && !url.contains(":memory:") {
             format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' })
@@ -336,12 +384,19 @@ impl SqlStore {
         let pool = AnyPoolOptions::new()
             // SQLite has one writer; a few connections serve concurrent readers under WAL.
             .max_connections(if sqlite { 4 } else { 16 })
+            .acquire_timeout(limits.acquire_timeout)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if sqlite {
                         sqlx::raw_sql(
                             "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
                         )
+                        .execute(&mut *conn)
+                        .await?;
+                    } else {
+                        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                            "SET statement_timeout = {statement_ms}"
+                        )))
                         .execute(&mut *conn)
                         .await?;
                     }
@@ -354,9 +409,18 @@ impl SqlStore {
             pool,
             instance: instance_id(),
             sqlite,
+            circuit: std::sync::Arc::new(guard::Circuit::new(limits)),
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// Runs one operation under the store's deadline and circuit.
+    pub(crate) async fn guard<T>(
+        &self,
+        operation: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.circuit.run(operation).await
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -878,7 +942,7 @@ impl ResponseStore for SqlStore {
         conversation: &'a Conversation,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let metadata = serde_json::to_string(&conversation.metadata)
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let mut tx = self.pool.begin().await?;
@@ -894,21 +958,21 @@ impl ResponseStore for SqlStore {
             Self::insert_conversation_items(&mut tx, tenant, &conversation.id, items).await?;
             tx.commit().await?;
             Ok(())
-        })
+        }))
     }
     fn get_conversation<'a>(
         &'a self,
         tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Conversation>, StoreError>> {
-        Box::pin(self.get_conversation_inner(tenant, id))
+        Box::pin(self.guard(self.get_conversation_inner(tenant, id)))
     }
     fn delete_conversation<'a>(
         &'a self,
         tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let mut tx = self.pool.begin().await?;
             sqlx::query(
                 "DELETE FROM toolbridge_conversation_items WHERE conversation_id = $1 AND tenant = $2",
@@ -926,7 +990,7 @@ impl ResponseStore for SqlStore {
                     .rows_affected();
             tx.commit().await?;
             Ok(n > 0)
-        })
+        }))
     }
     fn append_conversation_items<'a>(
         &'a self,
@@ -934,7 +998,7 @@ impl ResponseStore for SqlStore {
         id: &'a str,
         items: &'a [Value],
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let mut tx = self.pool.begin().await?;
             // Writes first (see `insert_conversation_items`); the existence check then runs
             // under the write lock, and a missing conversation (or another tenant's) rolls the
@@ -954,7 +1018,7 @@ impl ResponseStore for SqlStore {
             }
             tx.commit().await?;
             Ok(true)
-        })
+        }))
     }
     fn conversation_items<'a>(
         &'a self,
@@ -962,42 +1026,42 @@ impl ResponseStore for SqlStore {
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
-        Box::pin(self.conversation_items_inner(tenant, id, page))
+        Box::pin(self.guard(self.conversation_items_inner(tenant, id, page)))
     }
     fn put_unless_final<'a>(
         &'a self,
         tenant: &'a Tenant,
         response: &'a StoredResponse,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.put_unless_final_inner(tenant, response))
+        Box::pin(self.guard(self.put_unless_final_inner(tenant, response)))
     }
     fn cancel<'a>(
         &'a self,
         tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
-        Box::pin(self.cancel_inner(tenant, id))
+        Box::pin(self.guard(self.cancel_inner(tenant, id)))
     }
     fn put<'a>(
         &'a self,
         tenant: &'a Tenant,
         response: &'a StoredResponse,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.put_inner(tenant, response))
+        Box::pin(self.guard(self.put_inner(tenant, response)))
     }
     fn get<'a>(
         &'a self,
         tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
-        Box::pin(self.get_inner(tenant, id))
+        Box::pin(self.guard(self.get_inner(tenant, id)))
     }
     fn delete<'a>(
         &'a self,
         tenant: &'a Tenant,
         id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.delete_inner(tenant, id))
+        Box::pin(self.guard(self.delete_inner(tenant, id)))
     }
     fn input_items<'a>(
         &'a self,
@@ -1005,14 +1069,14 @@ impl ResponseStore for SqlStore {
         id: &'a str,
         page: &'a Page,
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
-        Box::pin(self.input_items_inner(tenant, id, page))
+        Box::pin(self.guard(self.input_items_inner(tenant, id, page)))
     }
     fn items_by_id<'a>(
         &'a self,
         tenant: &'a Tenant,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<HashMap<String, Value>, StoreError>> {
-        Box::pin(self.items_by_id_inner(tenant, ids))
+        Box::pin(self.guard(self.items_by_id_inner(tenant, ids)))
     }
     fn chain<'a>(
         &'a self,
@@ -1020,10 +1084,10 @@ impl ResponseStore for SqlStore {
         id: &'a str,
         max_depth: usize,
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>> {
-        Box::pin(self.chain_inner(tenant, id, max_depth))
+        Box::pin(self.guard(self.chain_inner(tenant, id, max_depth)))
     }
     fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             sqlx::query(
                 "INSERT INTO toolbridge_instances (id, heartbeat_at) VALUES ($1, $2)
                  ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
@@ -1037,11 +1101,11 @@ impl ResponseStore for SqlStore {
                 .execute(&self.pool)
                 .await?;
             Ok(())
-        })
+        }))
     }
 
     fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let rows = if self.sqlite {
                 sqlx::query(
                     "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
@@ -1087,10 +1151,19 @@ impl ResponseStore for SqlStore {
                 .rows_affected();
             }
             Ok(failed)
-        })
+        }))
+    }
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.guard(async move {
+            sqlx::query("SELECT 1").execute(&self.pool).await?;
+            Ok(())
+        }))
+    }
+    fn health(&self) -> StoreHealth {
+        self.circuit.health()
     }
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
+        Box::pin(self.guard(async move {
             let mut tx = self.pool.begin().await?;
             sqlx::query(
                 "DELETE FROM toolbridge_items WHERE response_id IN (SELECT id FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1)",
@@ -1107,7 +1180,7 @@ impl ResponseStore for SqlStore {
             .rows_affected();
             tx.commit().await?;
             Ok(n)
-        })
+        }))
     }
 }
 

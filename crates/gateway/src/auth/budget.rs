@@ -2,11 +2,54 @@
 //! each resets, and the check before a request.
 //!
 //! Usage is a ledger in the store (`KeyStore::add_usage`): one row per key and period, so every
-//! gateway process sharing the store sees the same counts. A budget is checked before a
-//! request and charged after it, so the request that crosses the line still finishes; the next
-//! one is refused until the period resets.
+//! gateway process sharing the store sees the same counts. Admission reserves the request's
+//! [`estimate`] atomically when the count is below the limit (`KeyStore::reserve_usage`), and
+//! the end of the request settles it: the reservation is replaced by the usage reported, or by
+//! an estimate of what was used when a stream failed or its client went away. So concurrent
+//! requests overspend a budget by at most about one request's estimate, and the request that
+//! crosses the line still finishes; the next one is refused until the period resets.
+
+use std::sync::Mutex;
+
+use toolbridge_wire::responses::CreateResponse;
 
 use crate::error::GatewayError;
+
+/// The output tokens reserved for a request that sets no `max_output_tokens`.
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
+
+/// What admission reserves for `req`: its input at about four bytes a token (the JSON of its
+/// `input` and `instructions`; history from `previous_response_id` is not counted), plus
+/// `max_output_tokens` or [`DEFAULT_OUTPUT_RESERVE`].
+pub fn estimate(req: &CreateResponse) -> u64 {
+    let input = req
+        .input
+        .as_ref()
+        .and_then(|i| serde_json::to_string(i).ok())
+        .map_or(0, |t| t.len())
+        + req.instructions.as_ref().map_or(0, String::len);
+    (input as u64).div_ceil(4) + req.max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE)
+}
+
+/// Tokens reserved on a key's ledger at admission, settled once.
+#[derive(Debug)]
+pub struct Reservation {
+    /// The periods reserved on and the tokens; `None` once settled.
+    held: Mutex<Option<([String; 2], u64)>>,
+}
+
+impl Reservation {
+    pub fn new(periods: [String; 2], tokens: u64) -> Self {
+        Self {
+            held: Mutex::new(Some((periods, tokens))),
+        }
+    }
+
+    /// The periods and tokens to settle, the first time only.
+    pub fn take(&self) -> Option<([String; 2], u64)> {
+        self.held.lock().ok().and_then(|mut held| held.take())
+    }
+}
 
 /// A budget period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

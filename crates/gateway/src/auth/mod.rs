@@ -9,7 +9,10 @@
 //!
 //! Store keys are cached in process for [`KeyResolver`]'s TTL (`key_cache_secs`, default 30):
 //! a revoked key keeps working on a process that resolved it for at most that long, and a
-//! freshly created key tried just before it existed is refused for at most that long.
+//! freshly created key tried just before it existed is refused for at most that long. Whether
+//! the store holds any key is cached the same way; when the store cannot answer, the last known
+//! answer stands (so `store: false` traffic on a keyless gateway survives an outage), and a
+//! process that never had an answer refuses with 503 `store_unavailable` rather than guess.
 //!
 //! Secrets are never kept, logged or compared as such: only their SHA-256 is.
 
@@ -39,6 +42,9 @@ pub struct Authenticated {
     /// The key's id (config `id`, or `key_…` from the store); never the secret.
     pub key_id: String,
     pub scopes: Arc<Scope>,
+    /// The tokens [`admit`] reserved on the key's budget, settled by [`charge`]; `None` for a
+    /// key without a budget, and on the copies in extensions and [`current`].
+    pub reservation: Option<Arc<budget::Reservation>>,
     /// Whose stored objects the key sees and owns: its `tenant`, else its id; reading every
     /// tenant's with the admin scope.
     pub tenant: Tenant,
@@ -56,6 +62,7 @@ impl Authenticated {
         Self {
             key_id,
             scopes,
+            reservation: None,
             tenant,
         }
     }
@@ -151,10 +158,25 @@ impl KeyResolver {
         {
             return Ok(has);
         }
-        let has = store
-            .has_keys()
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let has = match store.has_keys().await {
+            Ok(has) => has,
+            Err(e) => {
+                // An outage must not stall or fail requests that need no store: the last answer
+                // stands (and is asked again on the next request). Never answered yet, it is
+                // unknown whether keys exist, and the gateway does not open on a guess.
+                let last = self.store_has_keys.lock().ok().and_then(|known| *known);
+                return match last {
+                    Some((_, has)) => {
+                        tracing::warn!(
+                            code = e.code(),
+                            "the store did not say whether keys exist; keeping the last answer ({has}): {e}"
+                        );
+                        Ok(has)
+                    }
+                    None => Err(GatewayError::Store(e.to_string())),
+                };
+            }
+        };
         if let Ok(mut known) = self.store_has_keys.lock() {
             *known = Some((Instant::now(), has));
         }
@@ -282,18 +304,39 @@ fn tool_name(tool: &Tool) -> Option<&str> {
     }
 }
 
-/// 429 `budget_exhausted` when the key's daily or monthly tokens are used up.
-pub async fn check_budget(state: &AppState, auth: &Authenticated) -> Result<(), GatewayError> {
+/// 429 `budget_exhausted` when the key's daily or monthly tokens are used up; else reserves
+/// `estimate` tokens on both periods at once (one conditional update per period, so concurrent
+/// requests cannot all pass a check made before any of them is counted). The reservation, for
+/// [`charge`] to settle; `None` when the key has no budget.
+pub async fn check_budget(
+    state: &AppState,
+    auth: &Authenticated,
+    estimate: u64,
+) -> Result<Option<budget::Reservation>, GatewayError> {
     let scopes = &auth.scopes;
     if scopes.daily_tokens.is_none() && scopes.monthly_tokens.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let Some(store) = &state.key_store else {
         // Config validation refuses budgets without a store; nothing to count against here.
-        return Ok(());
+        return Ok(None);
     };
     let now = crate::time::now();
     let periods = budget::labels(now);
+    let limit = |l: Option<u64>| l.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+    let limited = [
+        (periods[0].clone(), limit(scopes.daily_tokens)),
+        (periods[1].clone(), limit(scopes.monthly_tokens)),
+    ];
+    let tokens = i64::try_from(estimate).unwrap_or(i64::MAX);
+    let reserved = store
+        .reserve_usage(&auth.key_id, &limited, tokens)
+        .await
+        .map_err(|e| GatewayError::Store(e.to_string()))?;
+    if reserved {
+        return Ok(Some(budget::Reservation::new(periods, estimate)));
+    }
+    // Refused: say which period is used up, and how much was used.
     let used = store
         .usage(&auth.key_id, &periods)
         .await
@@ -301,7 +344,10 @@ pub async fn check_budget(state: &AppState, auth: &Authenticated) -> Result<(), 
     let day = used.first().copied().unwrap_or(0);
     let month = used.get(1).copied().unwrap_or(0);
     budget::verdict(budget::Period::Day, scopes.daily_tokens, day, now)?;
-    budget::verdict(budget::Period::Month, scopes.monthly_tokens, month, now)
+    budget::verdict(budget::Period::Month, scopes.monthly_tokens, month, now)?;
+    // Settled back below the limit between the two reads: admitted, and charged at the end
+    // without a reservation (as every request was before reservations).
+    Ok(None)
 }
 
 /// Adds `tokens` to the key's daily and monthly ledger rows.
@@ -333,20 +379,53 @@ pub async fn admit(
         check_model(&auth.scopes, model)?;
     }
     check_tools(&auth.scopes, req.tools.as_deref().unwrap_or_default())?;
-    check_budget(state, &auth).await?;
+    let mut auth = auth;
+    auth.reservation = check_budget(state, &auth, budget::estimate(req))
+        .await?
+        .map(Arc::new);
     Ok(Some(auth))
 }
 
-/// The handler's one charge, once a response's usage is known: the key's budget ledger and the
-/// per-minute token windows of the key and the provider. Failures are logged, not returned: the
-/// answer is already out.
+/// The handler's one charge, once a response's usage is known: the key's budget ledger (the
+/// reservation made at admission is settled: replaced by `tokens`) and the per-minute token
+/// windows of the key and the provider. Failures are logged, not returned: the answer is
+/// already out.
 pub async fn charge(state: &AppState, auth: Option<&Authenticated>, provider: &str, tokens: u64) {
     let key = auth.map_or(crate::limits::ANONYMOUS, |a| a.key_id.as_str());
     state.limits.record_tokens(key, provider, tokens).await;
-    if let Some(auth) = auth
-        && let Err(e) = record_usage(state, &auth.key_id, tokens).await
+    let Some(auth) = auth else {
+        return;
+    };
+    let result = match auth
+        .reservation
+        .as_deref()
+        .and_then(budget::Reservation::take)
     {
+        Some((periods, reserved)) => match (&state.key_store, tokens.cmp(&reserved)) {
+            (None, _) | (_, std::cmp::Ordering::Equal) => Ok(()),
+            (Some(store), _) => {
+                let delta = i64::try_from(tokens)
+                    .unwrap_or(i64::MAX)
+                    .saturating_sub(i64::try_from(reserved).unwrap_or(i64::MAX));
+                store
+                    .add_usage(&auth.key_id, &periods, delta)
+                    .await
+                    .map_err(|e| GatewayError::Store(e.to_string()))
+            }
+        },
+        None => record_usage(state, &auth.key_id, tokens).await,
+    };
+    if let Err(e) = result {
         tracing::warn!(key_id = auth.key_id, "recording token usage failed: {e}");
+    }
+}
+
+/// Returns a reservation unused (the request was refused before anything was used upstream).
+pub async fn release(state: &AppState, auth: Option<&Authenticated>) {
+    if let Some(auth) = auth
+        && auth.reservation.is_some()
+    {
+        charge(state, Some(auth), crate::limits::ANONYMOUS, 0).await;
     }
 }
 

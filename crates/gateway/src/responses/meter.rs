@@ -56,7 +56,16 @@ impl Meter {
     /// Ends metering with the final response object: its tokens are charged, and
     /// `response.completed` (with the status) goes to the session.
     pub(super) async fn finish(&self, response: &serde_json::Value) {
-        let tokens = response["usage"]["total_tokens"].as_u64().unwrap_or(0);
+        self.finish_using(response, None).await;
+    }
+
+    /// [`Self::finish`], charging `used` (an estimate of what the upstream consumed) when the
+    /// response reports no usage: a failed stream is charged as providers charge it.
+    pub(super) async fn finish_using(&self, response: &serde_json::Value, used: Option<u64>) {
+        let tokens = response["usage"]["total_tokens"]
+            .as_u64()
+            .or(used)
+            .unwrap_or(0);
         crate::ops::metrics::tokens(
             &self.provider,
             &self.model,
@@ -70,6 +79,15 @@ impl Meter {
         let status = response["status"].as_str().unwrap_or("unknown");
         self.publish(SessionEvent::ResponseCompleted(
             ResponseInfo::new(&self.response_id, time::now_ms()).status(status),
+        ));
+    }
+
+    /// The client went away before the end: the tokens used so far (an estimate) are charged,
+    /// and the session hears that the response ended `cancelled`.
+    pub(super) async fn abandoned(&self, used: u64) {
+        crate::auth::charge(&self.state, self.key.as_ref(), &self.provider, used).await;
+        self.publish(SessionEvent::ResponseCompleted(
+            ResponseInfo::new(&self.response_id, time::now_ms()).status("cancelled"),
         ));
     }
 

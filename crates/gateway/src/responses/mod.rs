@@ -40,6 +40,7 @@ use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
 use crate::{ids, time};
 
+mod abandoned;
 mod echo;
 mod meter;
 mod passthrough;
@@ -49,6 +50,7 @@ mod sse;
 mod sync;
 mod tool_loop;
 
+use abandoned::estimate_used;
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
@@ -250,11 +252,20 @@ async fn handle(
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
     let key = crate::auth::admit(state, &req).await?;
-    if req.background == Some(true) {
-        return start_background(state, req, request_id, key).await;
+    let answer = if req.background == Some(true) {
+        start_background(state, req, request_id, key.clone()).await
+    } else {
+        let caller = Caller {
+            key: key.clone(),
+            session,
+        };
+        respond(state, req, request_id, None, Some(&bytes), caller).await
+    };
+    if answer.is_err() {
+        // Refused before any answer went out: nothing was used, the reservation is returned.
+        crate::auth::release(state, key.as_ref()).await;
     }
-    let caller = Caller { key, session };
-    respond(state, req, request_id, None, Some(&bytes), caller).await
+    answer
 }
 
 /// Who asked: the gateway key (charged for the tokens) and the session whose side channel
@@ -349,7 +360,11 @@ async fn start_background(
         keep_response: true,
         conversation: None,
     };
-    persist.save_started(&queued, request_id).await;
+    // The client is told to poll: the queued record must exist first.
+    persist
+        .save_started(&queued, request_id)
+        .await
+        .map_err(|e| GatewayError::Store(e.to_string()))?;
 
     req.stream = Some(false);
     let worker_state = state.clone();
@@ -359,17 +374,21 @@ async fn start_background(
     running.status = toolbridge_wire::responses::ResponseStatus::InProgress;
     let observed = crate::ops::observe::current();
     let task = tokio::spawn(crate::ops::observe::carry(observed, async move {
-        persist.save_started(&running, &worker_request).await;
+        let _ = persist.save_started(&running, &worker_request).await;
         if let Err(e) = respond(
             &worker_state,
             req,
             &worker_request,
             Some(worker_run.clone()),
             None,
-            Caller { key, session: None },
+            Caller {
+                key: key.clone(),
+                session: None,
+            },
         )
         .await
         {
+            crate::auth::release(&worker_state, key.as_ref()).await;
             tracing::warn!(
                 request_id = worker_request,
                 code = e.code(),
@@ -382,7 +401,8 @@ async fn start_background(
                 message: e.to_string(),
             });
             let failed = serde_json::to_value(&failed).unwrap_or_default();
-            persist.save(&failed, &worker_request).await;
+            // Logged by the write; a background run has nobody to tell.
+            let _ = persist.save(&failed, &worker_request).await;
             if let Some(ctx) = crate::ops::observe::current() {
                 ctx.write_capture(Some(&failed), 200).await;
             }
@@ -730,7 +750,7 @@ async fn respond(
                     ))
                 })?;
                 if let Some(persist) = &persist {
-                    persist
+                    let _ = persist
                         .save_started(&assembler.snapshot(), request_id)
                         .await;
                 }
@@ -756,6 +776,8 @@ async fn respond(
                     meter: Some(meter),
                     persist,
                     final_response: None,
+                    terminal: None,
+                    used: None,
                     pending: Vec::new(),
                     diagnostics: Vec::new(),
                     request_id: request_id.to_owned(),
@@ -784,9 +806,13 @@ async fn respond(
                     upstream_model,
                     &response.toolbridge_diagnostics,
                 );
-                let stored = serde_json::to_value(&response).unwrap_or_default();
-                if let Some(persist) = persist {
-                    persist.save(&stored, request_id).await;
+                let mut response = response;
+                let mut stored = serde_json::to_value(&response).unwrap_or_default();
+                if let Some(persist) = persist
+                    && let Err(unsaved) = persist.save(&stored, request_id).await
+                {
+                    unsaved.mark(&mut response);
+                    stored = serde_json::to_value(&response).unwrap_or_default();
                 }
                 meter.finish(&stored).await;
                 let body = serde_json::to_vec(&response).unwrap_or_default();

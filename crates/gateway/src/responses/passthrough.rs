@@ -26,8 +26,11 @@ impl Passthrough {
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
         let response =
             whole(answer, &skeleton, &self.diagnostics).map_err(GatewayError::Upstream)?;
-        if let Some(persist) = self.persist {
-            persist.save(&response, &self.request_id).await;
+        let mut response = response;
+        if let Some(persist) = self.persist
+            && let Err(unsaved) = persist.save(&response, &self.request_id).await
+        {
+            unsaved.mark_value(&mut response);
         }
         self.meter.finish(&response).await;
         let body = serde_json::to_vec(&response).unwrap_or_default();
@@ -45,7 +48,7 @@ impl Passthrough {
     /// The stream, relayed event by event.
     pub(super) async fn stream(self, upstream: sse::UpstreamSse, limits: PumpLimits) -> Response {
         if let Some(persist) = &self.persist {
-            persist.save_started(&self.skeleton, &self.request_id).await;
+            let _ = persist.save_started(&self.skeleton, &self.request_id).await;
         }
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
         let mut relay = Relay::new(skeleton, self.diagnostics);
@@ -140,11 +143,20 @@ impl RelayPump {
         }
         if let Some(response) = self.relay.final_response() {
             tracing::info!(request_id = self.request_id, status = %response["status"], "stream ended");
-            if let Some(persist) = self.persist.take() {
-                persist.save(response, &self.request_id).await;
+            let mut response = response.clone();
+            if let Some(persist) = self.persist.take()
+                && let Err(unsaved) = persist.save(&response, &self.request_id).await
+            {
+                // The durability rule: the terminal event (the last one) says what was kept.
+                unsaved.mark_value(&mut response);
+                if let Some(terminal) = out.last_mut()
+                    && terminal.get("response").is_some()
+                {
+                    unsaved.mark_value(&mut terminal["response"]);
+                }
             }
             if let Some(meter) = self.meter.take() {
-                meter.finish(response).await;
+                meter.finish(&response).await;
             }
         }
         Some(value_frames(&out))

@@ -1,5 +1,14 @@
 //! Storing a response: its `in_progress` record when a stream starts, and the final response
 //! (with this turn's items, and the conversation it extends) before the terminal event goes out.
+//!
+//! *Durability rule:* a response says `store: true` in its terminal event or JSON body only once
+//! it is durable. When the final write fails (the store is down, slow past its timeout, or its
+//! circuit is open), the answer still goes out, saying `store: false` with a `store_unavailable`
+//! diagnostic: the client was not told it can fetch or continue it, and the tokens it paid for
+//! are not thrown away. (`response.created` at a stream's start says what was asked; the
+//! terminal event says what was done.) A request that needs the store to start at all
+//! (`previous_response_id`, a conversation, `background`) fails before it starts with 503
+//! `store_unavailable`.
 
 use super::*;
 
@@ -22,27 +31,80 @@ pub(super) struct Persist {
     pub(super) conversation: Option<String>,
 }
 
+/// What a final write could not keep.
+#[derive(Debug)]
+pub(super) struct Unsaved {
+    /// The response itself is not stored (its `store` becomes false).
+    pub(super) response: bool,
+    pub(super) message: String,
+}
+
+impl Unsaved {
+    fn diagnostic(&self) -> Diagnostic {
+        toolbridge_core::diagnostics::diag(
+            toolbridge_core::diagnostics::STORE_UNAVAILABLE,
+            Some(if self.response {
+                "store"
+            } else {
+                "conversation"
+            }),
+            self.message.clone(),
+        )
+    }
+
+    /// Applies the durability rule to the response object about to go out.
+    pub(super) fn mark(&self, response: &mut toolbridge_wire::responses::Response) {
+        if self.response {
+            response.store = false;
+        }
+        response.toolbridge_diagnostics.push(self.diagnostic());
+    }
+
+    /// [`Self::mark`] for a response object as JSON (a relayed Responses upstream's).
+    pub(super) fn mark_value(&self, response: &mut serde_json::Value) {
+        let serde_json::Value::Object(map) = response else {
+            return;
+        };
+        if self.response {
+            map.insert("store".to_owned(), serde_json::Value::Bool(false));
+        }
+        let diagnostic = serde_json::to_value(self.diagnostic()).unwrap_or_default();
+        match map.get_mut("toolbridge_diagnostics") {
+            Some(serde_json::Value::Array(list)) => list.push(diagnostic),
+            _ => {
+                map.insert(
+                    "toolbridge_diagnostics".to_owned(),
+                    serde_json::Value::Array(vec![diagnostic]),
+                );
+            }
+        }
+    }
+}
+
 impl Persist {
-    /// Stores the final response with this turn's items. It runs before the terminal event is
-    /// sent, so a client that sees `response.completed` can fetch the response at once. A failure
-    /// is logged: the answer itself already went out.
     /// Records a stream's response as `in_progress` when it starts: if the process dies before
     /// the end, the next start marks it failed (never a half-written response, never a ghost).
+    /// A failure is logged and returned; for a stream the final write decides what the client
+    /// is told, a background start refuses with it.
     pub(super) async fn save_started(
         &self,
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
-    ) {
+    ) -> Result<(), toolbridge_store::StoreError> {
         if !self.keep_response {
-            return;
+            return Ok(());
         }
         let response = serde_json::to_value(response).unwrap_or_default();
         let stored = self.record(&response, Vec::new());
-        self.write(&stored, request_id).await;
+        self.write(&stored, request_id).await
     }
 
-    /// Writes a record (guarded for background runs); a failure is logged.
-    pub(super) async fn write(&self, stored: &toolbridge_store::StoredResponse, request_id: &str) {
+    /// Writes a record (guarded for background runs); a failure is logged and returned.
+    pub(super) async fn write(
+        &self,
+        stored: &toolbridge_store::StoredResponse,
+        request_id: &str,
+    ) -> Result<(), toolbridge_store::StoreError> {
         let span = tracing::info_span!("store", what = "response");
         let result = tracing::Instrument::instrument(
             async {
@@ -58,13 +120,14 @@ impl Persist {
             span,
         )
         .await;
-        if let Err(e) = result {
+        if let Err(e) = &result {
             tracing::error!(
                 request_id,
                 code = e.code(),
                 "storing the response failed: {e}"
             );
         }
+        result
     }
 
     /// The store's record of `response` (a response object as JSON: the gateway's own, or a
@@ -88,7 +151,15 @@ impl Persist {
         }
     }
 
-    pub(super) async fn save(mut self, response: &serde_json::Value, request_id: &str) {
+    /// Stores the final response with this turn's items (and extends its conversation). It runs
+    /// before the terminal event or JSON body is sent, so a client told `store: true` can fetch
+    /// the response at once; what could not be kept is returned for [`Unsaved::mark`].
+    pub(super) async fn save(
+        mut self,
+        response: &serde_json::Value,
+        request_id: &str,
+    ) -> Result<(), Unsaved> {
+        let mut unsaved = None;
         let input_items = std::mem::take(&mut self.input_items);
         let stored = self.record(response, input_items);
         if let Some(conversation) = &self.conversation {
@@ -110,15 +181,23 @@ impl Persist {
                     conversation,
                     "the conversation was deleted during the response"
                 ),
-                Err(e) => tracing::error!(
-                    request_id,
-                    code = e.code(),
-                    "extending the conversation failed: {e}"
-                ),
+                Err(e) => {
+                    tracing::error!(
+                        request_id,
+                        code = e.code(),
+                        "extending the conversation failed: {e}"
+                    );
+                    unsaved = Some(Unsaved {
+                        response: false,
+                        message: format!(
+                            "this turn was not added to conversation `{conversation}`: {e}"
+                        ),
+                    });
+                }
             }
         }
         if !self.keep_response {
-            return;
+            return unsaved.map_or(Ok(()), Err);
         }
         let size = stored.response.to_string().len()
             + stored
@@ -141,8 +220,16 @@ impl Persist {
                     "removing the unstored response failed: {e}"
                 );
             }
-            return;
+            return unsaved.map_or(Ok(()), Err);
         }
-        self.write(&stored, request_id).await;
+        match self.write(&stored, request_id).await {
+            Ok(()) => unsaved.map_or(Ok(()), Err),
+            Err(e) => Err(Unsaved {
+                response: true,
+                message: format!(
+                    "the response was not stored ({e}); it cannot be fetched or continued with previous_response_id"
+                ),
+            }),
+        }
     }
 }

@@ -5,6 +5,7 @@ use super::*;
 use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDecoder};
 use toolbridge_providers::chat::stream::ChunkDecoder;
 use toolbridge_providers::gemini::stream::GeminiDecoder;
+use toolbridge_wire::responses::EventKind;
 
 pub(super) type UpstreamSse =
     Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
@@ -178,6 +179,11 @@ pub(super) struct Pump {
     pub(super) persist: Option<Persist>,
     /// The final response, between its terminal event and its storing.
     pub(super) final_response: Option<toolbridge_wire::responses::Response>,
+    /// The terminal event, held back until the final response is stored (it says whether it
+    /// was).
+    pub(super) terminal: Option<StreamEvent>,
+    /// What a failed stream used, estimated, for the charge when it reports no usage.
+    pub(super) used: Option<u64>,
     pub(super) pending: Vec<UpstreamEvent>,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) request_id: String,
@@ -206,14 +212,31 @@ impl Pump {
     /// The next batch of frames; `None` after the terminal event. A stored response is written
     /// before its terminal event goes out.
     pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
-        let frames = self.step().await?;
-        if let Some(response) = self.final_response.take() {
-            let response = serde_json::to_value(&response).unwrap_or_default();
-            if let Some(persist) = self.persist.take() {
-                persist.save(&response, &self.request_id).await;
+        let mut frames = self.step().await?;
+        if let Some(mut response) = self.final_response.take() {
+            let mut value = serde_json::to_value(&response).unwrap_or_default();
+            let unsaved = match self.persist.take() {
+                Some(persist) => persist.save(&value, &self.request_id).await.err(),
+                None => None,
+            };
+            if let Some(unsaved) = &unsaved {
+                unsaved.mark(&mut response);
+                value = serde_json::to_value(&response).unwrap_or_default();
+            }
+            if let Some(mut terminal) = self.terminal.take() {
+                // The durability rule: the terminal event says what was kept.
+                if let Some(unsaved) = &unsaved {
+                    match &mut terminal.kind {
+                        EventKind::Completed { response }
+                        | EventKind::Incomplete { response }
+                        | EventKind::Failed { response } => unsaved.mark(response),
+                        _ => {}
+                    }
+                }
+                frames.push(frame(&terminal));
             }
             if let Some(meter) = self.meter.take() {
-                meter.finish(&response).await;
+                meter.finish_using(&value, self.used.take()).await;
             }
         }
         Some(frames)
@@ -439,6 +462,7 @@ impl Pump {
                 &response.toolbridge_diagnostics,
             );
             self.final_response = Some(response.clone());
+            self.hold_terminal(&mut out);
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
         frames(&out)
@@ -456,6 +480,7 @@ impl Pump {
                 code,
                 "stream failed: {message}"
             );
+            self.used = Some(estimate_used(&assembler, self.usage_basis.as_deref()));
             let response = assembler.fail(code, message, time::now(), &mut out);
             record_repairs(
                 &self.provider_name,
@@ -463,8 +488,17 @@ impl Pump {
                 &response.toolbridge_diagnostics,
             );
             self.final_response = Some(response);
+            self.hold_terminal(&mut out);
         }
         frames(&out)
+    }
+
+    /// Takes the terminal event (the last one) out of `out`, for [`Self::next`] to send once
+    /// the response is stored.
+    fn hold_terminal(&mut self, out: &mut Vec<StreamEvent>) {
+        if out.last().is_some_and(|e| e.kind.is_terminal()) {
+            self.terminal = out.pop();
+        }
     }
 }
 

@@ -61,6 +61,10 @@ pub enum SessionEvent {
     /// events (at least) were lost. Never published; made by the subscription itself.
     #[serde(rename = "stream.lagged")]
     StreamLagged { dropped: u64 },
+    /// The subscription's connection to the bus (Redis) dropped and was made again: events
+    /// published in between were missed. Never published; made by the subscription itself.
+    #[serde(rename = "stream.reconnected")]
+    StreamReconnected {},
 }
 
 /// What a `response.*` event says.
@@ -179,10 +183,11 @@ impl SessionEvent {
             Self::ToolCompleted(_) => "tool.completed",
             Self::ToolFailed(_) => "tool.failed",
             Self::StreamLagged { .. } => "stream.lagged",
+            Self::StreamReconnected {} => "stream.reconnected",
         }
     }
 
-    /// The session the event belongs to (empty for the lag marker).
+    /// The session the event belongs to (empty for the lag and reconnect markers).
     pub fn session_id(&self) -> &str {
         match self {
             Self::ResponseStarted(r) | Self::ResponseCompleted(r) => &r.session_id,
@@ -190,7 +195,7 @@ impl SessionEvent {
             | Self::ToolProgress(t)
             | Self::ToolCompleted(t)
             | Self::ToolFailed(t) => &t.session_id,
-            Self::StreamLagged { .. } => "",
+            Self::StreamLagged { .. } | Self::StreamReconnected {} => "",
         }
     }
 
@@ -219,7 +224,7 @@ impl SessionEvent {
                     clip(s, MAX_DETAIL_LEN);
                 }
             }
-            Self::StreamLagged { .. } => {}
+            Self::StreamLagged { .. } | Self::StreamReconnected {} => {}
         }
     }
 }

@@ -7,7 +7,11 @@
 //! waits for Redis, and a full queue drops the event with a log line. Each subscriber gets its
 //! own pub/sub connection, read by a small task into a bounded buffer: the Redis client buffers
 //! without bound, so the task keeps reading and, when the subscriber's buffer is full, marks it
-//! lagged and closes the connection instead of letting messages pile up.
+//! lagged and closes the connection instead of letting messages pile up. When a subscriber's
+//! connection drops, the task subscribes again with back-off (from 100 ms, doubling to 5 s, for
+//! at most 5 minutes) and then sends the subscriber `stream.reconnected`: events published
+//! while it was away were missed. Past that window the subscriber's stream ends with the lag
+//! marker, and it can reconnect itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +31,11 @@ const PUBLISH_BATCH: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest message read from a session channel; a larger one is not ours and is skipped.
 const MAX_PAYLOAD: usize = 16 * 1024;
+/// The first wait before subscribing again after a lost connection; it doubles up to the cap.
+const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(100);
+const RESUBSCRIBE_CAP: Duration = Duration::from_secs(5);
+/// How long a subscriber's connection is tried again before its stream ends.
+const RESUBSCRIBE_WINDOW: Duration = Duration::from_secs(300);
 
 pub(super) struct RedisBus {
     client: redis::Client,
@@ -112,6 +121,10 @@ impl RedisBus {
         let lagged = Arc::new(AtomicU64::new(0));
         // One task per subscriber, ending with it (or with the connection).
         tokio::spawn(forward(
+            Resubscribe {
+                client: self.client.clone(),
+                channel: self.channel(session_id),
+            },
             pubsub.into_on_message(),
             sender,
             Arc::clone(&lagged),
@@ -153,6 +166,7 @@ async fn publish_loop(
 /// subscriber is lagging: the count is recorded, the connection dropped, and the subscriber gets
 /// the marker once it has read what was buffered.
 async fn forward(
+    again: Resubscribe,
     mut messages: redis::aio::PubSubStream,
     sender: mpsc::Sender<SessionEvent>,
     lagged: Arc<AtomicU64>,
@@ -163,7 +177,20 @@ async fn forward(
             message = messages.next() => message,
         };
         let Some(message) = message else {
-            // The connection was lost: the subscriber's stream ends and it can reconnect.
+            // The connection was lost: subscribe again, and tell the subscriber what it missed.
+            match again.connect(&sender).await {
+                Some(fresh) => {
+                    messages = fresh;
+                    match sender.try_send(SessionEvent::StreamReconnected {}) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            lagged.store(1, Ordering::Release)
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => {}
+                    }
+                }
+                None => lagged.store(1, Ordering::Release),
+            }
             return;
         };
         let payload = message.get_payload_bytes();
@@ -172,7 +199,7 @@ async fn forward(
             continue;
         }
         let event = match serde_json::from_slice::<SessionEvent>(payload) {
-            Ok(SessionEvent::StreamLagged { .. }) => continue,
+            Ok(SessionEvent::StreamLagged { .. } | SessionEvent::StreamReconnected {}) => continue,
             Ok(event) => event,
             Err(e) => {
                 // A newer gateway's event type, or something that is not ours.
@@ -187,6 +214,48 @@ async fn forward(
                 return;
             }
             Err(mpsc::error::TrySendError::Closed(_)) => return,
+        }
+    }
+}
+
+/// What a subscriber's task needs to subscribe again.
+struct Resubscribe {
+    client: redis::Client,
+    channel: String,
+}
+
+impl Resubscribe {
+    /// A fresh subscription, tried with back-off; `None` when the subscriber went away or the
+    /// window passed.
+    async fn connect(
+        &self,
+        sender: &mpsc::Sender<SessionEvent>,
+    ) -> Option<redis::aio::PubSubStream> {
+        let give_up = tokio::time::Instant::now() + RESUBSCRIBE_WINDOW;
+        let mut wait = RESUBSCRIBE_FIRST;
+        loop {
+            tokio::select! {
+                () = sender.closed() => return None,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let attempt = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                let mut pubsub = self.client.get_async_pubsub().await?;
+                pubsub.subscribe(&self.channel).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            });
+            match attempt.await {
+                Ok(Ok(pubsub)) => {
+                    tracing::info!("session subscription restored after a lost Redis connection");
+                    return Some(pubsub.into_on_message());
+                }
+                Ok(Err(e)) => tracing::debug!("subscribing again failed: {e}"),
+                Err(_) => tracing::debug!("subscribing again timed out"),
+            }
+            if tokio::time::Instant::now() >= give_up {
+                tracing::warn!("a session subscriber's Redis connection could not be restored");
+                return None;
+            }
+            wait = (wait * 2).min(RESUBSCRIBE_CAP);
         }
     }
 }

@@ -1,0 +1,564 @@
+//! Store and bus outages, end to end (issue 15): a TCP proxy of the test's own sits between the
+//! gateway and PostgreSQL (127.0.0.1:5432) or Redis (127.0.0.1:6379), and is paused (bytes stop
+//! flowing, connections stay open) or stopped (connections closed, new ones closed at once).
+//! Each PostgreSQL test gets a database of its own. Short store timeouts keep the outages short;
+//! the waits here are safety nets, not timing assertions.
+//!
+//! Budgets under concurrency, and the charge of a failed and of a dropped stream, are here too:
+//! they read the ledger through the store's `KeyStore` API.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use toolbridge_gateway::auth::{budget, keys::hash_secret};
+use toolbridge_gateway::config::{Config, FileConfig};
+use toolbridge_gateway::sessions::{ResponseInfo, SessionEvent};
+use toolbridge_store::{KeyStore, SqlStore};
+use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
+use toolbridge_testkit::{FakeUpstream, Reply};
+
+/// A safety net against a hung test (a stalled store used to hang requests for 30 s and more).
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// The store settings of every gateway here: failures show within a couple of seconds.
+const FAST_STORE: &str = "store_acquire_timeout_ms = 1000\nstore_timeout_ms = 2000\nstore_circuit_failures = 3\nstore_circuit_cooldown_ms = 500\n";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Open,
+    /// Bytes stop flowing both ways; connections stay open.
+    Paused,
+    /// Connections are closed, and new ones closed as soon as they are accepted.
+    Stopped,
+}
+
+/// A TCP proxy on 127.0.0.1:0 to `target`.
+struct Proxy {
+    addr: SocketAddr,
+    mode: Arc<watch::Sender<Mode>>,
+}
+
+impl Proxy {
+    async fn start(target: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mode, _) = watch::channel(Mode::Open);
+        let mode = Arc::new(mode);
+        let target = target.to_owned();
+        let modes = mode.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if *modes.borrow() == Mode::Stopped {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::spawn(pipe(client_read, server_write, modes.subscribe()));
+                tokio::spawn(pipe(server_read, client_write, modes.subscribe()));
+            }
+        });
+        Self { addr, mode }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+    }
+}
+
+/// Copies bytes one way, holding them while paused, ending when stopped or at EOF.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+            () = stopped(&mut mode) => return,
+        };
+        loop {
+            let now = *mode.borrow_and_update();
+            match now {
+                Mode::Open => break,
+                Mode::Stopped => return,
+                Mode::Paused => {
+                    if mode.changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn stopped(mode: &mut watch::Receiver<Mode>) {
+    loop {
+        if *mode.borrow_and_update() == Mode::Stopped {
+            return;
+        }
+        if mode.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A fresh PostgreSQL database; `None` (the test is skipped, said on stderr) when PostgreSQL is
+/// not reachable outside CI.
+async fn fresh_database(tag: &str) -> Option<String> {
+    let admin = std::env::var("TOOLBRIDGE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    sqlx::any::install_default_drivers();
+    let mut conn = match <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await {
+        Ok(c) => c,
+        Err(e) if std::env::var("CI").is_ok_and(|v| !v.is_empty()) => {
+            panic!("PostgreSQL is not reachable at {admin} on CI: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED {tag}: {admin} is not reachable ({e})");
+            return None;
+        }
+    };
+    let name = format!("toolbridge_outage_{tag}_{}", std::process::id());
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut conn)
+    .await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    Some(name)
+}
+
+/// A gateway on 127.0.0.1:0 with `extra` config, storing at `store_url`, routing every model
+/// to `upstream` (Chat).
+async fn gateway(upstream: &FakeUpstream, store_url: &str, extra: &str) -> SocketAddr {
+    let text = format!(
+        "{FAST_STORE}{extra}\n[providers.up]\nbase_url = \"{}\"\napi_key_env = \"FAKE_UPSTREAM_KEY\"\npreset = \"generic\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+        upstream.base_url()
+    );
+    let file: FileConfig = toml::from_str(&text).expect("test config parses");
+    let store_url = store_url.to_owned();
+    let env = move |k: &str| match k {
+        "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
+        "FAKE_UPSTREAM_KEY" => Some("sk-upstream".to_owned()),
+        "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_file(file, &env).expect("test config is valid");
+    let listener = TcpListener::bind(config.listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(toolbridge_gateway::serve::serve_on(
+        listener,
+        config,
+        std::future::pending::<()>(),
+    ));
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    addr
+}
+
+async fn post(addr: SocketAddr, key: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/responses"))
+        .json(body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    tokio::time::timeout(PATIENCE, request.send())
+        .await
+        .expect("the gateway answers in time")
+        .unwrap()
+}
+
+async fn post_json(addr: SocketAddr, body: &Value) -> (u16, Value) {
+    let response = post(addr, None, body).await;
+    let status = response.status().as_u16();
+    let text = tokio::time::timeout(PATIENCE, response.text())
+        .await
+        .expect("the body ends in time")
+        .unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// A streamed request's terminal event (`response.completed` / `failed` / `incomplete`).
+async fn post_stream_terminal(addr: SocketAddr, body: &Value) -> Value {
+    let response = post(addr, None, body).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let text = tokio::time::timeout(PATIENCE, response.text())
+        .await
+        .expect("the stream ends in time")
+        .unwrap();
+    let events = toolbridge_testkit::sse::parse(&text);
+    events
+        .iter()
+        .rev()
+        .find(|e| {
+            matches!(
+                e.data["type"].as_str(),
+                Some("response.completed" | "response.failed" | "response.incomplete")
+            )
+        })
+        .map(|e| e.data.clone())
+        .unwrap_or_else(|| panic!("no terminal event in {text}"))
+}
+
+async fn get_status(addr: SocketAddr, id: &str) -> u16 {
+    let response = tokio::time::timeout(
+        PATIENCE,
+        reqwest::Client::new()
+            .get(format!("http://{addr}/v1/responses/{id}"))
+            .send(),
+    )
+    .await
+    .expect("the gateway answers in time")
+    .unwrap();
+    response.status().as_u16()
+}
+
+fn has_store_diagnostic(response: &Value) -> bool {
+    response["toolbridge_diagnostics"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|d| d["code"] == "store_unavailable"))
+}
+
+/// Every `store: true` answer during the outage is either durable (fetchable) or says
+/// `store: false`; `store: false` traffic passes; the store comes back.
+async fn through_an_outage(mode: Mode, tag: &str) {
+    let Some(db) = fresh_database(tag).await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:5432").await;
+    let url = format!("postgres://postgres@{}/{db}", proxy.addr);
+    let upstream = FakeUpstream::start().await;
+    upstream.set_fallback(Reply::json(completion("Blue.", "stop")));
+    // `key_cache_secs = 0`: every request asks the store whether keys exist.
+    let addr = gateway(&upstream, &url, "key_cache_secs = 0\n").await;
+    let ask = |store: bool| json!({"model": "m", "input": "Sky colour?", "store": store});
+
+    let (status, before) = post_json(addr, &ask(true)).await;
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(before["store"], true);
+    assert_eq!(get_status(addr, before["id"].as_str().unwrap()).await, 200);
+
+    proxy.set(mode);
+    for _ in 0..4 {
+        let (status, answer) = post_json(addr, &ask(true)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["status"], "completed", "{answer}");
+        assert_eq!(
+            answer["store"], false,
+            "a response reported stored during the outage: {answer}"
+        );
+        assert!(has_store_diagnostic(&answer), "{answer}");
+    }
+    upstream.push(Reply::sse(vec![
+        chunk(json!({"content": "Blue."}), None),
+        chunk(json!({}), Some("stop")),
+        usage_chunk(11, 7),
+    ]));
+    let streamed =
+        post_stream_terminal(addr, &json!({"model": "m", "input": "x", "stream": true})).await;
+    assert_eq!(streamed["type"], "response.completed", "{streamed}");
+    assert_eq!(streamed["response"]["store"], false, "{streamed}");
+    assert!(has_store_diagnostic(&streamed["response"]), "{streamed}");
+    // A background start is answered `queued` only once the queued record exists.
+    let (status, refused) = post_json(
+        addr,
+        &json!({"model": "m", "input": "x", "background": true}),
+    )
+    .await;
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["error"]["code"], "store_unavailable");
+    for _ in 0..3 {
+        let (status, answer) = post_json(addr, &ask(false)).await;
+        assert_eq!(status, 200, "store: false passes: {answer}");
+        assert_eq!(answer["status"], "completed");
+    }
+    // Liveness holds; readiness says the store is away.
+    let client = reqwest::Client::new();
+    let live = client
+        .get(format!("http://{addr}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    assert_eq!(live.headers()["x-toolbridge-store"], "unavailable");
+    let ready = tokio::time::timeout(
+        PATIENCE,
+        client.get(format!("http://{addr}/healthz?ready")).send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(
+        ready,
+        json!({"status": "not_ready", "store": "unavailable"})
+    );
+
+    proxy.set(Mode::Open);
+    // The circuit lets a probe through after its cool-down; then answers are stored again.
+    let mut stored = None;
+    for _ in 0..50 {
+        let (status, answer) = post_json(addr, &ask(true)).await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["store"] == true {
+            stored = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stored = stored.expect("the store came back");
+    assert_eq!(get_status(addr, stored["id"].as_str().unwrap()).await, 200);
+    let ready = client
+        .get(format!("http://{addr}/healthz?ready"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+}
+
+/// Issue 15: with PostgreSQL stalled, a `store: true` request came back `200 completed` and
+/// was then 404, and every request hung on the keys-exist check.
+#[tokio::test]
+async fn a_paused_store_never_reports_a_missing_response_as_stored() {
+    through_an_outage(Mode::Paused, "paused").await;
+}
+
+#[tokio::test]
+async fn a_stopped_store_never_reports_a_missing_response_as_stored() {
+    through_an_outage(Mode::Stopped, "stopped").await;
+}
+
+const SECRET: &str = "tb-outage-test-secret-0123456789abcdef0123456789abcdef";
+
+fn budget_key(daily: u64) -> String {
+    format!(
+        "[[keys]]\nid = \"budgeted\"\nname = \"budgeted\"\nhash = \"{}\"\ndaily_tokens = {daily}\n",
+        hash_secret(SECRET)
+    )
+}
+
+/// The key's count today.
+async fn used_today(url: &str) -> i64 {
+    let store = SqlStore::open(url).await.unwrap();
+    let labels = budget::labels(toolbridge_gateway::time::now());
+    store.usage("budgeted", &labels).await.unwrap()[0]
+}
+
+/// Issue 15: twenty parallel requests against a budget worth five all passed (3.35×
+/// overspend). Each request here uses 80 tokens and reserves a little more.
+#[tokio::test]
+async fn parallel_requests_do_not_overspend_a_budget() {
+    let Some(db) = fresh_database("budget").await else {
+        return;
+    };
+    let url = format!("postgres://postgres@127.0.0.1:5432/{db}");
+    let upstream = FakeUpstream::start().await;
+    let mut answer = completion("Blue.", "stop");
+    answer["usage"] = usage(10, 70);
+    upstream.set_fallback(Reply::Delayed {
+        pause: Duration::from_millis(300),
+        reply: Box::new(Reply::json(answer)),
+    });
+    let budget = 5 * 80;
+    let addr = gateway(&upstream, &url, &budget_key(budget)).await;
+    let body = json!({"model": "m", "input": "x", "max_output_tokens": 90, "store": false});
+    let estimate = 90 + 2;
+    let requests = (0..20).map(|_| {
+        let body = body.clone();
+        tokio::spawn(async move {
+            let response = post(addr, Some(SECRET), &body).await;
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap();
+            (status, body)
+        })
+    });
+    let mut admitted = 0;
+    for request in requests.collect::<Vec<_>>() {
+        let (status, body) = request.await.unwrap();
+        match status {
+            200 => admitted += 1,
+            429 => assert_eq!(body["error"]["code"], "budget_exhausted"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let used = used_today(&url).await;
+    assert!(
+        used <= budget as i64 + estimate,
+        "{admitted} admitted, {used} tokens used of a budget of {budget}"
+    );
+    assert_eq!(used, 80 * admitted);
+}
+
+/// A stream's chunks: `words` text deltas, then (optionally) the usage and the end.
+fn stream_pieces(words: usize, end: bool) -> Vec<String> {
+    let mut pieces: Vec<String> = (0..words)
+        .map(|i| {
+            format!(
+                "data: {}\n\n",
+                chunk(json!({"content": format!("word{i} ")}), None)
+            )
+        })
+        .collect();
+    if end {
+        pieces.push(format!("data: {}\n\n", chunk(json!({}), Some("stop"))));
+        pieces.push(format!("data: {}\n\n", usage_chunk(10, 70)));
+        pieces.push("data: [DONE]\n\n".to_owned());
+    }
+    pieces
+}
+
+/// Issue 15: a stream that failed midway, or whose client went away, was charged nothing (the
+/// upstream reports usage at the end). Now it is charged an estimate of what it used, and its
+/// reservation (about 1000 tokens here) is settled.
+#[tokio::test]
+async fn failed_and_dropped_streams_are_charged_what_they_used() {
+    let Some(db) = fresh_database("charge").await else {
+        return;
+    };
+    let url = format!("postgres://postgres@127.0.0.1:5432/{db}");
+    let upstream = FakeUpstream::start().await;
+    let addr = gateway(&upstream, &url, &budget_key(1_000_000)).await;
+    let body = json!({"model": "m", "input": "Tell me a story.", "stream": true, "store": false, "max_output_tokens": 1000});
+
+    // Failed: the upstream connection breaks after some words.
+    upstream.push(Reply::StreamThenReset {
+        pieces: stream_pieces(20, false),
+    });
+    let response = post(addr, Some(SECRET), &body).await;
+    let text = tokio::time::timeout(PATIENCE, response.text())
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(text.contains("response.failed"), "{text}");
+    let failed = used_today(&url).await;
+    assert!(
+        failed > 0 && failed < 500,
+        "a failed stream is charged what it used, not nothing nor its reservation: {failed}"
+    );
+
+    // Dropped: the client reads the start of a slow stream and goes away.
+    upstream.push(Reply::Stream {
+        pieces: stream_pieces(200, true),
+        pause: Duration::from_millis(50),
+    });
+    let response = post(addr, Some(SECRET), &body).await;
+    let mut bytes = response.bytes_stream();
+    let mut seen = 0;
+    while seen < 3 {
+        let piece = tokio::time::timeout(PATIENCE, bytes.next()).await.unwrap();
+        if let Some(Ok(piece)) = piece {
+            seen += usize::from(String::from_utf8_lossy(&piece).contains("output_text.delta"));
+        }
+    }
+    drop(bytes);
+    let mut dropped = 0;
+    for _ in 0..100 {
+        dropped = used_today(&url).await - failed;
+        if dropped > 0 && dropped < 500 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        dropped > 0 && dropped < 500,
+        "a dropped stream is charged what it used, not nothing nor its reservation: {dropped}"
+    );
+}
+
+/// Issue 15: a side-channel subscriber whose Redis connection dropped never received another
+/// event. Now it subscribes again, is told it may have missed events, and goes on.
+#[tokio::test]
+async fn a_redis_subscriber_receives_events_again_after_the_connection_returns() {
+    let proxy = Proxy::start("127.0.0.1:6379").await;
+    let prefix = format!("toolbridge-outage:{}:", uuid::Uuid::new_v4());
+    let sessions = |redis: String| {
+        let text = format!(
+            "[sessions]\nredis_url = \"redis://{redis}\"\nchannel_prefix = \"{prefix}\"\n\n[providers.up]\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        );
+        let file: FileConfig = toml::from_str(&text).unwrap();
+        let env = |k: &str| match k {
+            "TOOLBRIDGE_STORE_URL" => Some("none".to_owned()),
+            "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
+            _ => None,
+        };
+        Config::from_file(file, &env).unwrap()
+    };
+    let (through_proxy, _a) = toolbridge_gateway::AppState::new(sessions(proxy.addr.to_string()))
+        .await
+        .unwrap();
+    let (direct, _b) = toolbridge_gateway::AppState::new(sessions("127.0.0.1:6379".to_owned()))
+        .await
+        .unwrap();
+    let mut events = Box::pin(
+        through_proxy
+            .sessions
+            .subscribe(&toolbridge_store::Tenant::open(), "s")
+            .await
+            .unwrap(),
+    );
+    let first = SessionEvent::ResponseStarted(ResponseInfo::new("resp_1", 1));
+    direct
+        .sessions
+        .publish(&toolbridge_store::Tenant::open(), "s", first);
+    let got = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
+    match got {
+        Some(SessionEvent::ResponseStarted(info)) => assert_eq!(info.response_id, "resp_1"),
+        other => panic!("{other:?}"),
+    }
+
+    proxy.set(Mode::Stopped);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set(Mode::Open);
+    let marker = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
+    assert_eq!(
+        marker,
+        Some(SessionEvent::StreamReconnected {}),
+        "the subscriber is told it may have missed events"
+    );
+    let again = SessionEvent::ResponseStarted(ResponseInfo::new("resp_2", 2));
+    direct
+        .sessions
+        .publish(&toolbridge_store::Tenant::open(), "s", again);
+    let got = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
+    match got {
+        Some(SessionEvent::ResponseStarted(info)) => assert_eq!(info.response_id, "resp_2"),
+        other => panic!("{other:?}"),
+    }
+}
