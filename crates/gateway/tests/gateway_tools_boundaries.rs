@@ -243,6 +243,9 @@ async fn jq_runs_in_a_memory_limited_worker_by_default() {
         json!({"operation": "jq", "filter": "length", "document": [1, 2, 3]}),
     )
     .await;
-    assert_eq!(serde_json::from_str::<Value>(&seen).unwrap()["results"], json!([3]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen).unwrap()["results"],
+        json!([3])
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

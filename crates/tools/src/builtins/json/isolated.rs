@@ -210,7 +210,9 @@ impl Runner {
                 self.config.memory_limit_bytes / (1024 * 1024)
             ))),
             Some(EXIT_NO_LIMIT) => {
-                tracing::warn!("the jq worker's memory limit could not be set (`setrlimit` failed)");
+                tracing::warn!(
+                    "the jq worker's memory limit could not be set (`setrlimit` failed)"
+                );
                 Err(ToolError::Failed(
                     "the jq worker could not be given its memory limit".to_owned(),
                 ))
