@@ -185,3 +185,22 @@ async fn unknown_item_types_and_fields_still_pass() {
     let (status, body) = h.post_json(&request).await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test]
+async fn a_conversation_item_with_a_wrong_type_deep_inside_names_the_leaf_field() {
+    let h = Harness::with_preset("generic").await;
+    let items = json!([
+        {"type": "message", "role": "user", "content": "a"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "b"}, {"type": ["input_text"]}]},
+    ]);
+    let response = h
+        .client
+        .post(h.url("/v1/conversations"))
+        .json(&json!({"items": items}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_refused(&body, "invalid_json", "items[1].content[1].type");
+}
