@@ -2,7 +2,8 @@
 //! [`Turn`]s.
 //!
 //! What is refused here is refused for every provider (a missing model, an unknown role, a
-//! malformed item, a function's `parameters` that is not an object schema: [`parameters`]). What one provider cannot take is the dialect translator's business.
+//! malformed item, a function's `parameters` that is not an object schema: `request/parameters.rs`).
+//! What one provider cannot take is the dialect translator's business.
 
 mod parameters;
 

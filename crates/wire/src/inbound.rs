@@ -4,7 +4,7 @@
 //! `input`, its items, a message's `content`, content parts and `tools` have hand-written
 //! `Deserialize` impls ([`crate::responses`] holds the types): an item may omit `type` (a
 //! message), an unknown `type` is kept whole in an `Other` variant, and a known one is parsed
-//! from the buffered object by [`typed`]. Buffering loses the caller's path tracking
+//! from the buffered object by `typed`. Buffering loses the caller's path tracking
 //! (`serde_path_to_error` stops at `input[3]`), so an error found inside carries the rest of its
 //! path at the front of its message — ``at `content[1].type`: …`` — and each enclosing level
 //! prepends its own part: the message of an error at `input[3].content[1].type` reaches the

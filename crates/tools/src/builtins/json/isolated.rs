@@ -7,15 +7,15 @@
 //! `toolbridge jq-worker`:
 //!
 //! - started directly — no shell, so it runs where there is none, as in the distroless image —
-//!   with its address-space limit in its environment ([`worker::MEMORY_LIMIT_VAR`]):
+//!   with its address-space limit in its environment (`TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES`):
 //!   [`JqIsolation::memory_limit_bytes`] plus the query thread's reserved stack
 //!   ([`super::jq::STACK_BYTES`], address space the worker maps up front). The worker sets the
 //!   limit on itself (`RLIMIT_AS`, soft and hard) before it reads the request, and exits with
 //!   status 125 without running anything when it cannot (the query then fails rather than running
 //!   unlimited). The workspace forbids `unsafe`, which rules out `pre_exec` + `setrlimit` here;
 //!   the worker's own `setrlimit` goes through rustix's safe wrapper;
-//! - with a cleared environment (the limit's variable aside), `/` as its directory, stdin and stdout piped and stderr
-//!   discarded, and `kill_on_drop`, so a dropped call kills it too;
+//! - with a cleared environment (the limit's variable aside), `/` as its directory, stdin and
+//!   stdout piped and stderr discarded, and `kill_on_drop`, so a dropped call kills it too;
 //! - under the context's deadline and cancellation: at either the worker is killed (`SIGKILL`)
 //!   and reaped before its slot is given back;
 //! - with the request capped (the largest document and filter plus the envelope) and the answer

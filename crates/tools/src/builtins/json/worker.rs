@@ -283,7 +283,7 @@ fn apply_memory_limit() -> Result<(), String> {
 }
 
 /// The worker process's whole life: puts itself under the memory limit its parent set in
-/// [`MEMORY_LIMIT_VAR`], reads one request from stdin, runs it, writes one answer to stdout, and
+/// `TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES`, reads one request from stdin, runs it, writes one answer to stdout, and
 /// returns the exit code: 0 when it answered, 2 when the request was unreadable (the answer says
 /// why), 3 when the answer could not be written, 125 when the memory limit could not be set
 /// (nothing read, nothing written). A binary calls it from `main` and exits with the code. It
