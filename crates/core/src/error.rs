@@ -55,6 +55,9 @@ pub enum Error {
     /// `text.format.schema` is not a valid JSON Schema.
     #[error("invalid JSON schema at `{param}`: {message}")]
     InvalidSchema { param: String, message: String },
+    /// A function tool's `parameters` is not a JSON Schema of an object.
+    #[error("invalid function parameters at `{param}`: {message}")]
+    InvalidFunctionParameters { param: String, message: String },
 }
 
 impl Error {
@@ -66,6 +69,7 @@ impl Error {
             Self::InvalidValue { .. } => "invalid_value",
             Self::Unsupported { .. } => "unsupported_value",
             Self::InvalidSchema { .. } => "invalid_json_schema",
+            Self::InvalidFunctionParameters { .. } => "invalid_function_parameters",
             Self::UnsupportedToolType { .. } => "unsupported_tool_type",
             Self::UnsupportedTool { .. } => "unsupported_tool",
             Self::DuplicateTool { .. } => "duplicate_tool",
@@ -94,6 +98,7 @@ impl Error {
             | Self::InvalidValue { param, .. }
             | Self::Unsupported { param, .. }
             | Self::InvalidSchema { param, .. }
+            | Self::InvalidFunctionParameters { param, .. }
             | Self::UnsupportedToolType { param, .. }
             | Self::UnsupportedTool { param, .. }
             | Self::DuplicateTool { param, .. }

@@ -2,7 +2,10 @@
 //! [`Turn`]s.
 //!
 //! What is refused here is refused for every provider (a missing model, an unknown role, a
-//! malformed item). What one provider cannot take is the dialect translator's business.
+//! malformed item, a function's `parameters` that is not an object schema: `request/parameters.rs`).
+//! What one provider cannot take is the dialect translator's business.
+
+mod parameters;
 
 use std::collections::HashSet;
 
@@ -105,6 +108,7 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
             ),
         ));
     }
+    parameters::check_tools(&tools)?;
     let params = params(req, limits)?;
     let output = output_contract(req)?;
     Ok(CanonicalRequest {
@@ -627,12 +631,25 @@ fn other_user_part(
     let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
     if kind == "input_image" {
         let detail = map.get("detail").and_then(Value::as_str).map(str::to_owned);
-        return match map.get("image_url").and_then(Value::as_str) {
-            Some(url) => Ok(UserPart::Image {
-                url: url.to_owned(),
+        return match map.get("image_url") {
+            Some(Value::String(url)) => Ok(UserPart::Image {
+                url: url.clone(),
                 detail,
             }),
-            None => Err(Error::Unsupported {
+            // Present but not a URL string: the leaf is at fault, not the part.
+            Some(other) if !other.is_null() => Err(Error::InvalidJson {
+                param: Some(format!("input[{i}].content[{j}].image_url")),
+                message: format!(
+                    "invalid request body at `input[{i}].content[{j}].image_url`: expected a string (a URL or a data URL), not {}",
+                    match other {
+                        Value::Object(_) => "an object",
+                        Value::Array(_) => "an array",
+                        Value::Bool(_) => "a boolean",
+                        _ => "a number",
+                    }
+                ),
+            }),
+            _ => Err(Error::Unsupported {
                 param: format!("input[{i}].content[{j}]"),
                 message: "an input_image needs `image_url`; `file_id` references are not supported"
                     .into(),

@@ -60,9 +60,13 @@ fn items(value: Option<&Value>) -> Result<Vec<Value>, GatewayError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
         let parsed: InputItem = serde_json::from_value(item.clone()).map_err(|e| {
+            // The path to the leaf field (`items[0].content[1].type`), in plain words.
+            let (param, message) =
+                toolbridge_wire::inbound::explain(&format!("items[{i}]"), &e.to_string());
+            let param = param.unwrap_or_else(|| format!("items[{i}]"));
             GatewayError::Request(toolbridge_core::Error::InvalidJson {
-                param: Some(format!("items[{i}]")),
-                message: format!("invalid item at `items[{i}]`: {e}"),
+                message: format!("invalid item at `{param}`: {message}"),
+                param: Some(param),
             })
         })?;
         out.push(serde_json::to_value(parsed).unwrap_or(Value::Null));

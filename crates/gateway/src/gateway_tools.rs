@@ -570,8 +570,10 @@ fn unavailable(name: &str) -> String {
     )
 }
 
-/// How the `json` tool runs jq out of process: this binary's `jq-worker` subcommand, or the
-/// `toolbridge-jq-worker` binary beside the running program (a test binary is not `toolbridge`).
+/// How the `json` tool runs jq out of process: this binary's `jq-worker` subcommand, or, from
+/// a program that is not `toolbridge` (a test binary, an embedding), a `toolbridge` (with
+/// `jq-worker`) or `toolbridge-jq-worker` binary beside it or one folder up (a test binary lives
+/// in `target/<profile>/deps`, the `toolbridge` binary cargo builds for it in `target/<profile>`).
 fn jq_worker() -> Result<JqIsolation, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("gateway_tools: the running program cannot be found: {e}"))?;
@@ -580,18 +582,22 @@ fn jq_worker() -> Result<JqIsolation, String> {
         .and_then(|s| s.to_str())
         .is_some_and(|s| s == "toolbridge");
     if is_gateway {
-        let mut isolation = JqIsolation::new(exe);
-        isolation.args = vec!["jq-worker".to_owned()];
-        return Ok(isolation);
+        return Ok(JqIsolation::new(exe).with_args(["jq-worker"]));
     }
-    let beside = |dir: Option<&std::path::Path>| {
-        dir.map(|d| d.join("toolbridge-jq-worker"))
-            .filter(|p| p.is_file())
+    let beside = |dir: &std::path::Path| {
+        let gateway = dir.join("toolbridge");
+        let worker = dir.join("toolbridge-jq-worker");
+        if gateway.is_file() {
+            Some(JqIsolation::new(gateway).with_args(["jq-worker"]))
+        } else if worker.is_file() {
+            Some(JqIsolation::new(worker))
+        } else {
+            None
+        }
     };
     let dir = exe.parent();
-    beside(dir)
-        .or_else(|| beside(dir.and_then(|d| d.parent())))
-        .map(JqIsolation::new)
+    dir.and_then(beside)
+        .or_else(|| dir.and_then(|d| d.parent()).and_then(beside))
         .ok_or_else(|| {
             "gateway_tools.jq_isolation: no jq worker beside this program (toolbridge or toolbridge-jq-worker); set jq_isolation = false to run jq in process".to_owned()
         })

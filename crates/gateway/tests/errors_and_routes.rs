@@ -58,7 +58,7 @@ async fn a_wrong_type_names_the_json_path() {
     )
     .await;
     assert_eq!(status, 400);
-    assert_error(&body, "invalid_json", Some("input[1]"));
+    assert_error(&body, "invalid_json", Some("input[1].call_id"));
     assert!(
         body["error"]["message"]
             .as_str()

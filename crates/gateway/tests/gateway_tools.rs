@@ -29,7 +29,6 @@ provider = "up"
 
 [gateway_tools]
 builtins = ["calculator"]
-jq_isolation = false
 {extra}
 "#
         )
@@ -410,7 +409,6 @@ provider = "up"
 
 [gateway_tools]
 builtins = ["calculator"]
-jq_isolation = false
 "#
         )
     })
@@ -477,7 +475,6 @@ provider = "up"
 
 [gateway_tools]
 builtins = ["calculator"]
-jq_isolation = false
 
 [sessions]
 redis_url = "redis://127.0.0.1:6379"
@@ -558,7 +555,6 @@ upstream_model = "claude-test"
 
 [gateway_tools]
 builtins = ["calculator"]
-jq_isolation = false
 "#
         )
     })

@@ -2,7 +2,8 @@
 //! loop (a fake Chat upstream makes the model's calls; the model reads what each call returned):
 //! no tool reads the gateway's own config or a credential file, escapes its sandbox (`..`,
 //! absolute paths, symlinks), reaches the network except through the SSRF guard (loopback and
-//! the metadata address refused), or runs a shell or installs anything (no such tool is offered).
+//! the metadata address refused), or runs a shell or installs anything (no such tool is offered);
+//! and the `json` tool's jq runs in a worker under a memory limit, as the default config has it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
@@ -77,7 +78,6 @@ provider = "up"
 
 [gateway_tools]
 builtins = ["*"]
-jq_isolation = false
 sandbox_dir = "{sandbox}"
 "#
         )
@@ -204,5 +204,48 @@ async fn no_shell_or_installer_is_offered_and_an_invented_one_is_not_run() {
         .unwrap()
         .to_owned();
     assert!(told.contains("bash"), "{told}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Issue 15: with the default config (`jq_isolation` on) the `json` tool runs each jq query in
+/// a worker (`toolbridge jq-worker`, started without a shell, which the distroless image lacks):
+/// a query answers, and a filter that grows memory without bound ends as `limit_exceeded` in the
+/// worker while the gateway lives on (in process it would exhaust the gateway itself).
+#[tokio::test]
+async fn jq_runs_in_a_memory_limited_worker_by_default() {
+    let (root, sandbox) = scratch();
+    let h = harness(&sandbox).await;
+    let doc = json!({"items": [{"n": "a", "p": 5}, {"n": "b", "p": 15}]});
+    let seen = result_of(
+        &h,
+        "json",
+        json!({"operation": "jq", "filter": "[.items[] | select(.p > 10) | .n]", "document": doc}),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(answer["results"], json!([["b"]]), "{seen}");
+
+    let seen = result_of(
+        &h,
+        "json",
+        json!({"operation": "jq", "filter": "reduce range(0; 40) as $i (\"x\"; . + .)", "document": null}),
+    )
+    .await;
+    let error: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(error["error"]["code"], "limit_exceeded", "{seen}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more memory than allowed"), "{seen}");
+
+    // Still serving, and jq still works.
+    let seen = result_of(
+        &h,
+        "json",
+        json!({"operation": "jq", "filter": "length", "document": [1, 2, 3]}),
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen).unwrap()["results"],
+        json!([3])
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -209,8 +209,69 @@ async fn a_missing_worker_program_fails_cleanly() {
     let err = run(&isolated, jq_args(".", json!(1)), &ToolContext::default())
         .await
         .unwrap_err();
+    // Started directly (no shell in between), a missing program fails to start.
     assert!(
-        matches!(&err, ToolError::Failed(m) if m.contains("exit status 127")),
+        matches!(&err, ToolError::Failed(m) if m.contains("could not start the jq worker")),
         "{err:?}"
     );
+}
+
+/// Issue 15: the worker sets its own address-space limit (no `/bin/sh -c 'ulimit -v …'`, which
+/// the distroless image cannot run). Read back from `/proc` while it waits for its request.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_worker_limits_its_own_address_space() {
+    use std::process::{Command, Stdio};
+    let limit: u64 = 300 * 1024 * 1024;
+    let mut child = Command::new(WORKER)
+        .env_clear()
+        .env("TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES", limit.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let path = format!("/proc/{}/limits", child.id());
+    let wanted = format!("{limit}");
+    let mut seen = String::new();
+    // Bounded wait: the limit is set first thing, before the worker blocks reading stdin.
+    for _ in 0..200 {
+        seen = std::fs::read_to_string(&path).unwrap_or_default();
+        let line = seen.lines().find(|l| l.starts_with("Max address space"));
+        if line.is_some_and(|l| l.split_whitespace().filter(|w| *w == wanted).count() == 2) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = seen
+        .lines()
+        .find(|l| l.starts_with("Max address space"))
+        .unwrap_or_default();
+    assert_eq!(
+        line.split_whitespace().filter(|w| *w == wanted).count(),
+        2,
+        "soft and hard limits: {line}"
+    );
+}
+
+/// A worker that is not given a limit runs nothing: it exits 125 without reading or answering.
+#[test]
+fn a_worker_without_a_limit_refuses_to_run() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(WORKER)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = json!({"filter": ".", "input": 1, "max_output_bytes": 100, "timeout_ms": 1000});
+    if let Some(mut stdin) = child.stdin.take() {
+        // It may have exited already; its status says so.
+        let _ = stdin.write_all(request.to_string().as_bytes());
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
 }

@@ -4,11 +4,12 @@
 //! Inbound shapes are lenient where clients differ (an input message may omit `type`; content may
 //! be a string or parts) and keep what they do not understand: unknown item, content and tool
 //! types land in an `Other` variant holding the original JSON object, and unknown top-level request
-//! fields land in `extra`. Outbound shapes are complete per the Open Responses spec: every
-//! required key is always serialised, with `null` where the spec allows it.
+//! fields land in `extra`. The hand-written `Deserialize` impls of `Input`, `InputItem`,
+//! `MessageContent`, `ContentPart` and `Tool` live in [`crate::inbound`], with the errors that
+//! name the leaf field. Outbound shapes are complete per the Open Responses spec: every required
+//! key is always serialised, with `null` where the spec allows it.
 
-use serde::de::{DeserializeOwned, Error as _};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// `POST /v1/responses` request body.
@@ -83,37 +84,6 @@ pub enum Input {
     Items(Vec<InputItem>),
 }
 
-impl<'de> Deserialize<'de> for Input {
-    // Hand-written rather than untagged so that an error inside an item keeps its path
-    // (`input[3]`) instead of becoming "did not match any variant".
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Input;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string or a list of input items")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Input, E> {
-                Ok(Input::Text(v.to_owned()))
-            }
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Input, E> {
-                Ok(Input::Text(v))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Input, A::Error> {
-                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(item) = seq.next_element::<InputItem>()? {
-                    items.push(item);
-                }
-                Ok(Input::Items(items))
-            }
-        }
-        deserializer.deserialize_any(Visitor)
-    }
-}
-
 /// `stop`: one sequence or several.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -147,34 +117,6 @@ pub enum InputItem {
     /// Any other item type, kept as its JSON object (including `type`).
     #[serde(untagged)]
     Other(Map<String, Value>),
-}
-
-impl<'de> Deserialize<'de> for InputItem {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = take_type(&mut map)?.unwrap_or_else(|| "message".to_owned());
-        Ok(match kind.as_str() {
-            "message" => Self::Message(typed(map)?),
-            "function_call" => Self::FunctionCall(typed(map)?),
-            "function_call_output" => Self::FunctionCallOutput(typed(map)?),
-            "custom_tool_call" => Self::CustomToolCall(typed(map)?),
-            "custom_tool_call_output" => Self::CustomToolCallOutput(typed(map)?),
-            "local_shell_call" => Self::LocalShellCall(typed(map)?),
-            "local_shell_call_output" => Self::LocalShellCallOutput(typed(map)?),
-            "shell_call" => Self::ShellCall(typed(map)?),
-            "shell_call_output" => Self::ShellCallOutput(typed(map)?),
-            "apply_patch_call" => Self::ApplyPatchCall(typed(map)?),
-            "apply_patch_call_output" => Self::ApplyPatchCallOutput(typed(map)?),
-            "reasoning" => Self::Reasoning(typed(map)?),
-            "mcp_call" => Self::McpCall(typed(map)?),
-            "mcp_approval_request" => Self::McpApprovalRequest(typed(map)?),
-            "mcp_approval_response" => Self::McpApprovalResponse(typed(map)?),
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
-            }
-        })
-    }
 }
 
 /// A `custom_tool_call` item: a freeform tool's raw input.
@@ -252,7 +194,7 @@ pub struct MessageItem {
 }
 
 /// A message's content: a string or a list of parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum MessageContent {
     Text(String),
@@ -277,48 +219,6 @@ pub enum ContentPart {
     /// Any other part (`input_image`, `input_file`, …), kept as its JSON object.
     #[serde(untagged)]
     Other(Map<String, Value>),
-}
-
-impl<'de> Deserialize<'de> for ContentPart {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Text {
-            text: String,
-        }
-        #[derive(Deserialize)]
-        struct OutputText {
-            text: String,
-            #[serde(default)]
-            annotations: Vec<Value>,
-        }
-        #[derive(Deserialize)]
-        struct Refusal {
-            refusal: String,
-        }
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let Some(kind) = take_type(&mut map)? else {
-            return Err(D::Error::missing_field("type"));
-        };
-        Ok(match kind.as_str() {
-            "input_text" => Self::InputText {
-                text: typed::<Text, D::Error>(map)?.text,
-            },
-            "output_text" => {
-                let part: OutputText = typed(map)?;
-                Self::OutputText {
-                    text: part.text,
-                    annotations: part.annotations,
-                }
-            }
-            "refusal" => Self::Refusal {
-                refusal: typed::<Refusal, D::Error>(map)?.refusal,
-            },
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
-            }
-        })
-    }
 }
 
 /// A `function_call` item.
@@ -453,24 +353,6 @@ pub struct NamespaceTool {
     pub tools: Vec<Tool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
-}
-
-impl<'de> Deserialize<'de> for Tool {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let Some(kind) = take_type(&mut map)? else {
-            return Err(D::Error::missing_field("type"));
-        };
-        Ok(match kind.as_str() {
-            "function" => Self::Function(typed(map)?),
-            "custom" => Self::Custom(typed(map)?),
-            "namespace" => Self::Namespace(typed(map)?),
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
-            }
-        })
-    }
 }
 
 /// A `function` tool.
@@ -1033,33 +915,4 @@ impl EventKind {
             Self::Completed { .. } | Self::Incomplete { .. } | Self::Failed { .. }
         )
     }
-}
-
-/// Removes and returns the `type` key of an object, which must be a string when present.
-fn take_type<E: serde::de::Error>(map: &mut Map<String, Value>) -> Result<Option<String>, E> {
-    match map.remove("type") {
-        None => Ok(None),
-        Some(Value::String(kind)) => Ok(Some(kind)),
-        Some(other) => Err(E::custom(format_args!(
-            "`type` must be a string, got {other}"
-        ))),
-    }
-}
-
-/// Deserialises a typed struct from an object whose `type` key was already taken. The error
-/// names the field at fault, which the outer path (`input[3]`) cannot see.
-fn typed<T: DeserializeOwned, E: serde::de::Error>(map: Map<String, Value>) -> Result<T, E> {
-    let value = Value::Object(map);
-    // A plain parse first; the path-tracking one only to explain a failure.
-    if let Ok(parsed) = T::deserialize(&value) {
-        return Ok(parsed);
-    }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." || path == "?" {
-            E::custom(e.into_inner())
-        } else {
-            E::custom(format_args!("at `{path}`: {}", e.into_inner()))
-        }
-    })
 }

@@ -225,8 +225,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Er
     let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
     let req = parsed.map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let param = (path != "." && path != "?" && !path.is_empty()).then_some(path);
+        // The whole path to the leaf field, and serde's words made plain (no Rust type names).
+        let (param, inner) = toolbridge_wire::inbound::explain(&path, &e.into_inner().to_string());
         let message = match &param {
             Some(p) => format!("invalid request body at `{p}`: {inner}"),
             None => format!("the request body is not valid JSON: {inner}"),

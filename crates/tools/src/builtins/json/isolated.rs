@@ -6,15 +6,16 @@
 //! [`crate::builtins::jq_worker_main`], such as the `toolbridge-jq-worker` binary or
 //! `toolbridge jq-worker`:
 //!
-//! - through `/bin/sh -c 'ulimit -v "$0" || exit 125; exec "$@"' <KiB> <program> <args…>`, so
-//!   the worker runs under an address-space limit (`RLIMIT_AS`) of
+//! - started directly — no shell, so it runs where there is none, as in the distroless image —
+//!   with its address-space limit in its environment (`TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES`):
 //!   [`JqIsolation::memory_limit_bytes`] plus the query thread's reserved stack
-//!   ([`super::jq::STACK_BYTES`], address space the worker maps up front); the shell `exec`s, so
-//!   the child is the worker itself, and exit status 125 means the limit could not be set (the
-//!   query then fails rather than running unlimited). The workspace forbids `unsafe`, which rules
-//!   out `pre_exec` + `setrlimit`;
-//! - with a cleared environment, `/` as its directory, stdin and stdout piped and stderr
-//!   discarded, and `kill_on_drop`, so a dropped call kills it too;
+//!   ([`super::jq::STACK_BYTES`], address space the worker maps up front). The worker sets the
+//!   limit on itself (`RLIMIT_AS`, soft and hard) before it reads the request, and exits with
+//!   status 125 without running anything when it cannot (the query then fails rather than running
+//!   unlimited). The workspace forbids `unsafe`, which rules out `pre_exec` + `setrlimit` here;
+//!   the worker's own `setrlimit` goes through rustix's safe wrapper;
+//! - with a cleared environment (the limit's variable aside), `/` as its directory, stdin and
+//!   stdout piped and stderr discarded, and `kill_on_drop`, so a dropped call kills it too;
 //! - under the context's deadline and cancellation: at either the worker is killed (`SIGKILL`)
 //!   and reaped before its slot is given back;
 //! - with the request capped (the largest document and filter plus the envelope) and the answer
@@ -36,7 +37,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 
 use super::jq::{self, STACK_BYTES};
-use super::worker::{self, Answer, MAX_REQUEST_BYTES, Request};
+use super::worker::{self, Answer, EXIT_NO_LIMIT, MAX_REQUEST_BYTES, MEMORY_LIMIT_VAR, Request};
 use crate::builtins::common::check_live;
 use crate::{ToolContext, ToolError};
 
@@ -47,10 +48,6 @@ pub const ANSWER_MARGIN: usize = 64 * 1024;
 const WORKER_GRACE: Duration = Duration::from_millis(250);
 /// How long to wait for a killed worker to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(2);
-/// The shell script that sets the limit and becomes the worker.
-const LIMIT_SCRIPT: &str = r#"ulimit -v "$0" || exit 125; exec "$@""#;
-/// The shell's exit status when `ulimit -v` failed.
-const EXIT_NO_LIMIT: i32 = 125;
 
 /// How to run jq queries out of process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,21 +91,19 @@ impl JqIsolation {
         self
     }
 
-    /// The limit handed to `ulimit -v`, in KiB.
-    fn limit_kib(&self) -> u64 {
+    /// The worker's address-space limit, in bytes: the memory limit plus the query thread's
+    /// reserved stack.
+    fn limit_bytes(&self) -> u64 {
         let stack = u64::try_from(STACK_BYTES).unwrap_or(u64::MAX);
-        (self.memory_limit_bytes.saturating_add(stack) / 1024).max(1)
+        self.memory_limit_bytes.saturating_add(stack)
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new("/bin/sh");
+        let mut command = Command::new(&self.program);
         command
-            .arg("-c")
-            .arg(LIMIT_SCRIPT)
-            .arg(self.limit_kib().to_string())
-            .arg(&self.program)
             .args(&self.args)
             .env_clear()
+            .env(MEMORY_LIMIT_VAR, self.limit_bytes().to_string())
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -216,7 +211,7 @@ impl Runner {
             ))),
             Some(EXIT_NO_LIMIT) => {
                 tracing::warn!(
-                    "the jq worker's memory limit could not be set (`ulimit -v` failed)"
+                    "the jq worker's memory limit could not be set (`setrlimit` failed)"
                 );
                 Err(ToolError::Failed(
                     "the jq worker could not be given its memory limit".to_owned(),
@@ -279,5 +274,32 @@ async fn cancelled(ctx: &ToolContext) {
         if rx.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15: the distroless image has no `/bin/sh`, so the worker must be started directly,
+    /// with its limit in its (otherwise empty) environment.
+    #[test]
+    fn the_worker_is_started_without_a_shell() {
+        let config = JqIsolation::new("/opt/toolbridge").with_args(["jq-worker"]);
+        let command = config.command();
+        let command = command.as_std();
+        assert_eq!(command.get_program(), "/opt/toolbridge");
+        let args: Vec<_> = command.get_args().collect();
+        assert_eq!(args, ["jq-worker"]);
+        let envs: Vec<_> = command.get_envs().collect();
+        let limit = (256 * 1024 * 1024 + STACK_BYTES).to_string();
+        assert_eq!(
+            envs,
+            [(
+                std::ffi::OsStr::new(MEMORY_LIMIT_VAR),
+                Some(std::ffi::OsStr::new(&limit))
+            )]
+        );
+        assert_eq!(command.get_current_dir(), Some(std::path::Path::new("/")));
     }
 }

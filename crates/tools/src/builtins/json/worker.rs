@@ -7,9 +7,13 @@
 //! (with `path` for `invalid_arguments` and `limit` for `output_too_large`). It exits 0 whenever it
 //! wrote an answer for a request it could read.
 //!
-//! The parent ([`super::isolated`]) starts it under an address-space limit and kills it at the
-//! deadline. A filter that outgrows the limit makes an allocation fail, which aborts the worker;
-//! the parent reports that as a memory limit. Both sides read the wire's JSON with serde_json's
+//! Before it reads anything the worker puts itself under an address-space limit (`RLIMIT_AS`, soft
+//! and hard) of the bytes its parent ([`super::isolated`]) names in [`MEMORY_LIMIT_VAR`], through
+//! `setrlimit` (rustix's safe wrapper: no shell, no `unsafe`). When the variable is missing or
+//! malformed, or the limit cannot be set, it exits with [`EXIT_NO_LIMIT`] without reading the
+//! request, so a query never runs unlimited. The parent kills it at the deadline. A filter that
+//! outgrows the limit makes an allocation fail, which aborts the worker; the parent reports that
+//! as a memory limit. Both sides read the wire's JSON with serde_json's
 //! recursion limit lifted, after a byte scan has checked the nesting, because a document or result
 //! may nest as deeply as the tool allows plus the envelope — one level more than serde_json's own
 //! parser takes.
@@ -41,6 +45,11 @@ pub(crate) const EXIT_ANSWERED: i32 = 0;
 pub(crate) const EXIT_BAD_REQUEST: i32 = 2;
 /// The answer could not be written.
 pub(crate) const EXIT_WRITE_FAILED: i32 = 3;
+/// The memory limit could not be set; nothing was read or run.
+pub(crate) const EXIT_NO_LIMIT: i32 = 125;
+/// The environment variable that carries the worker's address-space limit, in bytes (the only
+/// variable in its environment).
+pub(crate) const MEMORY_LIMIT_VAR: &str = "TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES";
 
 const fn max(a: usize, b: usize) -> usize {
     if a > b { a } else { b }
@@ -241,12 +250,49 @@ fn write_answer(writer: &mut impl Write, answer: &Answer) -> std::io::Result<()>
     writer.flush()
 }
 
-/// The worker process's whole life: reads one request from stdin, runs it, writes one answer to
-/// stdout, and returns the exit code: 0 when it answered, 2 when the request was unreadable (the
-/// answer says why), 3 when the answer could not be written. A binary calls it from `main` and
-/// exits with the code. It writes nothing to stderr (the parent discards it) and never panics; an
-/// allocation failure under the parent's memory limit aborts it.
+/// Puts this process under an address-space limit of `bytes` (soft and hard; never above a hard
+/// limit it already has, which it could not raise).
+#[cfg(unix)]
+fn limit_address_space(bytes: u64) -> Result<(), String> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let bytes = getrlimit(Resource::As)
+        .maximum
+        .map_or(bytes, |hard| hard.min(bytes));
+    setrlimit(
+        Resource::As,
+        Rlimit {
+            current: Some(bytes),
+            maximum: Some(bytes),
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(not(unix))]
+fn limit_address_space(_bytes: u64) -> Result<(), String> {
+    Err("address-space limits need a Unix system".to_owned())
+}
+
+/// The limit the parent asked for in [`MEMORY_LIMIT_VAR`], set on this process.
+fn apply_memory_limit() -> Result<(), String> {
+    let bytes = std::env::var(MEMORY_LIMIT_VAR)
+        .map_err(|_| format!("{MEMORY_LIMIT_VAR} is not set"))?
+        .parse::<u64>()
+        .map_err(|e| format!("{MEMORY_LIMIT_VAR}: {e}"))?;
+    limit_address_space(bytes)
+}
+
+/// The worker process's whole life: puts itself under the memory limit its parent set in
+/// `TOOLBRIDGE_JQ_MEMORY_LIMIT_BYTES`, reads one request from stdin, runs it, writes one answer to stdout, and
+/// returns the exit code: 0 when it answered, 2 when the request was unreadable (the answer says
+/// why), 3 when the answer could not be written, 125 when the memory limit could not be set
+/// (nothing read, nothing written). A binary calls it from `main` and exits with the code. It
+/// writes nothing to stderr (the parent discards it) and never panics; an allocation failure under
+/// the memory limit aborts it.
 pub fn jq_worker_main() -> i32 {
+    if apply_memory_limit().is_err() {
+        return EXIT_NO_LIMIT;
+    }
     let (answer, code) = match read_request(&mut std::io::stdin().lock()) {
         Ok(request) => (Answer::from_result(execute(request)), EXIT_ANSWERED),
         Err(error) => (Answer::from_result(Err(error)), EXIT_BAD_REQUEST),

@@ -1,0 +1,343 @@
+//! Reading the lenient inbound Responses shapes, with errors that name the leaf field and say what
+//! was wrong in plain words.
+//!
+//! `input`, its items, a message's `content`, content parts and `tools` have hand-written
+//! `Deserialize` impls ([`crate::responses`] holds the types): an item may omit `type` (a
+//! message), an unknown `type` is kept whole in an `Other` variant, and a known one is parsed
+//! from the buffered object by `typed`. Buffering loses the caller's path tracking
+//! (`serde_path_to_error` stops at `input[3]`), so an error found inside carries the rest of its
+//! path at the front of its message — ``at `content[1].type`: …`` — and each enclosing level
+//! prepends its own part: the message of an error at `input[3].content[1].type` reaches the
+//! caller as ``at `content[1].type`: …`` under the path `input[3]`. [`explain`] joins the two and
+//! rewrites serde's wording (`expected u64`, `untagged enum Stop`, `a sequence`) into the words a
+//! client knows, in one place.
+//!
+//! Not here: semantic checks (a known role, a valid schema), which are the core's; the outbound
+//! shapes, which are plain derives.
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use crate::responses::{ContentPart, Input, InputItem, MessageContent, Tool};
+
+impl<'de> Deserialize<'de> for Input {
+    // Hand-written rather than untagged so that an error inside an item keeps its path
+    // (`input[3]`) instead of becoming "did not match any variant".
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Input;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of input items")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Input, E> {
+                Ok(Input::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Input, E> {
+                Ok(Input::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Input, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(item) = seq.next_element::<InputItem>()? {
+                    items.push(item);
+                }
+                Ok(Input::Items(items))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let kind = take_type(&mut map)?.unwrap_or_else(|| "message".to_owned());
+        Ok(match kind.as_str() {
+            "message" => Self::Message(typed(map)?),
+            "function_call" => Self::FunctionCall(typed(map)?),
+            "function_call_output" => Self::FunctionCallOutput(typed(map)?),
+            "custom_tool_call" => Self::CustomToolCall(typed(map)?),
+            "custom_tool_call_output" => Self::CustomToolCallOutput(typed(map)?),
+            "local_shell_call" => Self::LocalShellCall(typed(map)?),
+            "local_shell_call_output" => Self::LocalShellCallOutput(typed(map)?),
+            "shell_call" => Self::ShellCall(typed(map)?),
+            "shell_call_output" => Self::ShellCallOutput(typed(map)?),
+            "apply_patch_call" => Self::ApplyPatchCall(typed(map)?),
+            "apply_patch_call_output" => Self::ApplyPatchCallOutput(typed(map)?),
+            "reasoning" => Self::Reasoning(typed(map)?),
+            "mcp_call" => Self::McpCall(typed(map)?),
+            "mcp_approval_request" => Self::McpApprovalRequest(typed(map)?),
+            "mcp_approval_response" => Self::McpApprovalResponse(typed(map)?),
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageContent {
+    // Hand-written rather than untagged so that an error inside a part keeps its index
+    // (`content[2]`) and its own path.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = MessageContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<MessageContent, E> {
+                Ok(MessageContent::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<MessageContent, E> {
+                Ok(MessageContent::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<MessageContent, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                while let Some(part) = seq.next_element::<ContentPart>()? {
+                    parts.push(part);
+                }
+                Ok(MessageContent::Parts(parts))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Text {
+            text: String,
+        }
+        #[derive(Deserialize)]
+        struct OutputText {
+            text: String,
+            #[serde(default)]
+            annotations: Vec<Value>,
+        }
+        #[derive(Deserialize)]
+        struct Refusal {
+            refusal: String,
+        }
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let Some(kind) = take_type(&mut map)? else {
+            return Err(D::Error::missing_field("type"));
+        };
+        Ok(match kind.as_str() {
+            "input_text" => Self::InputText {
+                text: typed::<Text, D::Error>(map)?.text,
+            },
+            "output_text" => {
+                let part: OutputText = typed(map)?;
+                Self::OutputText {
+                    text: part.text,
+                    annotations: part.annotations,
+                }
+            }
+            "refusal" => Self::Refusal {
+                refusal: typed::<Refusal, D::Error>(map)?.refusal,
+            },
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Tool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = Map::<String, Value>::deserialize(deserializer)?;
+        let Some(kind) = take_type(&mut map)? else {
+            return Err(D::Error::missing_field("type"));
+        };
+        Ok(match kind.as_str() {
+            "function" => Self::Function(typed(map)?),
+            "custom" => Self::Custom(typed(map)?),
+            "namespace" => Self::Namespace(typed(map)?),
+            _ => {
+                map.insert("type".to_owned(), Value::String(kind));
+                Self::Other(map)
+            }
+        })
+    }
+}
+
+/// Removes and returns the `type` key of an object, which must be a string when present.
+fn take_type<E: serde::de::Error>(map: &mut Map<String, Value>) -> Result<Option<String>, E> {
+    match map.remove("type") {
+        None => Ok(None),
+        Some(Value::String(kind)) => Ok(Some(kind)),
+        Some(other) => Err(E::custom(format_args!(
+            "at `type`: invalid type: {}, expected a string",
+            describe(&other)
+        ))),
+    }
+}
+
+/// A JSON value as serde's messages name one (`integer `5``, `object`).
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Array(_) => "array".to_owned(),
+        Value::Object(_) => "object".to_owned(),
+    }
+}
+
+/// Deserialises a typed struct from an object whose `type` key was already taken. The error
+/// carries the path inside the object (see the module docs), which the caller's path tracking
+/// cannot see.
+fn typed<T: DeserializeOwned, E: serde::de::Error>(map: Map<String, Value>) -> Result<T, E> {
+    let value = Value::Object(map);
+    // A plain parse first; the path-tracking one only to explain a failure.
+    if let Ok(parsed) = T::deserialize(&value) {
+        return Ok(parsed);
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let (deeper, message) = split_path(&inner);
+        let deeper = deeper.map(str::to_owned).or_else(|| missing_field(message));
+        match join_path(&path, deeper.as_deref()) {
+            Some(path) => E::custom(format_args!("at `{path}`: {message}")),
+            None => E::custom(message),
+        }
+    })
+}
+
+/// Splits the path an inner error carries (``at `content[1].type`: …``) from its message.
+fn split_path(message: &str) -> (Option<&str>, &str) {
+    message
+        .strip_prefix("at `")
+        .and_then(|rest| rest.split_once("`: "))
+        .map_or((None, message), |(path, rest)| (Some(path), rest))
+}
+
+/// `outer` (a `serde_path_to_error` path, `.` at the root) followed by `inner`.
+fn join_path(outer: &str, inner: Option<&str>) -> Option<String> {
+    let outer = (!matches!(outer, "" | "." | "?")).then_some(outer);
+    match (outer, inner) {
+        (None, None) => None,
+        (Some(p), None) | (None, Some(p)) => Some(p.to_owned()),
+        (Some(o), Some(i)) if i.starts_with('[') => Some(format!("{o}{i}")),
+        (Some(o), Some(i)) => Some(format!("{o}.{i}")),
+    }
+}
+
+/// An error from reading a request body: the path `serde_path_to_error` tracked (`input[3]`, `.`
+/// at the root) and the error's message. Answers the whole path to the field at fault
+/// (`input[3].content[1].type`), if any, and the message in plain words.
+pub fn explain(tracked: &str, message: &str) -> (Option<String>, String) {
+    let (deeper, message) = split_path(message);
+    let deeper = deeper.map(str::to_owned).or_else(|| missing_field(message));
+    (join_path(tracked, deeper.as_deref()), plain(message))
+}
+
+/// The field a "missing field `x`" error is about: the leaf of its path, where path tracking
+/// stops at the object that lacks it.
+fn missing_field(message: &str) -> Option<String> {
+    message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(field, _)| field.to_owned())
+}
+
+/// serde's messages in the words of JSON: no Rust type names (`u64`, `struct FunctionTool`,
+/// `untagged enum Stop`) and JSON's names for shapes (`object`, `array`).
+pub fn plain(message: &str) -> String {
+    let mut out = message
+        .replace("unknown variant", "unknown value")
+        .replace("invalid type: map", "invalid type: object")
+        .replace("invalid type: sequence", "invalid type: array")
+        .replace("expected a sequence", "expected an array")
+        .replace("expected a map", "expected an object")
+        .replace("expected a borrowed string", "expected a string")
+        .replace(
+            "expected variant identifier",
+            "expected one of the allowed values",
+        )
+        .replace("expected field identifier", "expected a field name")
+        .replace("expected option", "expected a value or null")
+        .replace("expected unit", "expected null");
+    for (named, replacement) in [
+        (
+            "data did not match any variant of untagged enum ",
+            "the value is not of an accepted type",
+        ),
+        ("expected internally tagged enum ", "expected an object"),
+        ("expected adjacently tagged enum ", "expected an object"),
+        ("expected struct variant ", "expected an object"),
+        ("expected tuple struct ", "expected an array"),
+        ("expected unit struct ", "expected null"),
+        ("expected struct ", "expected an object"),
+        ("expected enum ", "expected one of the allowed values"),
+    ] {
+        out = replace_named(&out, named, replacement);
+    }
+    for (types, words) in [
+        (
+            &["u8", "u16", "u32", "u64", "u128", "usize"][..],
+            "a non-negative integer",
+        ),
+        (
+            &["i8", "i16", "i32", "i64", "i128", "isize"][..],
+            "an integer",
+        ),
+        (&["f32", "f64"][..], "a number"),
+        (&["char"][..], "a single character"),
+    ] {
+        for ty in types {
+            out = replace_word(
+                &out,
+                &format!("expected {ty}"),
+                &format!("expected {words}"),
+            );
+        }
+    }
+    out
+}
+
+/// Replaces `prefix` and the Rust name right after it (`Foo`, `Foo::Bar`).
+fn replace_named(text: &str, prefix: &str, replacement: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        out.push_str(replacement);
+        rest = rest[at + prefix.len()..]
+            .trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Replaces `word` where it is not followed by more of a name (`expected u64`, not
+/// `expected u640`).
+fn replace_word(text: &str, word: &str, replacement: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let after = &rest[at + word.len()..];
+        let whole = !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { replacement } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests;
