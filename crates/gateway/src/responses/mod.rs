@@ -639,6 +639,7 @@ async fn respond(
                 persist,
                 meter,
                 request_id: request_id.to_owned(),
+                tolerate_unterminated: profile.tolerate_unterminated,
             };
             let mut response = match answer {
                 Answer::Stream(upstream) => {

@@ -12,6 +12,8 @@ pub(super) struct Passthrough {
     pub(super) persist: Option<Persist>,
     pub(super) meter: Meter,
     pub(super) request_id: String,
+    /// The profile's `tolerate_unterminated`: a stream cut before its terminal event completes.
+    pub(super) tolerate_unterminated: bool,
 }
 
 impl Passthrough {
@@ -58,6 +60,7 @@ impl Passthrough {
             persist: self.persist,
             meter: Some(self.meter),
             request_id: self.request_id,
+            tolerate_unterminated: self.tolerate_unterminated,
         };
         let batches = stream::unfold(pump, |mut pump| async move {
             let frames = pump.next().await?;
@@ -75,6 +78,7 @@ struct RelayPump {
     persist: Option<Persist>,
     meter: Option<Meter>,
     request_id: String,
+    tolerate_unterminated: bool,
 }
 
 impl RelayPump {
@@ -111,7 +115,7 @@ impl RelayPump {
                     break;
                 }
                 sse::Step::Item(None) => {
-                    self.relay.finish(&mut out);
+                    self.relay.finish(&mut out, self.tolerate_unterminated);
                     break;
                 }
                 sse::Step::Silence => {

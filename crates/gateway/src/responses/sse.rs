@@ -420,7 +420,9 @@ impl Pump {
         }
     }
 
-    /// Ends the response; `done` says whether the upstream sent `[DONE]`.
+    /// Ends the response; `done` says whether the upstream sent its end marker (`[DONE]`,
+    /// `message_stop`). Without it and without a finish reason, the answer was cut off
+    /// ([`Assembler::finish_unterminated`]).
     pub(super) fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
         if let Some(mut assembler) = self.assembler.take() {
             self.decoder.finish(&mut self.pending);
@@ -431,7 +433,11 @@ impl Pump {
             let response = if done {
                 assembler.finish(time::now(), &mut out)
             } else {
-                assembler.finish_unterminated(time::now(), &mut out)
+                assembler.finish_unterminated(
+                    time::now(),
+                    &mut out,
+                    self.profile.tolerate_unterminated,
+                )
             };
             record_repairs(
                 &self.provider_name,

@@ -9,12 +9,14 @@
 //! - `sequence_number` is renumbered from 0, so it stays contiguous whatever is skipped;
 //! - the stream has exactly one start (`response.created`, `response.in_progress`, sent by the
 //!   gateway when the upstream accepts, like every dialect) and exactly one terminal event (an
-//!   upstream `error` event, a broken or unterminated stream become `response.failed`).
+//!   upstream `error` event or a broken stream become `response.failed`; a stream cut off
+//!   before its terminal event, `response.incomplete` as `upstream_truncated`).
 //!
 //! States: `Open` (forwarding) → `Done` (terminal event sent; anything later is ignored).
 
 use serde_json::{Map, Value, json};
-use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::assemble::codes::UPSTREAM_TRUNCATED;
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UPSTREAM_UNTERMINATED, diag};
 use toolbridge_wire::responses::Diagnostic;
 
 use crate::error::Error;
@@ -207,20 +209,42 @@ impl Relay {
         }
     }
 
-    /// The upstream stream ended (its connection closed) without a terminal event.
-    pub fn finish(&mut self, out: &mut Vec<Value>) {
+    /// The upstream stream ended (its connection closed) without a terminal event: nothing
+    /// forwarded is `empty_upstream_response`; else the answer was cut off and ends
+    /// `response.incomplete` (reason `upstream_truncated`, the items the upstream completed),
+    /// the rule of every dialect. `tolerated` (the profile's `tolerate_unterminated`) completes it
+    /// instead. Either way an `upstream_unterminated` diagnostic says so.
+    pub fn finish(&mut self, out: &mut Vec<Value>, tolerated: bool) {
         if self.done {
             return;
         }
         if self.forwarded == 0 {
             self.fail(EMPTY, EMPTY_MESSAGE.to_owned(), out);
-        } else {
-            self.fail(
-                "server_error",
-                "the upstream stream ended before its terminal event".to_owned(),
-                out,
-            );
+            return;
         }
+        self.diagnostics.push(diag(
+            UPSTREAM_UNTERMINATED,
+            None,
+            "the upstream stream ended before its terminal event; the output may be cut short",
+        ));
+        let mut response = self.latest.clone();
+        let kind = if tolerated { "completed" } else { "incomplete" };
+        if let Some(map) = response.as_object_mut() {
+            map.insert("status".to_owned(), json!(kind));
+            let done: Vec<Value> = self.done_items.values().cloned().collect();
+            map.insert("output".to_owned(), Value::Array(done));
+            if !tolerated {
+                map.insert(
+                    "incomplete_details".to_owned(),
+                    json!({"reason": UPSTREAM_TRUNCATED}),
+                );
+            }
+        }
+        let response = self.terminal(response);
+        self.push(
+            json!({"type": format!("response.{kind}"), "response": response}),
+            out,
+        );
     }
 
     /// Ends the response with `response.failed` (`code` one a Responses client acts on).

@@ -29,7 +29,7 @@ fn relay_all(events: &[(&str, Value)]) -> (Vec<Value>, Relay) {
             break;
         }
     }
-    relay.finish(&mut out);
+    relay.finish(&mut out, false);
     (out, relay)
 }
 
@@ -114,14 +114,50 @@ fn an_error_event_becomes_the_one_terminal_failure() {
 }
 
 #[test]
-fn an_unterminated_or_empty_stream_fails_with_a_specific_code() {
-    let (out, _) = relay_all(&[(
-        "response.output_text.delta",
-        json!({"type": "response.output_text.delta", "delta": "cut"}),
-    )]);
+fn an_unterminated_stream_ends_incomplete_and_an_empty_one_fails_with_a_specific_code() {
+    // Issue 15: a stream cut before its terminal event is not a completed answer, in every
+    // dialect the same: `incomplete` as `upstream_truncated` (it used to fail as `server_error`).
+    let done = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "whole", "annotations": []}]});
+    let (out, _) = relay_all(&[
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+        ),
+        (
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "delta": "cut"}),
+        ),
+    ]);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.incomplete");
+    assert_eq!(last["response"]["status"], "incomplete");
     assert_eq!(
-        out.last().unwrap()["response"]["error"]["code"],
-        "server_error"
+        last["response"]["incomplete_details"]["reason"],
+        "upstream_truncated"
+    );
+    assert_eq!(last["response"]["output"], json!([done]));
+    assert_eq!(
+        last["response"]["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
+    );
+    // A provider known to end that way completes, with the diagnostic.
+    let mut relay = Relay::new(skeleton(), Vec::new());
+    let mut out = Vec::new();
+    relay.start(&mut out);
+    relay
+        .on_event(
+            None,
+            &json!({"type": "response.output_text.delta", "delta": "cut"}).to_string(),
+            &mut out,
+        )
+        .unwrap();
+    relay.finish(&mut out, true);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(
+        last["response"]["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
     );
     let (out, _) = relay_all(&[]);
     assert_eq!(out.len(), 3);
