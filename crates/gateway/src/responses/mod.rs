@@ -5,7 +5,6 @@
 //! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
 //! failure ends the stream with `response.failed` and a specific code.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +14,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
-use sse_stream::SseByteStream;
 use tokio::sync::watch;
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, codes, skeleton};
 use toolbridge_core::events::UpstreamEvent;
@@ -37,9 +35,10 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
 use crate::app::AppState;
 use crate::config::Dialect;
 use crate::error::GatewayError;
-use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
+use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
 use crate::{ids, time};
 
+mod chunks;
 mod echo;
 mod meter;
 mod passthrough;

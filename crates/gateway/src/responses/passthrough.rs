@@ -2,6 +2,7 @@
 //! gateway's identity, diagnostics and storage, and nothing translated.
 
 use super::*;
+use super::chunks::{Chunk, skipped_diagnostic};
 use toolbridge_providers::responses::relay::{Flow as RelayFlow, Relay, whole};
 
 /// What relaying one answer needs.
@@ -27,7 +28,12 @@ impl Passthrough {
         })?;
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
         let response =
-            whole(answer, &skeleton, &self.diagnostics).map_err(GatewayError::Upstream)?;
+            whole(
+            answer,
+            &skeleton,
+            &self.diagnostics,
+            self.tolerate_unterminated,
+        ).map_err(GatewayError::Upstream)?;
         if let Some(persist) = self.persist {
             persist.save(&response, &self.request_id).await;
         }
@@ -97,7 +103,11 @@ impl RelayPump {
                 item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
             };
             match step {
-                sse::Step::Item(Some(Ok(event))) => {
+                sse::Step::Item(Some(Ok(Chunk::Skipped))) => {
+                    self.relay.add_diagnostic(skipped_diagnostic());
+                    continue;
+                }
+                sse::Step::Item(Some(Ok(Chunk::Event(event)))) => {
                     let Some(data) = event.data else { continue };
                     match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
                         Ok(RelayFlow::Continue) if out.is_empty() => continue,

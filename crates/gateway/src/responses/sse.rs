@@ -6,8 +6,8 @@ use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDec
 use toolbridge_providers::chat::stream::ChunkDecoder;
 use toolbridge_providers::gemini::stream::GeminiDecoder;
 
-pub(super) type UpstreamSse =
-    Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
+pub(super) use super::chunks::UpstreamSse;
+use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};
 
 /// The decoder of one streamed answer, in the provider's dialect.
 pub(super) enum Decoder {
@@ -91,7 +91,7 @@ pub(super) async fn peek(
     dialect: Dialect,
     profile: &Profile,
 ) -> Result<UpstreamSse, GatewayError> {
-    let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
+    let mut stream = upstream_sse(upstream);
     // A slow first event (a long prompt, a model thinking before its first chunk) does not hold
     // the client's headers back for long: past the wait, the stream is committed and an error
     // arriving later ends it with `response.failed`. Waiting is upstream time, not the gateway's.
@@ -101,7 +101,7 @@ pub(super) async fn peek(
     let Ok(first) = peeked else {
         return Ok(stream);
     };
-    if let Some(Ok(event)) = &first
+    if let Some(Ok(Chunk::Event(event))) = &first
         && let Some(data) = &event.data
         && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
     {
@@ -196,7 +196,7 @@ pub(super) enum RoundEnd {
 }
 
 pub(super) enum Step {
-    Item(Option<Result<sse_stream::Sse, sse_stream::Error>>),
+    Item(Option<Result<Chunk, sse_stream::Error>>),
     Silence,
     Deadline,
     Shutdown,
@@ -256,7 +256,7 @@ impl Pump {
                 }
                 match rounds.send_next(continuation, pending, results).await {
                     Ok((response, payload)) => {
-                        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+                        self.upstream = upstream_sse(response);
                         self.decoder = self.decoder.restarted(&self.profile);
                         if self.usage_basis.is_some() {
                             self.usage_basis = Some(payload);
@@ -278,7 +278,11 @@ impl Pump {
                 item = next_or_silence(&mut self.upstream, keepalive) => item,
             };
             match step {
-                Step::Item(Some(Ok(event))) => {
+                Step::Item(Some(Ok(Chunk::Skipped))) => {
+                    self.assembler.as_mut()?.add_diagnostic(skipped_diagnostic());
+                    continue;
+                }
+                Step::Item(Some(Ok(Chunk::Event(event)))) => {
                     let Some(data) = event.data else { continue };
                     let flow = self.decoder.on_event(
                         &self.profile,
@@ -413,7 +417,7 @@ impl Pump {
 
     /// Reads the next round's stream from here on.
     fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
-        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+        self.upstream = upstream_sse(response);
         self.decoder = self.decoder.restarted(&self.profile);
         if self.usage_basis.is_some() {
             self.usage_basis = Some(payload);

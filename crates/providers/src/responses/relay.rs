@@ -351,14 +351,42 @@ fn stream_code(mapped: &str) -> String {
     }
 }
 
-/// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`.
-pub fn whole(answer: Value, skeleton: &Value, diagnostics: &[Diagnostic]) -> Result<Value, Error> {
+/// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`. An answer
+/// whose status is not final (`in_progress`, or none) is a cut answer, as a stream without its
+/// terminal event is: `incomplete` as `upstream_truncated`, unless `tolerated` (the profile's
+/// `tolerate_unterminated`), which completes it; either way with an `upstream_unterminated`
+/// diagnostic.
+pub fn whole(
+    mut answer: Value,
+    skeleton: &Value,
+    diagnostics: &[Diagnostic],
+    tolerated: bool,
+) -> Result<Value, Error> {
     if !answer.is_object() || !answer["output"].is_array() {
         return Err(Error::Decode {
             message: "not a Responses response: no `output` array".to_owned(),
         });
     }
     let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec());
+    let final_status = ["completed", "incomplete", "failed", "cancelled"];
+    if !final_status.iter().any(|s| answer["status"] == *s)
+        && let Some(map) = answer.as_object_mut()
+    {
+        relay.diagnostics.push(diag(
+            UPSTREAM_UNTERMINATED,
+            None,
+            "the upstream answer was not final; the output may be cut short",
+        ));
+        if tolerated {
+            map.insert("status".to_owned(), json!("completed"));
+        } else {
+            map.insert("status".to_owned(), json!("incomplete"));
+            map.insert(
+                "incomplete_details".to_owned(),
+                json!({"reason": UPSTREAM_TRUNCATED}),
+            );
+        }
+    }
     if is_empty(&answer) {
         relay.latest = answer;
         relay.fail(EMPTY, EMPTY_MESSAGE.to_owned(), &mut Vec::new());

@@ -180,7 +180,7 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["id"], "resp_gw");
     assert_eq!(last["response"]["error"]["code"], "empty_upstream_response");
-    let mine = whole(completed, &skeleton(), &[]).unwrap();
+    let mine = whole(completed, &skeleton(), &[], false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["status"], "failed");
     assert_eq!(mine["error"]["code"], "empty_upstream_response");
@@ -285,7 +285,7 @@ fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
         ],
         "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 1},
                   "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}, "total_tokens": 5}});
-    let mine = whole(answer.clone(), &skeleton(), &[]).unwrap();
+    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["output"], answer["output"]);
     let events = decode(&answer).unwrap();
@@ -298,5 +298,23 @@ fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
     );
     let failed = json!({"status": "failed", "output": [], "error": {"code": "server_error", "message": "boom"}});
     assert!(decode(&failed).is_err());
-    assert!(whole(json!({"error": {}}), &skeleton(), &[]).is_err());
+    assert!(whole(json!({"error": {}}), &skeleton(), &[], false).is_err());
+}
+
+#[test]
+fn a_whole_answer_that_is_not_final_ends_incomplete_unless_tolerated() {
+    // Issue 15: the whole form of a cut answer (the status says it had not ended).
+    let answer = json!({"id": "resp_up", "object": "response", "status": "in_progress",
+        "output": [{"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}]});
+    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
+    assert_eq!(mine["status"], "incomplete");
+    assert_eq!(mine["incomplete_details"]["reason"], "upstream_truncated");
+    assert_eq!(mine["output"], answer["output"]);
+    assert_eq!(
+        mine["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
+    );
+    let tolerated = whole(answer, &skeleton(), &[], true).unwrap();
+    assert_eq!(tolerated["status"], "completed");
 }
