@@ -106,13 +106,29 @@ pub async fn serve_reloadable(
             tracing::warn!("cannot set TCP_NODELAY: {e}");
         }
     });
+    let drains = state.drains.clone();
     let live = Live::new(state);
     if let Some(loader) = loader {
         tokio::spawn(crate::ops::reload::on_sighup(live.clone(), loader));
     }
     axum::serve(listener, live.dispatcher())
         .with_graceful_shutdown(signal)
-        .await
+        .await?;
+    // Streams whose clients left are still being finished: they end by the forced stop at the
+    // latest (stored as failed), so this wait is bounded by the grace period.
+    if drains.running() > 0 {
+        tracing::info!(
+            running = drains.running(),
+            "waiting for streams whose clients left to end"
+        );
+        if !drains
+            .idle(grace + std::time::Duration::from_secs(10))
+            .await
+        {
+            tracing::warn!("streams whose clients left did not end in time");
+        }
+    }
+    Ok(())
 }
 
 /// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the

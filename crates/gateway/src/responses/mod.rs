@@ -39,6 +39,7 @@ use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
 use crate::{ids, time};
 
 mod chunks;
+mod detach;
 mod echo;
 mod meter;
 mod passthrough;
@@ -623,7 +624,8 @@ async fn respond(
                 store: store.clone(),
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
-                guarded: run.is_some(),
+                // Every write is guarded: a cancel (of any response in progress) is never undone.
+                guarded: true,
                 max_bytes: state.config.store_max_bytes,
                 keep_response: stored,
                 conversation: conversation.clone(),
@@ -631,7 +633,15 @@ async fn respond(
             _ => None,
         };
         let header = diagnostics_header(&diagnostics);
+        let flight = detach::Flight::start(
+            state,
+            persist.as_ref().is_some_and(|p| p.keep_response),
+            &skeleton(&req, &meta),
+            caller.key.as_ref().map(|k| k.key_id.clone()),
+        );
+        let detach = flight.detach(state, persist.is_some());
         if let Outgoing::Responses(_) = outgoing {
+            let limits = flight.limits(state, provider);
             let relay = Passthrough {
                 skeleton: skeleton(&req, &meta),
                 diagnostics,
@@ -639,20 +649,10 @@ async fn respond(
                 meter,
                 request_id: request_id.to_owned(),
                 tolerate_unterminated: profile.tolerate_unterminated,
+                registration: flight.registration,
             };
             let mut response = match answer {
-                Answer::Stream(upstream) => {
-                    relay
-                        .stream(
-                            upstream,
-                            PumpLimits {
-                                keepalive: state.config.keepalive,
-                                deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                                shutdown: state.shutdown.clone(),
-                            },
-                        )
-                        .await
-                }
+                Answer::Stream(upstream) => relay.stream(upstream, limits, detach).await,
                 Answer::Whole(upstream) => relay.whole(upstream).await?,
             };
             if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
@@ -735,16 +735,13 @@ async fn respond(
                         .save_started(&assembler.snapshot(), request_id)
                         .await;
                 }
-                stream_response(Pump {
+                let limits = flight.limits(state, provider);
+                let pump = Pump {
                     upstream,
                     decoder,
                     profile,
                     assembler: Some(assembler),
-                    limits: PumpLimits {
-                        keepalive: state.config.keepalive,
-                        deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                        shutdown: state.shutdown.clone(),
-                    },
+                    limits,
                     usage_basis,
                     echo,
                     tools,
@@ -760,26 +757,37 @@ async fn respond(
                     pending: Vec::new(),
                     diagnostics: Vec::new(),
                     request_id: request_id.to_owned(),
-                })
+                    _registration: flight.registration,
+                };
+                stream_response(pump, detach)
             }
             Answer::Whole(upstream) => {
                 for item in prelude {
                     assembler.gateway_item(item, &mut Vec::new());
                 }
-                let response = sync_response(
-                    upstream,
-                    assembler,
-                    provider.dialect,
-                    &profile,
-                    usage_basis,
-                    Rounds {
-                        echo,
-                        tools,
-                        continuation,
-                        repair,
-                    },
-                )
-                .await?;
+                let mut cancelled = skeleton(&req, &meta);
+                let mut cancel = flight.cancel.subscribe();
+                // A cancel ends the answer at once (the upstream request is dropped).
+                let response = tokio::select! {
+                    biased;
+                    () = sse::wait_for(&mut cancel) => {
+                        cancelled.status = toolbridge_wire::responses::ResponseStatus::Cancelled;
+                        cancelled
+                    }
+                    response = sync_response(
+                        upstream,
+                        assembler,
+                        provider.dialect,
+                        &profile,
+                        usage_basis,
+                        Rounds {
+                            echo,
+                            tools,
+                            continuation,
+                            repair,
+                        },
+                    ) => response?,
+                };
                 record_repairs(
                     &provider.name,
                     upstream_model,

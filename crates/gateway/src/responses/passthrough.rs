@@ -15,6 +15,8 @@ pub(super) struct Passthrough {
     pub(super) request_id: String,
     /// The profile's `tolerate_unterminated`: a stream cut before its terminal event completes.
     pub(super) tolerate_unterminated: bool,
+    /// The response's place among those in flight, left when the pump is dropped.
+    pub(super) registration: Option<crate::inflight::Registration>,
 }
 
 impl Passthrough {
@@ -51,7 +53,12 @@ impl Passthrough {
     }
 
     /// The stream, relayed event by event.
-    pub(super) async fn stream(self, upstream: sse::UpstreamSse, limits: PumpLimits) -> Response {
+    pub(super) async fn stream(
+        self,
+        upstream: sse::UpstreamSse,
+        limits: PumpLimits,
+        detach: Option<super::detach::Detach>,
+    ) -> Response {
         if let Some(persist) = &self.persist {
             persist.save_started(&self.skeleton, &self.request_id).await;
         }
@@ -67,12 +74,12 @@ impl Passthrough {
             meter: Some(self.meter),
             request_id: self.request_id,
             tolerate_unterminated: self.tolerate_unterminated,
+            _registration: self.registration,
         };
-        let batches = stream::unfold(pump, |mut pump| async move {
-            let frames = pump.next().await?;
-            Some((frames, pump))
-        });
-        sse::sse_answer(value_frames(&start), batches)
+        sse::sse_answer(
+            value_frames(&start),
+            super::detach::Detachable::new(pump, detach),
+        )
     }
 }
 
@@ -85,6 +92,21 @@ struct RelayPump {
     meter: Option<Meter>,
     request_id: String,
     tolerate_unterminated: bool,
+    _registration: Option<crate::inflight::Registration>,
+}
+
+impl super::detach::Pumped for RelayPump {
+    async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
+        self.next().await
+    }
+
+    fn needs_ending(&self) -> bool {
+        !self.relay.is_done()
+    }
+
+    fn request_id(&self) -> &str {
+        &self.request_id
+    }
 }
 
 impl RelayPump {
@@ -99,6 +121,7 @@ impl RelayPump {
             let step = tokio::select! {
                 biased;
                 () = sse::wait_for(&mut self.limits.shutdown) => sse::Step::Shutdown,
+                () = sse::wait_for(&mut self.limits.cancel) => sse::Step::Cancelled,
                 () = tokio::time::sleep_until(self.limits.deadline) => sse::Step::Deadline,
                 item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
             };
@@ -140,6 +163,10 @@ impl RelayPump {
                             .to_owned(),
                         &mut out,
                     );
+                    break;
+                }
+                sse::Step::Cancelled => {
+                    self.relay.cancel(&mut out);
                     break;
                 }
                 sse::Step::Shutdown => {

@@ -141,6 +141,9 @@ pub(super) struct PumpLimits {
     pub(super) deadline: tokio::time::Instant,
     /// Turns true when the gateway must end open streams now.
     pub(super) shutdown: watch::Receiver<bool>,
+    /// Turns true when the response is cancelled (`/cancel`, or its client left under
+    /// `on_client_disconnect = "cancel"`).
+    pub(super) cancel: watch::Receiver<bool>,
 }
 
 /// The SSE comment sent during long upstream silences; clients skip comments.
@@ -181,6 +184,8 @@ pub(super) struct Pump {
     pub(super) pending: Vec<UpstreamEvent>,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) request_id: String,
+    /// The response's place among those in flight, left when the pump is dropped.
+    pub(super) _registration: Option<crate::inflight::Registration>,
 }
 
 /// How an upstream round ended.
@@ -200,6 +205,7 @@ pub(super) enum Step {
     Silence,
     Deadline,
     Shutdown,
+    Cancelled,
 }
 
 impl Pump {
@@ -233,15 +239,20 @@ impl Pump {
                 };
                 let results = tokio::select! {
                     biased;
-                    () = wait_for(&mut self.limits.shutdown) => None,
-                    results = rounds.run(&pending.calls) => Some(results),
+                    () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
+                    () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
+                    results = rounds.run(&pending.calls) => Ok(results),
                 };
-                let Some(results) = results else {
-                    return Some(self.fail(
-                        "server_shutting_down",
-                        "the gateway is shutting down; retry the request".to_owned(),
-                        out,
-                    ));
+                let results = match results {
+                    Ok(results) => results,
+                    Err(Step::Cancelled) => return Some(self.cancel(out)),
+                    Err(_) => {
+                        return Some(self.fail(
+                            "server_shutting_down",
+                            "the gateway is shutting down; retry the request".to_owned(),
+                            out,
+                        ));
+                    }
                 };
                 ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
                 if assembler.has_client_calls() || pending.ends {
@@ -274,6 +285,7 @@ impl Pump {
             let step = tokio::select! {
                 biased;
                 () = wait_for(&mut self.limits.shutdown) => Step::Shutdown,
+                () = wait_for(&mut self.limits.cancel) => Step::Cancelled,
                 () = tokio::time::sleep_until(self.limits.deadline) => Step::Deadline,
                 item = next_or_silence(&mut self.upstream, keepalive) => item,
             };
@@ -349,6 +361,7 @@ impl Pump {
                         out,
                     ));
                 }
+                Step::Cancelled => return Some(self.cancel(out)),
             }
         }
     }
@@ -454,6 +467,15 @@ impl Pump {
         frames(&out)
     }
 
+    /// Ends the response `cancelled`; the upstream is dropped with the pump.
+    pub(super) fn cancel(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
+        if let Some(assembler) = self.assembler.take() {
+            tracing::info!(request_id = self.request_id, "stream cancelled");
+            self.final_response = Some(assembler.cancel(time::now(), &mut out));
+        }
+        frames(&out)
+    }
+
     pub(super) fn fail(
         &mut self,
         code: &str,
@@ -549,9 +571,24 @@ pub(super) async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
+impl super::detach::Pumped for Pump {
+    async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
+        let span = tracing::info_span!("reconstruct", stream = true);
+        tracing::Instrument::instrument(self.next(), span).await
+    }
+
+    fn needs_ending(&self) -> bool {
+        self.assembler.is_some()
+    }
+
+    fn request_id(&self) -> &str {
+        &self.request_id
+    }
+}
+
 /// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
-/// yields.
-pub(super) fn stream_response(mut pump: Pump) -> Response {
+/// yields. `detach` ends a stored response whose client left.
+pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Detach>) -> Response {
     let mut start = Vec::new();
     if let Some(assembler) = pump.assembler.as_mut() {
         assembler.start(&mut start);
@@ -559,12 +596,10 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
             assembler.gateway_item(item, &mut start);
         }
     }
-    let batches = stream::unfold(pump, |mut pump| async move {
-        let span = tracing::info_span!("reconstruct", stream = true);
-        let frames = tracing::Instrument::instrument(pump.next(), span).await?;
-        Some((frames, pump))
-    });
-    sse_answer(frames(&start), batches)
+    sse_answer(
+        frames(&start),
+        super::detach::Detachable::new(pump, detach),
+    )
 }
 
 /// An SSE answer: the `start` frames at once, then each batch as a pump yields it.

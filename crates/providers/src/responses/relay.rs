@@ -247,6 +247,25 @@ impl Relay {
         );
     }
 
+    /// Ends the response `cancelled` (the protocol has no cancelled event: a client still
+    /// reading hears `response.failed`), with the items the upstream completed.
+    pub fn cancel(&mut self, out: &mut Vec<Value>) {
+        if self.done {
+            return;
+        }
+        let mut response = self.latest.clone();
+        if let Some(map) = response.as_object_mut() {
+            map.insert("status".to_owned(), json!("cancelled"));
+            let done: Vec<Value> = self.done_items.values().cloned().collect();
+            map.insert("output".to_owned(), Value::Array(done));
+        }
+        let response = self.terminal(response);
+        self.push(
+            json!({"type": "response.failed", "response": response}),
+            out,
+        );
+    }
+
     /// Ends the response with `response.failed` (`code` one a Responses client acts on).
     pub fn fail(&mut self, code: &str, message: String, out: &mut Vec<Value>) {
         if self.done {
