@@ -131,7 +131,11 @@ async fn with_on_client_disconnect_cancel_a_left_stream_stops_the_upstream_and_i
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(h.upstream.abandoned_streams(), 1, "the upstream was stopped");
+    assert_eq!(
+        h.upstream.abandoned_streams(),
+        1,
+        "the upstream was stopped"
+    );
 }
 
 #[tokio::test]

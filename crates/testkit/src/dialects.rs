@@ -93,11 +93,9 @@ impl Wire {
         Reply::json(match self {
             Self::Chat { think_tags } => chat_whole(a, think_tags),
             Self::Anthropic => anthropic_whole(a),
-            Self::Gemini => gemini_chunk(
-                gemini_parts(a, true),
-                gemini_finish(a.end),
-                Some(a.usage),
-            ),
+            Self::Gemini => {
+                gemini_chunk(gemini_parts(a, true), gemini_finish(a.end), Some(a.usage))
+            }
             Self::Responses => responses_object(a, responses_output(a)),
         })
     }
@@ -558,7 +556,11 @@ fn gemini_chunks(a: &Answer) -> Vec<Value> {
         .into_iter()
         .map(|p| gemini_chunk(vec![p], None, None))
         .collect();
-    out.push(gemini_chunk(vec![last], gemini_finish(a.end), Some(a.usage)));
+    out.push(gemini_chunk(
+        vec![last],
+        gemini_finish(a.end),
+        Some(a.usage),
+    ));
     out
 }
 
@@ -774,7 +776,9 @@ fn responses_events(a: &Answer) -> Vec<(&'static str, Value)> {
     }
     if a.end == End::Cut {
         // The connection closed after the last delta: no item is done, nothing ends.
-        let last_delta = events.iter().rposition(|(name, _)| name.ends_with(".delta"));
+        let last_delta = events
+            .iter()
+            .rposition(|(name, _)| name.ends_with(".delta"));
         events.truncate(last_delta.map_or(0, |i| i + 1));
         return events;
     }

@@ -653,7 +653,7 @@ async fn respond(
             };
             let mut response = match answer {
                 Answer::Stream(upstream) => relay.stream(upstream, limits, detach).await,
-                Answer::Whole(upstream) => relay.whole(upstream).await?,
+                Answer::Whole(upstream) => relay.whole(upstream, flight.cancel.subscribe()).await?,
             };
             if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
                 response.headers_mut().insert(DIAGNOSTICS_HEADER, v);

@@ -1,8 +1,8 @@
 //! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
 //! gateway's identity, diagnostics and storage, and nothing translated.
 
-use super::*;
 use super::chunks::{Chunk, skipped_diagnostic};
+use super::*;
 use toolbridge_providers::responses::relay::{Flow as RelayFlow, Relay, whole};
 
 /// What relaying one answer needs.
@@ -20,22 +20,41 @@ pub(super) struct Passthrough {
 }
 
 impl Passthrough {
-    /// The whole answer, made the gateway's and stored.
-    pub(super) async fn whole(self, upstream: reqwest::Response) -> Result<Response, GatewayError> {
-        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    /// The whole answer, made the gateway's and stored; a cancel (`cancel` turning true) ends it
+    /// `cancelled` at once.
+    pub(super) async fn whole(
+        self,
+        upstream: reqwest::Response,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<Response, GatewayError> {
+        let body = tokio::select! {
+            biased;
+            () = sse::wait_for(&mut cancel) => None,
+            body = read_capped(upstream, MAX_RESPONSE_BODY) => Some(body?),
+        };
+        let Some(body) = body else {
+            let mut cancelled = self.skeleton.clone();
+            cancelled.status = toolbridge_wire::responses::ResponseStatus::Cancelled;
+            let cancelled = serde_json::to_value(&cancelled).unwrap_or_default();
+            if let Some(persist) = self.persist {
+                persist.save(&cancelled, &self.request_id).await;
+            }
+            self.meter.finish(&cancelled).await;
+            return Ok(axum::Json(cancelled).into_response());
+        };
         let answer: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
             GatewayError::Upstream(toolbridge_providers::Error::Decode {
                 message: format!("not a Responses response: {e}"),
             })
         })?;
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
-        let response =
-            whole(
+        let response = whole(
             answer,
             &skeleton,
             &self.diagnostics,
             self.tolerate_unterminated,
-        ).map_err(GatewayError::Upstream)?;
+        )
+        .map_err(GatewayError::Upstream)?;
         if let Some(persist) = self.persist {
             persist.save(&response, &self.request_id).await;
         }

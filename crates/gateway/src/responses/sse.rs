@@ -291,7 +291,9 @@ impl Pump {
             };
             match step {
                 Step::Item(Some(Ok(Chunk::Skipped))) => {
-                    self.assembler.as_mut()?.add_diagnostic(skipped_diagnostic());
+                    self.assembler
+                        .as_mut()?
+                        .add_diagnostic(skipped_diagnostic());
                     continue;
                 }
                 Step::Item(Some(Ok(Chunk::Event(event)))) => {
@@ -596,10 +598,7 @@ pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Deta
             assembler.gateway_item(item, &mut start);
         }
     }
-    sse_answer(
-        frames(&start),
-        super::detach::Detachable::new(pump, detach),
-    )
+    sse_answer(frames(&start), super::detach::Detachable::new(pump, detach))
 }
 
 /// An SSE answer: the `start` frames at once, then each batch as a pump yields it.
