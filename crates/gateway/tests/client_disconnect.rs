@@ -207,3 +207,63 @@ async fn a_stream_left_while_the_gateway_shuts_down_still_ends_stored() {
     assert_eq!(stored.status, "failed", "{:#}", stored.response);
     assert_eq!(stored.response["error"]["code"], "server_shutting_down");
 }
+
+#[tokio::test]
+async fn cancel_stops_a_foreground_whole_answer_in_progress() {
+    let h = Harness::with_toml(|url| config(url, "")).await;
+    // The headers at once, the body ten seconds later.
+    let body = toolbridge_testkit::chat::completion("too late", "stop").to_string();
+    let (head, tail) = body.split_at(body.len() / 2);
+    h.upstream.push(Reply::Stream {
+        pieces: vec![head.to_owned(), tail.to_owned()],
+        pause: Duration::from_secs(5),
+    });
+    // The session side channel names the response once the upstream accepted it.
+    let mut events = h
+        .client
+        .get(h.url("/v1/sessions/sess-whole/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let answer = tokio::spawn(
+        h.client
+            .post(h.url("/v1/responses"))
+            .header("session-id", "sess-whole")
+            .json(&json!({"model": "m", "input": "x"}))
+            .send(),
+    );
+    let mut seen = String::new();
+    let id = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.chunk())
+            .await
+            .expect("the session hears the start")
+            .unwrap()
+            .expect("the side channel is open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        let started = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|e| e["type"] == "response.started");
+        if let Some(started) = started {
+            break started["response_id"].as_str().unwrap().to_owned();
+        }
+    };
+    let cancelled = h
+        .client
+        .post(h.url(&format!("/v1/responses/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let answer = tokio::time::timeout(Duration::from_secs(4), answer)
+        .await
+        .expect("the answer ends at once, not with the upstream's body")
+        .unwrap()
+        .unwrap();
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(answer["status"], "cancelled", "{answer:#}");
+    let stored = ended(&h.client, &h.url(""), &id).await;
+    assert_eq!(stored["status"], "cancelled", "{stored:#}");
+}
