@@ -39,6 +39,7 @@ use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
 use crate::{ids, time};
 
 mod chunks;
+mod decode;
 mod detach;
 mod echo;
 mod meter;
@@ -49,13 +50,14 @@ mod sse;
 mod sync;
 mod tool_loop;
 
+use decode::Decoder;
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
 use persist::Persist;
 pub(crate) use repair::record_repairs;
 use repair::{RepairRounds, Review};
-use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
+use sse::{Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::{Rounds, sync_response};
@@ -564,7 +566,7 @@ async fn respond(
         {
             // Peek before committing: an error as the stream's first event is still an HTTP
             // error, and can still fall back.
-            Ok(upstream) if outgoing.stream() => sse::peek(upstream, provider.dialect, &profile)
+            Ok(upstream) if outgoing.stream() => decode::peek(upstream, provider.dialect, &profile)
                 .await
                 .map(Answer::Stream),
             Ok(upstream) => Ok(Answer::Whole(upstream)),
