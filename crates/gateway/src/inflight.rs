@@ -67,7 +67,7 @@ pub struct Cancelled {
 
 impl InFlight {
     /// Registers response `id` (`started`: its `in_progress` object), owned by `owner`; the
-    /// signal a cancel sends. `None` for the registration past [`MAX_IN_FLIGHT`].
+    /// signal a cancel sends. `None` for the registration past `MAX_IN_FLIGHT` (65 536).
     pub fn register(
         self: &Arc<Self>,
         id: &str,
