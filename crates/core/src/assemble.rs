@@ -50,6 +50,9 @@ pub mod codes {
     pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
     /// A tool call stayed invalid after repair, under the `fail` policy.
     pub const INVALID_TOOL_CALL: &str = "invalid_tool_call";
+    /// The `incomplete_details.reason` of an answer the upstream cut off: it ended with neither a
+    /// finish reason nor its dialect's end marker.
+    pub const UPSTREAM_TRUNCATED: &str = "upstream_truncated";
 }
 
 /// What the response echoes about the request and how it is identified.
@@ -840,14 +843,18 @@ impl Assembler {
         self.terminate(status, error, incomplete, completed_at, out)
     }
 
-    /// Ends a response whose upstream stream ended with neither a finish reason nor `[DONE]`.
-    /// Some local servers end every stream that way, so text is kept (with a diagnostic); but a
-    /// tool call whose arguments are not whole JSON was cut off, and a client would run it: the
-    /// response fails instead and no call is completed.
+    /// Ends a response whose upstream ended with neither a finish reason nor its end marker
+    /// (`[DONE]`, `message_stop`; Gemini has none): the answer was cut off. It ends `incomplete`
+    /// with reason [`codes::UPSTREAM_TRUNCATED`], its text kept and marked incomplete, so a client
+    /// knows it is partial. A tool call whose arguments are not whole JSON was cut off, and a
+    /// client would run it: the response fails instead and no call is completed. `tolerated` is a
+    /// profile's opt-out for a provider known to end every answer that way: it completes, with a
+    /// diagnostic. Nothing produced is `empty_upstream_response` either way.
     pub fn finish_unterminated(
         mut self,
         completed_at: i64,
         out: &mut Vec<StreamEvent>,
+        tolerated: bool,
     ) -> Response {
         if self.finish.is_some() {
             return self.finish(completed_at, out);
@@ -866,8 +873,21 @@ impl Assembler {
                 None,
                 "the upstream stream ended without a finish reason or [DONE]; the output may be cut short",
             ));
+            if !tolerated && self.forced_incomplete.is_none() {
+                self.message_status = "incomplete";
+                self.forced_incomplete = Some(codes::UPSTREAM_TRUNCATED.to_owned());
+            }
         }
         self.finish(completed_at, out)
+    }
+
+    /// Ends the response `cancelled` (a client's `/cancel`, or its going away under
+    /// `on_client_disconnect = "cancel"`): open items are not completed, completed ones stay. A
+    /// stream still open hears it as `response.failed` (the protocol has no cancelled event).
+    pub fn cancel(mut self, completed_at: i64, out: &mut Vec<StreamEvent>) -> Response {
+        self.current = Open::None;
+        self.calls.clear();
+        self.terminate(ResponseStatus::Cancelled, None, None, completed_at, out)
     }
 
     /// Ends the response with a failure: open items are not completed (a client must never act on

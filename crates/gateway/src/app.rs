@@ -41,6 +41,10 @@ pub struct AppState {
     /// Background runs of this process, so a cancel landing here stops them at once (a cancel
     /// landing on another process still wins through the store).
     pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    /// Stored responses in flight here (foreground and background), so a cancel stops them.
+    pub in_flight: Arc<crate::inflight::InFlight>,
+    /// Streams being finished after their clients left; shutdown waits for them.
+    pub drains: Arc<crate::inflight::Drains>,
     /// Gateway keys: config keys and store keys through a cache.
     pub keys: Arc<KeyResolver>,
     /// Store keys and their token ledger; `None` when storage is off.
@@ -115,6 +119,8 @@ impl AppState {
                 sealer: Arc::new(sealer),
                 store,
                 running: Arc::default(),
+                in_flight: Arc::default(),
+                drains: Arc::default(),
                 keys: Arc::new(keys),
                 key_store,
                 limits: Arc::new(limits),

@@ -24,6 +24,18 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// The default request body limit: 32 MiB, room for base64 images.
 pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
+/// What a stored streamed response does when its client goes away (`on_client_disconnect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientDisconnect {
+    /// Read the upstream to the end (under the stream's deadlines) and store the whole answer:
+    /// the tokens are paid for, and `GET` returns the answer.
+    #[default]
+    Finish,
+    /// Stop the upstream and store the response `cancelled`.
+    Cancel,
+}
+
 /// The configuration file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +64,10 @@ pub struct FileConfig {
     /// The server's limits on slow clients and connections.
     #[serde(default)]
     pub server: crate::serve::limits::ServerFile,
+    /// What happens to a stored streamed response whose client goes away: `finish` (default:
+    /// the upstream is read to the end and the whole answer stored) or `cancel` (the upstream is
+    /// stopped and the response stored `cancelled`).
+    pub on_client_disconnect: Option<ClientDisconnect>,
     /// Seconds of upstream silence after which a stream gets an SSE keep-alive comment; 0
     /// turns them off. Default 15.
     pub keepalive_secs: Option<u64>,
@@ -378,6 +394,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Header, idle and body read timeouts and the connection cap.
     pub server: crate::serve::limits::ServerLimits,
+    /// What a stored stream does when its client goes away.
+    pub on_client_disconnect: ClientDisconnect,
     /// Silence after which a keep-alive comment is sent; `None`: never.
     pub keepalive: Option<Duration>,
     /// The store URL; `None` when storage is off.
@@ -632,6 +650,7 @@ impl Config {
             key_cache_secs: None,
             limits: LimitsFile::default(),
             shutdown_grace_secs: None,
+            on_client_disconnect: None,
             keepalive_secs: None,
             store_url: None,
             store_ttl_secs: None,
@@ -804,6 +823,7 @@ impl Config {
             limits,
             shutdown_grace: Duration::from_secs(file.shutdown_grace_secs.unwrap_or(30)),
             server,
+            on_client_disconnect: file.on_client_disconnect.unwrap_or_default(),
             keepalive: match file.keepalive_secs.unwrap_or(15) {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),

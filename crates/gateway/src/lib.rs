@@ -15,6 +15,7 @@ pub mod error;
 pub mod gateway_tools;
 pub mod history;
 pub mod ids;
+pub mod inflight;
 pub mod limits;
 pub mod matrix;
 pub mod models;

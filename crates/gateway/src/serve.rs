@@ -105,6 +105,7 @@ pub async fn serve_reloadable(
             let _ = force.send(true);
         }
     });
+    let drains = state.drains.clone();
     let live = Live::new(state);
     if let Some(loader) = loader {
         tokio::spawn(crate::ops::reload::on_sighup(live.clone(), loader));
@@ -112,7 +113,22 @@ pub async fn serve_reloadable(
     // Streams end when the grace period runs out; their connections get a few more seconds
     // to send that last event and close.
     let drain = grace + std::time::Duration::from_secs(5);
-    accept::serve_connections(listener, live.dispatcher(), server, drain, signal).await
+    accept::serve_connections(listener, live.dispatcher(), server, drain, signal).await?;
+    // Streams whose clients left are still being finished: they end by the forced stop at the
+    // latest (stored as failed), so this wait is bounded by the grace period.
+    if drains.running() > 0 {
+        tracing::info!(
+            running = drains.running(),
+            "waiting for streams whose clients left to end"
+        );
+        if !drains
+            .idle(grace + std::time::Duration::from_secs(10))
+            .await
+        {
+            tracing::warn!("streams whose clients left did not end in time");
+        }
+    }
+    Ok(())
 }
 
 /// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the

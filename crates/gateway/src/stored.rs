@@ -1,5 +1,5 @@
-//! Stored responses: `GET /v1/responses/{id}`, `DELETE /v1/responses/{id}` and
-//! `GET /v1/responses/{id}/input_items`.
+//! Stored responses: `GET /v1/responses/{id}`, `DELETE /v1/responses/{id}`,
+//! `GET /v1/responses/{id}/input_items` and `POST /v1/responses/{id}/cancel`.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
@@ -186,7 +186,10 @@ pub async fn input_items(
     }
 }
 
-/// `POST /v1/responses/{id}/cancel`: cancels a queued or running background response.
+/// `POST /v1/responses/{id}/cancel`: cancels a response in progress, foreground (streamed or
+/// whole) or background. One running here stops at once and stores itself `cancelled`; one
+/// running on another process is cancelled in the store, which its end does not undo. A
+/// finished background response is answered as it is; a finished foreground one is refused.
 pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
         let tenant = crate::auth::current_tenant();
@@ -195,13 +198,23 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Re
         let current = store
             .get(&tenant.own(), &id)
             .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?
-            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
-        if current.response.get("background") != Some(&Value::Bool(true)) {
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        // Heard by the response's pump at once when it runs here.
+        let here = state.in_flight.cancel(&id, tenant.name());
+        let current = match (current, here) {
+            (Some(current), _) => current,
+            // Not in the store yet (a whole answer is stored at its end): the start is the answer.
+            (None, Some(here)) => return Ok(Json(here.response)),
+            (None, None) => return Err(GatewayError::ResponseNotFound(id.clone())),
+        };
+        let background = current.response.get("background") == Some(&Value::Bool(true));
+        let in_progress = matches!(current.status.as_str(), "queued" | "in_progress");
+        if !background && !in_progress {
             return Err(GatewayError::Request(
                 toolbridge_core::Error::InvalidValue {
                     param: "id".to_owned(),
-                    message: "only a background response can be cancelled".to_owned(),
+                    message: "only a response in progress (or a background one) can be cancelled"
+                        .to_owned(),
                 },
             ));
         }

@@ -130,7 +130,8 @@ async fn run_pair(
     let plan = plan_for(&profile, &request);
 
     let mut sent_answer = None;
-    let reply = match &scenario.upstream {
+    let (upstream, corrupted) = scenario.upstream.plain();
+    let reply = match upstream {
         Upstream::Answer {
             reasoning,
             text,
@@ -171,6 +172,12 @@ async fn run_pair(
         Upstream::Http(failure) => wire.http_error(*failure),
         Upstream::RateLimitMidStream => wire.stream_then_rate_limit("Partial"),
         Upstream::RateLimitFirst => wire.stream_starting_with_rate_limit(),
+        Upstream::InvalidUtf8Chunk(_) => unreachable!("plain() unwraps it"),
+    };
+    let reply = if corrupted {
+        reply.with_invalid_utf8_event(1)
+    } else {
+        reply
     };
     replies.lock().unwrap().insert(model.clone(), reply);
 
@@ -206,7 +213,7 @@ async fn run_pair(
         let last = events.last().unwrap();
         let terminal = match outcome {
             Outcome::Completed => "response.completed",
-            Outcome::Incomplete => "response.incomplete",
+            Outcome::Incomplete | Outcome::Truncated => "response.incomplete",
             Outcome::Failed(_) => "response.failed",
             Outcome::Http { .. } => unreachable!(),
         };
@@ -220,7 +227,16 @@ async fn run_pair(
     };
     if let Some(body) = &body {
         check_response(body, scenario, outcome, dialect, &plan);
+        if corrupted {
+            let skipped = body["toolbridge_diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["code"] == "upstream_chunk_skipped"));
+            assert!(skipped, "the bad chunk is reported: {body:#}");
+        }
+        // A cut stream relayed has no item the upstream completed.
+        let cut_relay = streamed && outcome == Outcome::Truncated;
         if dialect.passthrough()
+            && !cut_relay
             && let Some(answer) = &sent_answer
         {
             // Items come back exactly as the upstream sent them, types and ids included.
@@ -348,6 +364,26 @@ fn check_response(
                 "{body:#}"
             );
         }
+        Outcome::Truncated => {
+            assert_eq!(body["status"], "incomplete", "{body:#}");
+            assert_eq!(
+                body["incomplete_details"]["reason"], "upstream_truncated",
+                "{body:#}"
+            );
+            let diagnosed = body["toolbridge_diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["code"] == "upstream_unterminated"));
+            assert!(diagnosed, "{body:#}");
+            if !dialect.passthrough() {
+                // The text so far is kept, its message marked incomplete.
+                let Upstream::Answer { text, .. } = &scenario.upstream else {
+                    unreachable!()
+                };
+                assert_eq!(body["output"][0]["status"], "incomplete", "{body:#}");
+                assert_eq!(body["output"][0]["content"][0]["text"], text.concat());
+            }
+            return;
+        }
         Outcome::Completed => assert_eq!(body["status"], "completed", "{body:#}"),
         Outcome::Http { .. } => unreachable!(),
     }
@@ -357,7 +393,7 @@ fn check_response(
         calls,
         usage,
         ..
-    } = &scenario.upstream
+    } = scenario.upstream.plain().0
     else {
         unreachable!("answered scenarios have an answer")
     };

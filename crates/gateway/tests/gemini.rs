@@ -214,7 +214,8 @@ async fn a_streamed_function_call_and_its_usage_are_mapped() {
 }
 
 /// The connection closing is the end of a Gemini stream; without any finish reason it follows the
-/// Chat rule for a stream without `[DONE]`: the text is kept and the response completes.
+/// rule of every dialect for a cut answer (issue 15; it completed before): the text is kept and
+/// the response ends `incomplete` as `upstream_truncated`.
 #[tokio::test]
 async fn a_stream_ending_without_a_finish_reason_keeps_its_text() {
     let h = harness(0).await;
@@ -224,7 +225,8 @@ async fn a_stream_ending_without_a_finish_reason_keeps_its_text() {
         .post_stream(&json!({"model": "gemini", "input": "hi", "stream": true}))
         .await;
     let last = &events.last().unwrap().data["response"];
-    assert_eq!(events.last().unwrap().data["type"], "response.completed");
+    assert_eq!(events.last().unwrap().data["type"], "response.incomplete");
+    assert_eq!(last["incomplete_details"]["reason"], "upstream_truncated");
     assert_eq!(last["output"][0]["content"][0]["text"], "Cut short");
 }
 

@@ -396,6 +396,69 @@ async fn stream_without_done_marker_still_completes() {
     );
 }
 
+/// Issue 15: a Chat answer with neither a finish reason nor `[DONE]` was cut off: it ends
+/// `incomplete` (`upstream_truncated`), streamed and whole, the text kept. A provider known to end
+/// every answer that way opts out in its profile and completes, with the diagnostic either way.
+#[tokio::test]
+async fn a_cut_answer_ends_incomplete_unless_the_profile_tolerates_it() {
+    for (tolerate, status) in [(false, "incomplete"), (true, "completed")] {
+        let h = Harness::with_toml(|url| {
+            format!(
+                r#"
+[providers.up]
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+preset = "ollama"
+
+[providers.up.profile]
+tolerate_unterminated = {tolerate}
+
+[[routes]]
+model = "*"
+provider = "up"
+"#
+            )
+        })
+        .await;
+        h.upstream.push(Reply::sse_raw(vec![format!(
+            "data: {}\n\n",
+            chunk(json!({"content": "half"}), None)
+        )]));
+        let events = h
+            .post_stream(&json!({"model": "m", "input": "x", "stream": true}))
+            .await;
+        let last = &events.last().unwrap().data;
+        assert_eq!(last["type"], format!("response.{status}"), "{last}");
+        let mut whole = completion("half", "stop");
+        whole["choices"][0]["finish_reason"] = Value::Null;
+        h.upstream.push(Reply::json(whole));
+        let body: Value = h
+            .post(&json!({"model": "m", "input": "x"}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        for response in [&last["response"], &body] {
+            assert_eq!(response["status"], status, "{response}");
+            assert_eq!(response["output"][0]["content"][0]["text"], "half");
+            let reason = (!tolerate).then_some("upstream_truncated");
+            assert_eq!(
+                response["incomplete_details"]["reason"].as_str(),
+                reason,
+                "{response}"
+            );
+            assert!(
+                response["toolbridge_diagnostics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|d| d["code"] == "upstream_unterminated"),
+                "{response}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_empty_stream_fails_with_a_specific_code() {
     let h = Harness::with_preset("generic").await;

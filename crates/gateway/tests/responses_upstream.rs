@@ -353,15 +353,18 @@ async fn upstream_errors_keep_their_status_before_the_stream_and_fail_it_after()
             .any(|e| e.data["type"] == "response.output_text.delta")
     );
 
-    // A stream cut before its terminal event fails; an empty one says so.
+    // A stream cut before its terminal event is a cut answer (issue 15: it failed as
+    // `server_error` before); an empty one says so.
     h.upstream
         .push(Reply::sse_events(stream_events()[..7].to_vec()));
     let events = h
         .post_stream(&json!({"model": "m", "input": "hi", "stream": true}))
         .await;
+    let last = &events.last().unwrap().data;
+    assert_eq!(last["type"], "response.incomplete");
     assert_eq!(
-        events.last().unwrap().data["response"]["error"]["code"],
-        "server_error"
+        last["response"]["incomplete_details"]["reason"],
+        "upstream_truncated"
     );
     h.upstream.push(Reply::sse_events(Vec::new()));
     let events = h

@@ -117,6 +117,11 @@ pub struct Profile {
     pub context_windows: Vec<(String, u64)>,
     /// What the provider accepts of tools.
     pub tools: ToolCapabilities,
+    /// The provider is known to end answers with neither a finish reason nor its dialect's end
+    /// marker: such an answer completes (with an `upstream_unterminated` diagnostic) instead of
+    /// ending `incomplete` as `upstream_truncated`. Off in every preset.
+    #[serde(default)]
+    pub tolerate_unterminated: bool,
 }
 
 impl Profile {
@@ -146,6 +151,7 @@ impl Profile {
             finish_reasons: Vec::new(),
             context_windows: Vec::new(),
             tools: ToolCapabilities::default(),
+            tolerate_unterminated: false,
         }
     }
 
@@ -431,7 +437,8 @@ impl Profile {
             effort,
             reasoning_replay,
             think_tags,
-            tool_stream
+            tool_stream,
+            tolerate_unterminated
         );
         if let Some(extra) = &patch.extra_body {
             for (k, v) in extra {
@@ -491,6 +498,7 @@ pub struct ProfilePatch {
     pub reasoning_replay: Option<ReasoningReplay>,
     pub think_tags: Option<bool>,
     pub tool_stream: Option<bool>,
+    pub tolerate_unterminated: Option<bool>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub finish_reasons: Option<std::collections::BTreeMap<String, FinishKind>>,
     #[serde(default)]

@@ -59,6 +59,10 @@ pub enum End {
     Stop,
     ToolCalls,
     Length,
+    /// Cut off: the answer stops with neither a finish reason nor the dialect's end marker (a
+    /// stream's connection closed early; a whole answer without a finish reason, or a Responses
+    /// object still `in_progress`). A cut stream carries no usage where usage comes last.
+    Cut,
 }
 
 /// A model answer, dialect-neutral.
@@ -89,11 +93,9 @@ impl Wire {
         Reply::json(match self {
             Self::Chat { think_tags } => chat_whole(a, think_tags),
             Self::Anthropic => anthropic_whole(a),
-            Self::Gemini => gemini_chunk(
-                gemini_parts(a, true),
-                Some(gemini_finish(a.end)),
-                Some(a.usage),
-            ),
+            Self::Gemini => {
+                gemini_chunk(gemini_parts(a, true), gemini_finish(a.end), Some(a.usage))
+            }
             Self::Responses => responses_object(a, responses_output(a)),
         })
     }
@@ -101,6 +103,10 @@ impl Wire {
     /// The streamed answer.
     pub fn stream(self, a: &Answer) -> Reply {
         match self {
+            Self::Chat { think_tags } if a.end == End::Cut => {
+                let chunks = chat_chunks(a, think_tags);
+                Reply::sse_raw(chunks.iter().map(|c| format!("data: {c}\n\n")).collect())
+            }
             Self::Chat { think_tags } => Reply::sse(chat_chunks(a, think_tags)),
             Self::Anthropic => Reply::sse_events(anthropic_events(a)),
             Self::Gemini => gemini_stream(gemini_chunks(a)),
@@ -263,11 +269,12 @@ fn chat_usage(u: Usage) -> Value {
     })
 }
 
-fn chat_finish(end: End) -> &'static str {
+fn chat_finish(end: End) -> Option<&'static str> {
     match end {
-        End::Stop => "stop",
-        End::ToolCalls => "tool_calls",
-        End::Length => "length",
+        End::Stop => Some("stop"),
+        End::ToolCalls => Some("tool_calls"),
+        End::Length => Some("length"),
+        End::Cut => None,
     }
 }
 
@@ -335,7 +342,10 @@ fn chat_chunks(a: &Answer, think_tags: bool) -> Vec<Value> {
             None,
         ));
     }
-    out.push(chunk(json!({}), Some(chat_finish(a.end))));
+    let Some(finish) = chat_finish(a.end) else {
+        return out;
+    };
+    out.push(chunk(json!({}), Some(finish)));
     out.push(json!({
         "id": "chatcmpl-conf",
         "object": "chat.completion.chunk",
@@ -360,11 +370,12 @@ fn anthropic_usage(u: Usage) -> Value {
     })
 }
 
-fn anthropic_stop(end: End) -> &'static str {
+fn anthropic_stop(end: End) -> Option<&'static str> {
     match end {
-        End::Stop => "end_turn",
-        End::ToolCalls => "tool_use",
-        End::Length => "max_tokens",
+        End::Stop => Some("end_turn"),
+        End::ToolCalls => Some("tool_use"),
+        End::Length => Some("max_tokens"),
+        End::Cut => None,
     }
 }
 
@@ -460,9 +471,12 @@ fn anthropic_events(a: &Answer) -> Vec<(&'static str, Value)> {
             ],
         );
     }
+    let Some(stop) = anthropic_stop(a.end) else {
+        return out;
+    };
     out.push((
         "message_delta",
-        json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(a.end), "stop_sequence": null}, "usage": {"output_tokens": a.usage.output}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": a.usage.output}}),
     ));
     out.push(("message_stop", json!({"type": "message_stop"})));
     out
@@ -475,11 +489,12 @@ fn gemini_stream(chunks: Vec<Value>) -> Reply {
     Reply::sse_raw(chunks.iter().map(|c| format!("data: {c}\n\n")).collect())
 }
 
-fn gemini_finish(end: End) -> &'static str {
+fn gemini_finish(end: End) -> Option<&'static str> {
     match end {
         // Gemini ends a turn with function calls with `STOP` too.
-        End::Stop | End::ToolCalls => "STOP",
-        End::Length => "MAX_TOKENS",
+        End::Stop | End::ToolCalls => Some("STOP"),
+        End::Length => Some("MAX_TOKENS"),
+        End::Cut => None,
     }
 }
 
@@ -543,7 +558,7 @@ fn gemini_chunks(a: &Answer) -> Vec<Value> {
         .collect();
     out.push(gemini_chunk(
         vec![last],
-        Some(gemini_finish(a.end)),
+        gemini_finish(a.end),
         Some(a.usage),
     ));
     out
@@ -569,6 +584,7 @@ fn responses_object(a: &Answer, output: Vec<Value>) -> Value {
     let (status, details) = match a.end {
         End::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
         End::Stop | End::ToolCalls => ("completed", Value::Null),
+        End::Cut => ("in_progress", Value::Null),
     };
     json!({
         "id": "resp_conf_upstream", "object": "response", "created_at": 1_700_000_000,
@@ -594,10 +610,10 @@ pub fn responses_output(a: &Answer) -> Vec<Value> {
         }));
     }
     if !a.text.is_empty() {
-        let status = if a.end == End::Length {
-            "incomplete"
-        } else {
-            "completed"
+        let status = match a.end {
+            End::Length => "incomplete",
+            End::Cut => "in_progress",
+            End::Stop | End::ToolCalls => "completed",
         };
         out.push(json!({
             "type": "message", "id": "msg_conf", "status": status, "role": "assistant",
@@ -757,6 +773,14 @@ fn responses_events(a: &Answer) -> Vec<(&'static str, Value)> {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         );
+    }
+    if a.end == End::Cut {
+        // The connection closed after the last delta: no item is done, nothing ends.
+        let last_delta = events
+            .iter()
+            .rposition(|(name, _)| name.ends_with(".delta"));
+        events.truncate(last_delta.map_or(0, |i| i + 1));
+        return events;
     }
     let terminal = if a.end == End::Length {
         "response.incomplete"

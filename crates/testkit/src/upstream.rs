@@ -34,6 +34,8 @@ pub enum Reply {
     StreamThenReset { pieces: Vec<String> },
     /// Another reply, served after a pause (a slow upstream).
     Delayed { pause: Duration, reply: Box<Reply> },
+    /// An SSE body of exact byte pieces, which need not be UTF-8.
+    StreamBytes { pieces: Vec<Vec<u8>> },
     /// Any body.
     Raw {
         status: u16,
@@ -89,6 +91,20 @@ impl Reply {
             pieces,
             pause: Duration::ZERO,
         }
+    }
+
+    /// This stream with one more event, whose bytes are not valid UTF-8, before its piece `at`
+    /// (each piece is one event in the dialects' renderings). Any other reply is left as is.
+    pub fn with_invalid_utf8_event(self, at: usize) -> Self {
+        let Self::Stream { pieces, .. } = self else {
+            return self;
+        };
+        let mut pieces: Vec<Vec<u8>> = pieces.into_iter().map(String::into_bytes).collect();
+        pieces.insert(
+            at.min(pieces.len()),
+            b"data: {\"type\": \"bad\", \"text\": \"\xff\xfe\"}\n\n".to_vec(),
+        );
+        Self::StreamBytes { pieces }
     }
 }
 
@@ -282,6 +298,16 @@ async fn handle(
             StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
             [("content-type", content_type)],
             body,
+        )
+            .into_response(),
+        Some(Reply::StreamBytes { pieces }) => (
+            StatusCode::OK,
+            [("content-type", "text/event-stream")],
+            Body::from_stream(stream::iter(
+                pieces
+                    .into_iter()
+                    .map(|p| Ok::<Bytes, std::convert::Infallible>(Bytes::from(p))),
+            )),
         )
             .into_response(),
         Some(Reply::StreamThenReset { pieces }) => {

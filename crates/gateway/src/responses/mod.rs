@@ -5,7 +5,6 @@
 //! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
 //! failure ends the stream with `response.failed` and a specific code.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +14,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
-use sse_stream::SseByteStream;
 use tokio::sync::watch;
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, codes, skeleton};
 use toolbridge_core::events::UpstreamEvent;
@@ -37,10 +35,13 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
 use crate::app::AppState;
 use crate::config::Dialect;
 use crate::error::GatewayError;
-use crate::upstream::{MAX_RESPONSE_BODY, StreamError, bounded_bytes, read_capped};
+use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
 use crate::{ids, time};
 
 mod abandoned;
+mod chunks;
+mod decode;
+mod detach;
 mod echo;
 mod meter;
 mod passthrough;
@@ -51,13 +52,14 @@ mod sync;
 mod tool_loop;
 
 use abandoned::estimate_used;
+use decode::Decoder;
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
 use persist::Persist;
 pub(crate) use repair::record_repairs;
 use repair::{RepairRounds, Review};
-use sse::{Decoder, Pump, PumpLimits, estimate_missing_usage, stream_response};
+use sse::{Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
 pub(crate) use sync::decode_whole;
 use sync::{Rounds, sync_response};
@@ -582,7 +584,7 @@ async fn respond(
         {
             // Peek before committing: an error as the stream's first event is still an HTTP
             // error, and can still fall back.
-            Ok(upstream) if outgoing.stream() => sse::peek(upstream, provider.dialect, &profile)
+            Ok(upstream) if outgoing.stream() => decode::peek(upstream, provider.dialect, &profile)
                 .await
                 .map(Answer::Stream),
             Ok(upstream) => Ok(Answer::Whole(upstream)),
@@ -643,7 +645,8 @@ async fn respond(
                 tenant: tenant.clone(),
                 input_items: turn_items.clone(),
                 expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
-                guarded: run.is_some(),
+                // Every write is guarded: a cancel (of any response in progress) is never undone.
+                guarded: true,
                 max_bytes: state.config.store_max_bytes,
                 keep_response: stored,
                 conversation: conversation.clone(),
@@ -651,28 +654,27 @@ async fn respond(
             _ => None,
         };
         let header = diagnostics_header(&diagnostics);
+        let flight = detach::Flight::start(
+            state,
+            persist.as_ref().is_some_and(|p| p.keep_response),
+            &skeleton(&req, &meta),
+            tenant.name().to_owned(),
+        );
+        let detach = flight.detach(state, persist.is_some());
         if let Outgoing::Responses(_) = outgoing {
+            let limits = flight.limits(state, provider);
             let relay = Passthrough {
                 skeleton: skeleton(&req, &meta),
                 diagnostics,
                 persist,
                 meter,
                 request_id: request_id.to_owned(),
+                tolerate_unterminated: profile.tolerate_unterminated,
+                registration: flight.registration,
             };
             let mut response = match answer {
-                Answer::Stream(upstream) => {
-                    relay
-                        .stream(
-                            upstream,
-                            PumpLimits {
-                                keepalive: state.config.keepalive,
-                                deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                                shutdown: state.shutdown.clone(),
-                            },
-                        )
-                        .await
-                }
-                Answer::Whole(upstream) => relay.whole(upstream).await?,
+                Answer::Stream(upstream) => relay.stream(upstream, limits, detach).await,
+                Answer::Whole(upstream) => relay.whole(upstream, flight.cancel.subscribe()).await?,
             };
             if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
                 response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
@@ -754,16 +756,13 @@ async fn respond(
                         .save_started(&assembler.snapshot(), request_id)
                         .await;
                 }
-                stream_response(Pump {
+                let limits = flight.limits(state, provider);
+                let pump = Pump {
                     upstream,
                     decoder,
                     profile,
                     assembler: Some(assembler),
-                    limits: PumpLimits {
-                        keepalive: state.config.keepalive,
-                        deadline: tokio::time::Instant::now() + provider.stream_timeout,
-                        shutdown: state.shutdown.clone(),
-                    },
+                    limits,
                     usage_basis,
                     echo,
                     tools,
@@ -781,26 +780,37 @@ async fn respond(
                     pending: Vec::new(),
                     diagnostics: Vec::new(),
                     request_id: request_id.to_owned(),
-                })
+                    _registration: flight.registration,
+                };
+                stream_response(pump, detach)
             }
             Answer::Whole(upstream) => {
                 for item in prelude {
                     assembler.gateway_item(item, &mut Vec::new());
                 }
-                let response = sync_response(
-                    upstream,
-                    assembler,
-                    provider.dialect,
-                    &profile,
-                    usage_basis,
-                    Rounds {
-                        echo,
-                        tools,
-                        continuation,
-                        repair,
-                    },
-                )
-                .await?;
+                let mut cancelled = skeleton(&req, &meta);
+                let mut cancel = flight.cancel.subscribe();
+                // A cancel ends the answer at once (the upstream request is dropped).
+                let response = tokio::select! {
+                    biased;
+                    () = sse::wait_for(&mut cancel) => {
+                        cancelled.status = toolbridge_wire::responses::ResponseStatus::Cancelled;
+                        cancelled
+                    }
+                    response = sync_response(
+                        upstream,
+                        assembler,
+                        provider.dialect,
+                        &profile,
+                        usage_basis,
+                        Rounds {
+                            echo,
+                            tools,
+                            continuation,
+                            repair,
+                        },
+                    ) => response?,
+                };
                 record_repairs(
                     &provider.name,
                     upstream_model,

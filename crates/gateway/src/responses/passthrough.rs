@@ -1,6 +1,7 @@
 //! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
 //! gateway's identity, diagnostics and storage, and nothing translated.
 
+use super::chunks::{Chunk, skipped_diagnostic};
 use super::*;
 use toolbridge_providers::responses::relay::{Flow as RelayFlow, Relay, whole};
 
@@ -12,20 +13,50 @@ pub(super) struct Passthrough {
     pub(super) persist: Option<Persist>,
     pub(super) meter: Meter,
     pub(super) request_id: String,
+    /// The profile's `tolerate_unterminated`: a stream cut before its terminal event completes.
+    pub(super) tolerate_unterminated: bool,
+    /// The response's place among those in flight, left when the pump is dropped.
+    pub(super) registration: Option<crate::inflight::Registration>,
 }
 
 impl Passthrough {
-    /// The whole answer, made the gateway's and stored.
-    pub(super) async fn whole(self, upstream: reqwest::Response) -> Result<Response, GatewayError> {
-        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    /// The whole answer, made the gateway's and stored; a cancel (`cancel` turning true) ends it
+    /// `cancelled` at once.
+    pub(super) async fn whole(
+        self,
+        upstream: reqwest::Response,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<Response, GatewayError> {
+        let body = tokio::select! {
+            biased;
+            () = sse::wait_for(&mut cancel) => None,
+            body = read_capped(upstream, MAX_RESPONSE_BODY) => Some(body?),
+        };
+        let Some(body) = body else {
+            let mut cancelled = self.skeleton.clone();
+            cancelled.status = toolbridge_wire::responses::ResponseStatus::Cancelled;
+            let mut cancelled = serde_json::to_value(&cancelled).unwrap_or_default();
+            if let Some(persist) = self.persist
+                && let Err(unsaved) = persist.save(&cancelled, &self.request_id).await
+            {
+                unsaved.mark_value(&mut cancelled);
+            }
+            self.meter.finish(&cancelled).await;
+            return Ok(axum::Json(cancelled).into_response());
+        };
         let answer: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
             GatewayError::Upstream(toolbridge_providers::Error::Decode {
                 message: format!("not a Responses response: {e}"),
             })
         })?;
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
-        let response =
-            whole(answer, &skeleton, &self.diagnostics).map_err(GatewayError::Upstream)?;
+        let response = whole(
+            answer,
+            &skeleton,
+            &self.diagnostics,
+            self.tolerate_unterminated,
+        )
+        .map_err(GatewayError::Upstream)?;
         let mut response = response;
         if let Some(persist) = self.persist
             && let Err(unsaved) = persist.save(&response, &self.request_id).await
@@ -46,7 +77,12 @@ impl Passthrough {
     }
 
     /// The stream, relayed event by event.
-    pub(super) async fn stream(self, upstream: sse::UpstreamSse, limits: PumpLimits) -> Response {
+    pub(super) async fn stream(
+        self,
+        upstream: sse::UpstreamSse,
+        limits: PumpLimits,
+        detach: Option<super::detach::Detach>,
+    ) -> Response {
         if let Some(persist) = &self.persist {
             let _ = persist.save_started(&self.skeleton, &self.request_id).await;
         }
@@ -61,12 +97,13 @@ impl Passthrough {
             persist: self.persist,
             meter: Some(self.meter),
             request_id: self.request_id,
+            tolerate_unterminated: self.tolerate_unterminated,
+            _registration: self.registration,
         };
-        let batches = stream::unfold(pump, |mut pump| async move {
-            let frames = pump.next().await?;
-            Some((frames, pump))
-        });
-        sse::sse_answer(value_frames(&start), batches)
+        sse::sse_answer(
+            value_frames(&start),
+            super::detach::Detachable::new(pump, detach),
+        )
     }
 }
 
@@ -78,6 +115,22 @@ struct RelayPump {
     persist: Option<Persist>,
     meter: Option<Meter>,
     request_id: String,
+    tolerate_unterminated: bool,
+    _registration: Option<crate::inflight::Registration>,
+}
+
+impl super::detach::Pumped for RelayPump {
+    async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
+        self.next().await
+    }
+
+    fn needs_ending(&self) -> bool {
+        !self.relay.is_done()
+    }
+
+    fn request_id(&self) -> &str {
+        &self.request_id
+    }
 }
 
 impl RelayPump {
@@ -92,11 +145,16 @@ impl RelayPump {
             let step = tokio::select! {
                 biased;
                 () = sse::wait_for(&mut self.limits.shutdown) => sse::Step::Shutdown,
+                () = sse::wait_for(&mut self.limits.cancel) => sse::Step::Cancelled,
                 () = tokio::time::sleep_until(self.limits.deadline) => sse::Step::Deadline,
                 item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
             };
             match step {
-                sse::Step::Item(Some(Ok(event))) => {
+                sse::Step::Item(Some(Ok(Chunk::Skipped))) => {
+                    self.relay.add_diagnostic(skipped_diagnostic());
+                    continue;
+                }
+                sse::Step::Item(Some(Ok(Chunk::Event(event)))) => {
                     let Some(data) = event.data else { continue };
                     match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
                         Ok(RelayFlow::Continue) if out.is_empty() => continue,
@@ -114,7 +172,7 @@ impl RelayPump {
                     break;
                 }
                 sse::Step::Item(None) => {
-                    self.relay.finish(&mut out);
+                    self.relay.finish(&mut out, self.tolerate_unterminated);
                     break;
                 }
                 sse::Step::Silence => {
@@ -129,6 +187,10 @@ impl RelayPump {
                             .to_owned(),
                         &mut out,
                     );
+                    break;
+                }
+                sse::Step::Cancelled => {
+                    self.relay.cancel(&mut out);
                     break;
                 }
                 sse::Step::Shutdown => {

@@ -1,138 +1,13 @@
 //! A streamed answer: the pump that pulls the upstream lazily into the state machine, with
-//! keep-alives, a deadline and a forced stop, and the SSE framing of events.
+//! keep-alives, a deadline, a forced stop and a cancel, and the SSE framing of events. The
+//! dialect decoders and the first-event peek are in `decode`.
 
 use super::*;
-use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDecoder};
-use toolbridge_providers::chat::stream::ChunkDecoder;
-use toolbridge_providers::gemini::stream::GeminiDecoder;
+
+pub(super) use super::chunks::UpstreamSse;
+use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};
+use super::decode::Decoder;
 use toolbridge_wire::responses::EventKind;
-
-pub(super) type UpstreamSse =
-    Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
-
-/// The decoder of one streamed answer, in the provider's dialect.
-pub(super) enum Decoder {
-    /// Chat Completions chunks: only `data:` matters, `[DONE]` ends the stream.
-    Chat(ChunkDecoder),
-    /// Anthropic Messages events: `event:` names the event, `message_stop` ends the stream.
-    Anthropic(MessagesDecoder),
-    /// Gemini chunks: each `data:` is a whole `GenerateContentResponse`. Calls without an id get
-    /// one unique to this answer (a client keys calls by id across turns). There is no end marker:
-    /// the stream ends with the connection, like a Chat stream without `[DONE]` (a finish reason
-    /// seen before makes that a normal end).
-    Gemini(GeminiDecoder),
-}
-
-impl Decoder {
-    /// The decoder of `dialect`; `None` for a native Responses upstream, whose events are relayed
-    /// (`passthrough`), not decoded.
-    pub(super) fn new(dialect: Dialect, profile: &Profile) -> Option<Self> {
-        match dialect {
-            Dialect::Chat => Some(Self::Chat(ChunkDecoder::new(profile))),
-            Dialect::Anthropic => Some(Self::Anthropic(MessagesDecoder::new())),
-            Dialect::Gemini => Some(Self::Gemini(GeminiDecoder::with_call_prefix(ids::new(
-                "call",
-            )))),
-            Dialect::Responses => None,
-        }
-    }
-
-    /// A fresh decoder of the same dialect, for the next round's stream.
-    fn restarted(&self, profile: &Profile) -> Self {
-        match self {
-            Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
-            Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
-            Self::Gemini(_) => Self::Gemini(GeminiDecoder::with_call_prefix(ids::new("call"))),
-        }
-    }
-
-    /// Decodes one event (`event` its `event:` name, when it has one) into `out`.
-    fn on_event(
-        &mut self,
-        profile: &Profile,
-        event: Option<&str>,
-        data: &str,
-        out: &mut Vec<UpstreamEvent>,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Result<Flow, toolbridge_providers::Error> {
-        match self {
-            Self::Chat(decoder) => decoder.on_data(profile, data, out, diagnostics),
-            Self::Anthropic(decoder) => {
-                let flow = decoder.on_event(event.unwrap_or("message"), data, out, diagnostics)?;
-                Ok(match flow {
-                    AnthropicFlow::Continue => Flow::Continue,
-                    AnthropicFlow::Done => Flow::Done,
-                })
-            }
-            Self::Gemini(decoder) => {
-                decoder.on_data(data, out, diagnostics)?;
-                Ok(Flow::Continue)
-            }
-        }
-    }
-
-    /// Flushes what the decoder holds back at the end of a stream.
-    fn finish(&mut self, out: &mut Vec<UpstreamEvent>) {
-        match self {
-            Self::Chat(decoder) => decoder.finish(out),
-            // Nothing is held back: each event is decoded whole.
-            Self::Anthropic(_) | Self::Gemini(_) => {}
-        }
-    }
-}
-
-/// Reads the stream's first event before anything is sent to the client ("peek before you
-/// commit"), for up to [`PEEK_WAIT`]: when it is an error (a rate limit or an overload the
-/// provider reports inside a 200 stream), the answer is still an HTTP error with its status, and
-/// the route's fallbacks can take the request. The event is checked by a fresh decoder of the dialect (the state the real one
-/// starts in) and then handed, unread, to the stream pump. A stream that fails or ends before its
-/// first event is left to the pump, which reports it as the stream's own failure.
-pub(super) async fn peek(
-    upstream: reqwest::Response,
-    dialect: Dialect,
-    profile: &Profile,
-) -> Result<UpstreamSse, GatewayError> {
-    let mut stream: UpstreamSse = Box::pin(SseByteStream::new(bounded_bytes(upstream)));
-    // A slow first event (a long prompt, a model thinking before its first chunk) does not hold
-    // the client's headers back for long: past the wait, the stream is committed and an error
-    // arriving later ends it with `response.failed`. Waiting is upstream time, not the gateway's.
-    let waiting = std::time::Instant::now();
-    let peeked = tokio::time::timeout(PEEK_WAIT, stream.next()).await;
-    crate::ops::observe::upstream_waited(waiting.elapsed());
-    let Ok(first) = peeked else {
-        return Ok(stream);
-    };
-    if let Some(Ok(event)) = &first
-        && let Some(data) = &event.data
-        && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
-    {
-        return Err(GatewayError::Upstream(error));
-    }
-    Ok(match first {
-        Some(first) => Box::pin(stream::once(async move { first }).chain(stream)),
-        None => stream,
-    })
-}
-
-/// How long the gateway waits for a stream's first event before committing to it.
-const PEEK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// The error an upstream's first event reports, if it is one.
-fn first_event_error(
-    dialect: Dialect,
-    profile: &Profile,
-    event: Option<&str>,
-    data: &str,
-) -> Option<toolbridge_providers::Error> {
-    match Decoder::new(dialect, profile) {
-        Some(mut decoder) => decoder
-            .on_event(profile, event, data, &mut Vec::new(), &mut Vec::new())
-            .err()
-            .filter(|e| matches!(e, toolbridge_providers::Error::Upstream(_))),
-        None => toolbridge_providers::responses::relay::error_event(data)
-            .map(|e| toolbridge_providers::Error::Upstream(Box::new(e))),
-    }
-}
 
 /// Time limits and the forced-stop signal of one stream.
 pub(super) struct PumpLimits {
@@ -142,6 +17,9 @@ pub(super) struct PumpLimits {
     pub(super) deadline: tokio::time::Instant,
     /// Turns true when the gateway must end open streams now.
     pub(super) shutdown: watch::Receiver<bool>,
+    /// Turns true when the response is cancelled (`/cancel`, or its client left under
+    /// `on_client_disconnect = "cancel"`).
+    pub(super) cancel: watch::Receiver<bool>,
 }
 
 /// The SSE comment sent during long upstream silences; clients skip comments.
@@ -187,6 +65,8 @@ pub(super) struct Pump {
     pub(super) pending: Vec<UpstreamEvent>,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) request_id: String,
+    /// The response's place among those in flight, left when the pump is dropped.
+    pub(super) _registration: Option<crate::inflight::Registration>,
 }
 
 /// How an upstream round ended.
@@ -202,10 +82,11 @@ pub(super) enum RoundEnd {
 }
 
 pub(super) enum Step {
-    Item(Option<Result<sse_stream::Sse, sse_stream::Error>>),
+    Item(Option<Result<Chunk, sse_stream::Error>>),
     Silence,
     Deadline,
     Shutdown,
+    Cancelled,
 }
 
 impl Pump {
@@ -256,15 +137,20 @@ impl Pump {
                 };
                 let results = tokio::select! {
                     biased;
-                    () = wait_for(&mut self.limits.shutdown) => None,
-                    results = rounds.run(&pending.calls) => Some(results),
+                    () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
+                    () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
+                    results = rounds.run(&pending.calls) => Ok(results),
                 };
-                let Some(results) = results else {
-                    return Some(self.fail(
-                        "server_shutting_down",
-                        "the gateway is shutting down; retry the request".to_owned(),
-                        out,
-                    ));
+                let results = match results {
+                    Ok(results) => results,
+                    Err(Step::Cancelled) => return Some(self.cancel(out)),
+                    Err(_) => {
+                        return Some(self.fail(
+                            "server_shutting_down",
+                            "the gateway is shutting down; retry the request".to_owned(),
+                            out,
+                        ));
+                    }
                 };
                 ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
                 if assembler.has_client_calls() || pending.ends {
@@ -279,7 +165,7 @@ impl Pump {
                 }
                 match rounds.send_next(continuation, pending, results).await {
                     Ok((response, payload)) => {
-                        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+                        self.upstream = upstream_sse(response);
                         self.decoder = self.decoder.restarted(&self.profile);
                         if self.usage_basis.is_some() {
                             self.usage_basis = Some(payload);
@@ -297,11 +183,18 @@ impl Pump {
             let step = tokio::select! {
                 biased;
                 () = wait_for(&mut self.limits.shutdown) => Step::Shutdown,
+                () = wait_for(&mut self.limits.cancel) => Step::Cancelled,
                 () = tokio::time::sleep_until(self.limits.deadline) => Step::Deadline,
                 item = next_or_silence(&mut self.upstream, keepalive) => item,
             };
             match step {
-                Step::Item(Some(Ok(event))) => {
+                Step::Item(Some(Ok(Chunk::Skipped))) => {
+                    self.assembler
+                        .as_mut()?
+                        .add_diagnostic(skipped_diagnostic());
+                    continue;
+                }
+                Step::Item(Some(Ok(Chunk::Event(event)))) => {
                     let Some(data) = event.data else { continue };
                     let flow = self.decoder.on_event(
                         &self.profile,
@@ -368,6 +261,7 @@ impl Pump {
                         out,
                     ));
                 }
+                Step::Cancelled => return Some(self.cancel(out)),
             }
         }
     }
@@ -436,14 +330,16 @@ impl Pump {
 
     /// Reads the next round's stream from here on.
     fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
-        self.upstream = Box::pin(SseByteStream::new(bounded_bytes(response)));
+        self.upstream = upstream_sse(response);
         self.decoder = self.decoder.restarted(&self.profile);
         if self.usage_basis.is_some() {
             self.usage_basis = Some(payload);
         }
     }
 
-    /// Ends the response; `done` says whether the upstream sent `[DONE]`.
+    /// Ends the response; `done` says whether the upstream sent its end marker (`[DONE]`,
+    /// `message_stop`). Without it and without a finish reason, the answer was cut off
+    /// ([`Assembler::finish_unterminated`]).
     pub(super) fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
         if let Some(mut assembler) = self.assembler.take() {
             self.decoder.finish(&mut self.pending);
@@ -454,7 +350,11 @@ impl Pump {
             let response = if done {
                 assembler.finish(time::now(), &mut out)
             } else {
-                assembler.finish_unterminated(time::now(), &mut out)
+                assembler.finish_unterminated(
+                    time::now(),
+                    &mut out,
+                    self.profile.tolerate_unterminated,
+                )
             };
             record_repairs(
                 &self.provider_name,
@@ -464,6 +364,15 @@ impl Pump {
             self.final_response = Some(response.clone());
             self.hold_terminal(&mut out);
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
+        }
+        frames(&out)
+    }
+
+    /// Ends the response `cancelled`; the upstream is dropped with the pump.
+    pub(super) fn cancel(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
+        if let Some(assembler) = self.assembler.take() {
+            tracing::info!(request_id = self.request_id, "stream cancelled");
+            self.final_response = Some(assembler.cancel(time::now(), &mut out));
         }
         frames(&out)
     }
@@ -573,9 +482,24 @@ pub(super) async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
+impl super::detach::Pumped for Pump {
+    async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
+        let span = tracing::info_span!("reconstruct", stream = true);
+        tracing::Instrument::instrument(self.next(), span).await
+    }
+
+    fn needs_ending(&self) -> bool {
+        self.assembler.is_some()
+    }
+
+    fn request_id(&self) -> &str {
+        &self.request_id
+    }
+}
+
 /// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
-/// yields.
-pub(super) fn stream_response(mut pump: Pump) -> Response {
+/// yields. `detach` ends a stored response whose client left.
+pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Detach>) -> Response {
     let mut start = Vec::new();
     if let Some(assembler) = pump.assembler.as_mut() {
         assembler.start(&mut start);
@@ -583,12 +507,7 @@ pub(super) fn stream_response(mut pump: Pump) -> Response {
             assembler.gateway_item(item, &mut start);
         }
     }
-    let batches = stream::unfold(pump, |mut pump| async move {
-        let span = tracing::info_span!("reconstruct", stream = true);
-        let frames = tracing::Instrument::instrument(pump.next(), span).await?;
-        Some((frames, pump))
-    });
-    sse_answer(frames(&start), batches)
+    sse_answer(frames(&start), super::detach::Detachable::new(pump, detach))
 }
 
 /// An SSE answer: the `start` frames at once, then each batch as a pump yields it.

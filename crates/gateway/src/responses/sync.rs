@@ -111,7 +111,8 @@ pub(super) async fn sync_response(
         }
     }
     estimate_missing_usage(&mut assembler, usage_basis.as_deref(), &mut sink);
-    Ok(assembler.finish(time::now(), &mut sink))
+    // A whole answer without a finish reason was cut off, as a stream without one is.
+    Ok(assembler.finish_unterminated(time::now(), &mut sink, profile.tolerate_unterminated))
 }
 
 /// Decodes a whole answer in the provider's dialect into upstream events.

@@ -37,6 +37,18 @@ pub enum Upstream {
     RateLimitMidStream,
     /// A `200` stream whose first event is an error.
     RateLimitFirst,
+    /// This answer, streamed with one more event whose bytes are not valid UTF-8.
+    InvalidUtf8Chunk(&'static Upstream),
+}
+
+impl Upstream {
+    /// The answer without its corruption, and whether it has one.
+    pub fn plain(&self) -> (&Upstream, bool) {
+        match self {
+            Self::InvalidUtf8Chunk(inner) => (inner, true),
+            other => (other, false),
+        }
+    }
 }
 
 /// What the client must see.
@@ -44,6 +56,8 @@ pub enum Upstream {
 pub enum Outcome {
     Completed,
     Incomplete,
+    /// A cut answer: `incomplete` with `upstream_truncated`, its text kept.
+    Truncated,
     /// A response that fails with this code (`response.failed` when streamed).
     Failed(&'static str),
     /// An HTTP error before any answer: status, code, `Retry-After`, upstream attempts.
@@ -146,6 +160,8 @@ pub const fn answer(
         usage: USAGE,
     }
 }
+
+const TEXT: Upstream = answer(&["Hello", " there."], &[], End::Stop);
 
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
@@ -385,6 +401,26 @@ pub const SCENARIOS: &[Scenario] = &[
         request: || json!({"max_output_tokens": 16}),
         upstream: answer(&["This answer is cut"], &[], End::Length),
         outcome: Outcome::Incomplete,
+        known_bug: None,
+    },
+    Scenario {
+        // Issue 15: neither a finish reason nor the end marker (whole: no finish reason, or a
+        // Responses object still `in_progress`) is a cut answer, never `completed`.
+        name: "truncated",
+        modes: BOTH,
+        request: || json!({}),
+        upstream: answer(&["This answer", " is cut"], &[], End::Cut),
+        outcome: Outcome::Truncated,
+        known_bug: None,
+    },
+    Scenario {
+        // Issue 15: one event that is not valid UTF-8 is skipped with a diagnostic. Only a
+        // stream has events: a whole body that is not UTF-8 is not JSON.
+        name: "invalid_utf8_chunk",
+        modes: &[Mode::Stream],
+        request: || json!({}),
+        upstream: Upstream::InvalidUtf8Chunk(&TEXT),
+        outcome: Outcome::Completed,
         known_bug: None,
     },
 ];

@@ -9,12 +9,14 @@
 //! - `sequence_number` is renumbered from 0, so it stays contiguous whatever is skipped;
 //! - the stream has exactly one start (`response.created`, `response.in_progress`, sent by the
 //!   gateway when the upstream accepts, like every dialect) and exactly one terminal event (an
-//!   upstream `error` event, a broken or unterminated stream become `response.failed`).
+//!   upstream `error` event or a broken stream become `response.failed`; a stream cut off
+//!   before its terminal event, `response.incomplete` as `upstream_truncated`).
 //!
 //! States: `Open` (forwarding) → `Done` (terminal event sent; anything later is ignored).
 
 use serde_json::{Map, Value, json};
-use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
+use toolbridge_core::assemble::codes::UPSTREAM_TRUNCATED;
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UPSTREAM_UNTERMINATED, diag};
 use toolbridge_wire::responses::Diagnostic;
 
 use crate::error::Error;
@@ -207,20 +209,61 @@ impl Relay {
         }
     }
 
-    /// The upstream stream ended (its connection closed) without a terminal event.
-    pub fn finish(&mut self, out: &mut Vec<Value>) {
+    /// The upstream stream ended (its connection closed) without a terminal event: nothing
+    /// forwarded is `empty_upstream_response`; else the answer was cut off and ends
+    /// `response.incomplete` (reason `upstream_truncated`, the items the upstream completed),
+    /// the rule of every dialect. `tolerated` (the profile's `tolerate_unterminated`) completes it
+    /// instead. Either way an `upstream_unterminated` diagnostic says so.
+    pub fn finish(&mut self, out: &mut Vec<Value>, tolerated: bool) {
         if self.done {
             return;
         }
         if self.forwarded == 0 {
             self.fail(EMPTY, EMPTY_MESSAGE.to_owned(), out);
-        } else {
-            self.fail(
-                "server_error",
-                "the upstream stream ended before its terminal event".to_owned(),
-                out,
-            );
+            return;
         }
+        self.diagnostics.push(diag(
+            UPSTREAM_UNTERMINATED,
+            None,
+            "the upstream stream ended before its terminal event; the output may be cut short",
+        ));
+        let mut response = self.latest.clone();
+        let kind = if tolerated { "completed" } else { "incomplete" };
+        if let Some(map) = response.as_object_mut() {
+            map.insert("status".to_owned(), json!(kind));
+            let done: Vec<Value> = self.done_items.values().cloned().collect();
+            map.insert("output".to_owned(), Value::Array(done));
+            if !tolerated {
+                map.insert(
+                    "incomplete_details".to_owned(),
+                    json!({"reason": UPSTREAM_TRUNCATED}),
+                );
+            }
+        }
+        let response = self.terminal(response);
+        self.push(
+            json!({"type": format!("response.{kind}"), "response": response}),
+            out,
+        );
+    }
+
+    /// Ends the response `cancelled` (the protocol has no cancelled event: a client still
+    /// reading hears `response.failed`), with the items the upstream completed.
+    pub fn cancel(&mut self, out: &mut Vec<Value>) {
+        if self.done {
+            return;
+        }
+        let mut response = self.latest.clone();
+        if let Some(map) = response.as_object_mut() {
+            map.insert("status".to_owned(), json!("cancelled"));
+            let done: Vec<Value> = self.done_items.values().cloned().collect();
+            map.insert("output".to_owned(), Value::Array(done));
+        }
+        let response = self.terminal(response);
+        self.push(
+            json!({"type": "response.failed", "response": response}),
+            out,
+        );
     }
 
     /// Ends the response with `response.failed` (`code` one a Responses client acts on).
@@ -327,14 +370,42 @@ fn stream_code(mapped: &str) -> String {
     }
 }
 
-/// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`.
-pub fn whole(answer: Value, skeleton: &Value, diagnostics: &[Diagnostic]) -> Result<Value, Error> {
+/// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`. An answer
+/// whose status is not final (`in_progress`, or none) is a cut answer, as a stream without its
+/// terminal event is: `incomplete` as `upstream_truncated`, unless `tolerated` (the profile's
+/// `tolerate_unterminated`), which completes it; either way with an `upstream_unterminated`
+/// diagnostic.
+pub fn whole(
+    mut answer: Value,
+    skeleton: &Value,
+    diagnostics: &[Diagnostic],
+    tolerated: bool,
+) -> Result<Value, Error> {
     if !answer.is_object() || !answer["output"].is_array() {
         return Err(Error::Decode {
             message: "not a Responses response: no `output` array".to_owned(),
         });
     }
     let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec());
+    let final_status = ["completed", "incomplete", "failed", "cancelled"];
+    if !final_status.iter().any(|s| answer["status"] == *s)
+        && let Some(map) = answer.as_object_mut()
+    {
+        relay.diagnostics.push(diag(
+            UPSTREAM_UNTERMINATED,
+            None,
+            "the upstream answer was not final; the output may be cut short",
+        ));
+        if tolerated {
+            map.insert("status".to_owned(), json!("completed"));
+        } else {
+            map.insert("status".to_owned(), json!("incomplete"));
+            map.insert(
+                "incomplete_details".to_owned(),
+                json!({"reason": UPSTREAM_TRUNCATED}),
+            );
+        }
+    }
     if is_empty(&answer) {
         relay.latest = answer;
         relay.fail(EMPTY, EMPTY_MESSAGE.to_owned(), &mut Vec::new());

@@ -29,7 +29,7 @@ fn relay_all(events: &[(&str, Value)]) -> (Vec<Value>, Relay) {
             break;
         }
     }
-    relay.finish(&mut out);
+    relay.finish(&mut out, false);
     (out, relay)
 }
 
@@ -114,14 +114,50 @@ fn an_error_event_becomes_the_one_terminal_failure() {
 }
 
 #[test]
-fn an_unterminated_or_empty_stream_fails_with_a_specific_code() {
-    let (out, _) = relay_all(&[(
-        "response.output_text.delta",
-        json!({"type": "response.output_text.delta", "delta": "cut"}),
-    )]);
+fn an_unterminated_stream_ends_incomplete_and_an_empty_one_fails_with_a_specific_code() {
+    // Issue 15: a stream cut before its terminal event is not a completed answer, in every
+    // dialect the same: `incomplete` as `upstream_truncated` (it used to fail as `server_error`).
+    let done = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "whole", "annotations": []}]});
+    let (out, _) = relay_all(&[
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+        ),
+        (
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "delta": "cut"}),
+        ),
+    ]);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.incomplete");
+    assert_eq!(last["response"]["status"], "incomplete");
     assert_eq!(
-        out.last().unwrap()["response"]["error"]["code"],
-        "server_error"
+        last["response"]["incomplete_details"]["reason"],
+        "upstream_truncated"
+    );
+    assert_eq!(last["response"]["output"], json!([done]));
+    assert_eq!(
+        last["response"]["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
+    );
+    // A provider known to end that way completes, with the diagnostic.
+    let mut relay = Relay::new(skeleton(), Vec::new());
+    let mut out = Vec::new();
+    relay.start(&mut out);
+    relay
+        .on_event(
+            None,
+            &json!({"type": "response.output_text.delta", "delta": "cut"}).to_string(),
+            &mut out,
+        )
+        .unwrap();
+    relay.finish(&mut out, true);
+    let last = out.last().unwrap();
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(
+        last["response"]["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
     );
     let (out, _) = relay_all(&[]);
     assert_eq!(out.len(), 3);
@@ -144,7 +180,7 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["id"], "resp_gw");
     assert_eq!(last["response"]["error"]["code"], "empty_upstream_response");
-    let mine = whole(completed, &skeleton(), &[]).unwrap();
+    let mine = whole(completed, &skeleton(), &[], false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["status"], "failed");
     assert_eq!(mine["error"]["code"], "empty_upstream_response");
@@ -249,7 +285,7 @@ fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
         ],
         "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 1},
                   "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}, "total_tokens": 5}});
-    let mine = whole(answer.clone(), &skeleton(), &[]).unwrap();
+    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["output"], answer["output"]);
     let events = decode(&answer).unwrap();
@@ -262,5 +298,23 @@ fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
     );
     let failed = json!({"status": "failed", "output": [], "error": {"code": "server_error", "message": "boom"}});
     assert!(decode(&failed).is_err());
-    assert!(whole(json!({"error": {}}), &skeleton(), &[]).is_err());
+    assert!(whole(json!({"error": {}}), &skeleton(), &[], false).is_err());
+}
+
+#[test]
+fn a_whole_answer_that_is_not_final_ends_incomplete_unless_tolerated() {
+    // Issue 15: the whole form of a cut answer (the status says it had not ended).
+    let answer = json!({"id": "resp_up", "object": "response", "status": "in_progress",
+        "output": [{"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}]});
+    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
+    assert_eq!(mine["status"], "incomplete");
+    assert_eq!(mine["incomplete_details"]["reason"], "upstream_truncated");
+    assert_eq!(mine["output"], answer["output"]);
+    assert_eq!(
+        mine["toolbridge_diagnostics"][0]["code"],
+        "upstream_unterminated"
+    );
+    let tolerated = whole(answer, &skeleton(), &[], true).unwrap();
+    assert_eq!(tolerated["status"], "completed");
 }
