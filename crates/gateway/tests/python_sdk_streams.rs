@@ -38,6 +38,11 @@ const KNOWN_MODEL_GAPS: &[&str] = &[
     // `ResponseError.code` is a closed Literal (`server_error`, `rate_limit_exceeded`, …); the
     // gateway's own codes (`empty_upstream_response`, …) are not in it.
     "response.error.code",
+    // `IncompleteDetails.reason` is a closed Literal too (`max_output_tokens`,
+    // `content_filter`, …); an answer the upstream cut off is `upstream_truncated`, which the
+    // Open Responses spec allows (a string) and which says what happened, where borrowing
+    // `max_output_tokens` would not.
+    "response.incomplete_details.reason",
 ];
 
 /// Scenarios the SDK cannot consume because of a known gateway bug: (scenario, mode, a
