@@ -27,6 +27,8 @@
 //! Every `.rs` file under `crates/*/src` starts (after blank lines) with a `//!` line, test
 //! modules and binaries included; the files in [`NO_HEADER_YET`] are the only exceptions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

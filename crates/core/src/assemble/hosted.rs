@@ -4,7 +4,9 @@
 //!
 //! Not here: running anything (the gateway does; this only shows it).
 
-use toolbridge_wire::responses::{EventKind, OutputItem, StreamEvent, WebSearchCallItem};
+use toolbridge_wire::responses::{
+    EventKind, McpCallItem, OutputItem, StreamEvent, WebSearchCallItem,
+};
 
 use super::machine::Assembler;
 
@@ -212,7 +214,7 @@ fn hosted_item(
                 Some(Err(error)) => (None, Some(error)),
                 None => (None, None),
             };
-            OutputItem::McpCall(toolbridge_wire::responses::McpCallItem {
+            OutputItem::McpCall(McpCallItem {
                 id: slot.id.clone(),
                 server_label: server_label.clone(),
                 name: name.clone(),

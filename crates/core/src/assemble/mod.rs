@@ -29,9 +29,10 @@
 //! [`Assembler::has_gateway_calls`], [`Assembler::review_calls`], [`Assembler::take_reask`],
 //! [`Assembler::ends_cut_off`], [`Assembler::next_round`], [`Assembler::stop_incomplete`]
 //! (in `rounds`); [`Assembler::hosted_start`], [`Assembler::hosted_finish`],
-//! [`Assembler::gateway_item`], [`Assembler::item_id`] (in `hosted`); and
-//! [`Assembler::snapshot`], [`Assembler::needs_usage`], [`Assembler::produced_text`],
-//! [`Assembler::add_diagnostic`], [`Assembler::response_id`].
+//! [`Assembler::gateway_item`] (in `hosted`); [`Assembler::needs_usage`],
+//! [`Assembler::produced_text`] (in `usage`); and [`Assembler::item_id`],
+//! [`Assembler::snapshot`], [`Assembler::add_diagnostic`], [`Assembler::response_id`] (in
+//! `machine`).
 //!
 //! # Files
 //!

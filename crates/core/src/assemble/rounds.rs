@@ -110,12 +110,9 @@ impl Assembler {
     ) -> (Vec<GatewayCall>, RoundOutput) {
         let names = Arc::clone(&self.names);
         let is_gateway = |c: &CallState| {
-            c.name.as_deref().is_some_and(|n| {
-                matches!(
-                    names.identity(n),
-                    Some(crate::plan::Identity::Gateway { .. })
-                )
-            })
+            c.name
+                .as_deref()
+                .is_some_and(|n| matches!(names.identity(n), Some(Identity::Gateway { .. })))
         };
         if !self.calls.iter().any(is_gateway) {
             return (Vec::new(), RoundOutput::default());
@@ -135,7 +132,7 @@ impl Assembler {
             .into_iter()
             .filter_map(|call| {
                 let provider_name = call.name?;
-                let Some(crate::plan::Identity::Gateway { server, name }) =
+                let Some(Identity::Gateway { server, name }) =
                     self.names.identity(&provider_name).cloned()
                 else {
                     return None;

@@ -11,6 +11,7 @@ use toolbridge_wire::responses::{
 
 use super::machine::{Assembler, Open, Part};
 use crate::diagnostics::{REASONING_NOT_SEALED, diag};
+use crate::reasoning::sealed_plaintext;
 
 impl Assembler {
     /// `encrypted_content` for reasoning text, when the request asked for it.
@@ -188,10 +189,7 @@ impl Assembler {
                 text,
                 signature,
             } => {
-                let encrypted_content = self.seal(&crate::reasoning::sealed_plaintext(
-                    &text,
-                    signature.as_deref(),
-                ));
+                let encrypted_content = self.seal(&sealed_plaintext(&text, signature.as_deref()));
                 let item = if self.reasoning_display.summary {
                     let part = SummaryPart::summary_text(text.clone());
                     self.push(
