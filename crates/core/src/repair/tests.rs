@@ -1,3 +1,6 @@
+//! Repair in isolation: the Lark grammar subset, the matcher and its budget, and whole calls
+//! checked, repaired and restored (the corpus and the properties are in `crates/core/tests/`).
+
 use serde_json::json;
 
 use super::lark::Grammar;

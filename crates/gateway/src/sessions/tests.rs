@@ -1,3 +1,6 @@
+//! The session side channel in isolation: session ids and headers, event shapes, and the
+//! in-process channels (lifetime, lagging and bounded subscribers).
+
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue};
 use serde_json::json;

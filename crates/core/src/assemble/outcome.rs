@@ -1,0 +1,120 @@
+//! How a response ends: the terminal status (`completed`, `incomplete` or `failed`) from the
+//! finish reason, the gateway's forced stop and the output contract, and the terminal event that
+//! hands the final response out.
+//!
+//! Not here: closing the items still open (the machine's `finish` does that first).
+
+use toolbridge_wire::responses::{
+    EventKind, IncompleteDetails, OutputContent, OutputItem, Response, ResponseError,
+    ResponseStatus, StreamEvent,
+};
+
+use super::codes;
+use super::machine::Assembler;
+use super::skeleton::empty_response;
+use crate::contract::OutputContract;
+use crate::events::FinishReason;
+
+impl Assembler {
+    pub(super) fn outcome(
+        &self,
+    ) -> (
+        ResponseStatus,
+        Option<ResponseError>,
+        Option<IncompleteDetails>,
+    ) {
+        let failed = |code: &str, message: String| {
+            (
+                ResponseStatus::Failed,
+                Some(ResponseError {
+                    code: code.to_owned(),
+                    message,
+                }),
+                None,
+            )
+        };
+        let incomplete = |reason: &str| {
+            (
+                ResponseStatus::Incomplete,
+                None,
+                Some(IncompleteDetails {
+                    reason: reason.to_owned(),
+                }),
+            )
+        };
+        if let Some(reason) = &self.forced_incomplete {
+            return incomplete(reason);
+        }
+        match &self.finish {
+            Some(FinishReason::Length) => return incomplete("max_output_tokens"),
+            Some(FinishReason::ContentFilter) => return incomplete("content_filter"),
+            Some(FinishReason::ContextLength) => {
+                return failed(
+                    codes::CONTEXT_LENGTH_EXCEEDED,
+                    "the conversation does not fit the model's context window".to_owned(),
+                );
+            }
+            Some(FinishReason::Error { code, message }) => return failed(code, message.clone()),
+            Some(FinishReason::Stop | FinishReason::ToolCalls) | None => {}
+        }
+        if !self.saw_output {
+            return failed(
+                codes::EMPTY_RESPONSE,
+                "the upstream finished without producing any output".to_owned(),
+            );
+        }
+        if let OutputContract::JsonSchema(contract) = &self.contract {
+            let has_calls = self.slots.iter().flatten().any(OutputItem::is_tool_call);
+            if contract.strict && !has_calls {
+                let text = self.final_text();
+                if let Err(message) = contract.check(&text) {
+                    return failed(codes::OUTPUT_VALIDATION_FAILED, message);
+                }
+            }
+        }
+        (ResponseStatus::Completed, None, None)
+    }
+
+    /// The concatenated text of every output message.
+    fn final_text(&self) -> String {
+        let mut text = String::new();
+        for item in self.slots.iter().flatten() {
+            if let OutputItem::Message(m) = item {
+                for part in &m.content {
+                    if let OutputContent::OutputText { text: t, .. } = part {
+                        text.push_str(t);
+                    }
+                }
+            }
+        }
+        text
+    }
+
+    pub(super) fn terminate(
+        mut self,
+        status: ResponseStatus,
+        error: Option<ResponseError>,
+        incomplete: Option<IncompleteDetails>,
+        completed_at: i64,
+        out: &mut Vec<StreamEvent>,
+    ) -> Response {
+        let mut response = std::mem::replace(&mut self.response, empty_response());
+        response.status = status;
+        response.error = error;
+        response.incomplete_details = incomplete;
+        response.completed_at = (status == ResponseStatus::Completed).then_some(completed_at);
+        response.output = std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .collect();
+        response.usage = self.usage.take();
+        let snapshot = Box::new(response.clone());
+        let kind = match status {
+            ResponseStatus::Completed => EventKind::Completed { response: snapshot },
+            ResponseStatus::Incomplete => EventKind::Incomplete { response: snapshot },
+            _ => EventKind::Failed { response: snapshot },
+        };
+        self.push(out, kind);
+        response
+    }
+}
