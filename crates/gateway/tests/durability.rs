@@ -119,30 +119,10 @@ async fn a_stream_killed_mid_way_is_failed_after_restart_and_finished_ones_are_i
 
 #[tokio::test]
 async fn two_gateways_sharing_postgres_continue_each_others_conversations() {
-    let admin = std::env::var("TOOLBRIDGE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    sqlx::any::install_default_drivers();
-    let mut conn = match <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await {
-        Ok(c) => c,
-        Err(e) if std::env::var("CI").is_ok_and(|v| !v.is_empty()) => {
-            panic!("PostgreSQL is not reachable at {admin} on CI: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED two gateways on PostgreSQL: {admin} is not reachable ({e})");
-            return;
-        }
+    let Some(db) = toolbridge_testkit::postgres::fresh_database("scale").await else {
+        return;
     };
-    let name = format!("toolbridge_scale_{}", std::process::id());
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let url = db.url.clone();
 
     tokio::time::timeout(Duration::from_secs(60), async {
         let upstream = FakeUpstream::start().await;
@@ -176,9 +156,5 @@ async fn two_gateways_sharing_postgres_continue_each_others_conversations() {
     })
     .await
     .expect("the test finishes in time");
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await;
+    db.remove().await;
 }

@@ -23,6 +23,7 @@ use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::sessions::{ResponseInfo, SessionEvent};
 use toolbridge_store::{KeyStore, SqlStore};
 use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
+use toolbridge_testkit::postgres::fresh_database;
 use toolbridge_testkit::{FakeUpstream, Reply};
 
 /// A safety net against a hung test (a stalled store used to hang requests for 30 s and more).
@@ -119,35 +120,6 @@ async fn stopped(mode: &mut watch::Receiver<Mode>) {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// A fresh PostgreSQL database; `None` (the test is skipped, said on stderr) when PostgreSQL is
-/// not reachable outside CI.
-async fn fresh_database(tag: &str) -> Option<String> {
-    let admin = std::env::var("TOOLBRIDGE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    sqlx::any::install_default_drivers();
-    let mut conn = match <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await {
-        Ok(c) => c,
-        Err(e) if std::env::var("CI").is_ok_and(|v| !v.is_empty()) => {
-            panic!("PostgreSQL is not reachable at {admin} on CI: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED {tag}: {admin} is not reachable ({e})");
-            return None;
-        }
-    };
-    let name = format!("toolbridge_outage_{tag}_{}", std::process::id());
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    Some(name)
 }
 
 /// A gateway on 127.0.0.1:0 with `extra` config, storing at `store_url`, routing every model
@@ -258,11 +230,11 @@ fn has_store_diagnostic(response: &Value) -> bool {
 /// Every `store: true` answer during the outage is either durable (fetchable) or says
 /// `store: false`; `store: false` traffic passes; the store comes back.
 async fn through_an_outage(mode: Mode, tag: &str) {
-    let Some(db) = fresh_database(tag).await else {
+    let Some(db) = fresh_database(&format!("outage_{tag}")).await else {
         return;
     };
     let proxy = Proxy::start("127.0.0.1:5432").await;
-    let url = format!("postgres://postgres@{}/{db}", proxy.addr);
+    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
     let upstream = FakeUpstream::start().await;
     upstream.set_fallback(Reply::json(completion("Blue.", "stop")));
     // `key_cache_secs = 0`: every request asks the store whether keys exist.
@@ -388,7 +360,7 @@ async fn parallel_requests_do_not_overspend_a_budget() {
     let Some(db) = fresh_database("budget").await else {
         return;
     };
-    let url = format!("postgres://postgres@127.0.0.1:5432/{db}");
+    let url = db.url;
     let upstream = FakeUpstream::start().await;
     let mut answer = completion("Blue.", "stop");
     answer["usage"] = usage(10, 70);
@@ -452,7 +424,7 @@ async fn failed_and_dropped_streams_are_charged_what_they_used() {
     let Some(db) = fresh_database("charge").await else {
         return;
     };
-    let url = format!("postgres://postgres@127.0.0.1:5432/{db}");
+    let url = db.url;
     let upstream = FakeUpstream::start().await;
     let addr = gateway(&upstream, &url, &budget_key(1_000_000)).await;
     let body = json!({"model": "m", "input": "Tell me a story.", "stream": true, "store": false, "max_output_tokens": 1000});

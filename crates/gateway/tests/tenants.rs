@@ -376,41 +376,12 @@ async fn another_tenant_finds_nothing_on_sqlite() {
 
 #[tokio::test]
 async fn another_tenant_finds_nothing_on_postgres() {
-    let Some(url) = fresh_postgres("tenants").await else {
+    let Some(db) = toolbridge_testkit::postgres::fresh_database("tenants").await else {
         return;
     };
-    tokio::time::timeout(PATIENCE * 2, isolation(&url))
+    tokio::time::timeout(PATIENCE * 2, isolation(&db.url))
         .await
         .expect("the test finished in time");
-}
-
-/// A fresh PostgreSQL database on 127.0.0.1:5432; `None` (said) when the server is absent,
-/// except on CI, where that fails.
-async fn fresh_postgres(tag: &str) -> Option<String> {
-    let admin = std::env::var("TOOLBRIDGE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    sqlx::any::install_default_drivers();
-    let mut conn = match <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await {
-        Ok(c) => c,
-        Err(e) if std::env::var("CI").is_ok_and(|v| !v.is_empty()) => {
-            panic!("PostgreSQL is not reachable at {admin} on CI: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED tenants on PostgreSQL: {admin} is not reachable ({e})");
-            return None;
-        }
-    };
-    let name = format!("toolbridge_{tag}_{}", std::process::id());
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    Some(format!("{}/{name}", admin.rsplit_once('/').unwrap().0))
 }
 
 /// Each watcher's first `response.started` is its own tenant's, though team-a published first

@@ -10,6 +10,7 @@
 pub mod chat;
 pub mod dialects;
 pub mod mcp;
+pub mod postgres;
 pub mod process;
 pub mod schema;
 pub mod sse;
