@@ -12,7 +12,8 @@ use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skelet
 use toolbridge_core::events::{FinishReason, ToolCallDelta, UpstreamEvent};
 use toolbridge_core::plan::{ToolCapabilities, plan};
 use toolbridge_core::repair::{
-    CompiledSchema, Grammar, ToolSchemas, repair_arguments, repair_custom_input, resolve_name,
+    CompiledSchema, Grammar, SchemaCache, ToolSchemas, repair_arguments, repair_custom_input,
+    resolve_name,
 };
 use toolbridge_wire::responses::{CreateResponse, Tool};
 
@@ -56,6 +57,18 @@ fn bench(c: &mut Criterion) {
         "view_image",
         "update_goal",
     ];
+
+    // Compiling a request's tool checks (Codex's tools: JSON Schemas and the apply_patch
+    // grammar) against finding them in the shared cache, as every repeated turn does.
+    let codex_tools: Vec<Tool> = serde_json::from_str(TOOLS).unwrap_or_default();
+    c.bench_function("schemas/compile_codex_tools", |b| {
+        b.iter(|| ToolSchemas::from_tools(black_box(&codex_tools)))
+    });
+    let cache = SchemaCache::default();
+    cache.schemas(&codex_tools);
+    c.bench_function("schemas/cached_codex_tools", |b| {
+        b.iter(|| cache.schemas(black_box(&codex_tools)))
+    });
 
     c.bench_function("arguments/valid_exec_command", |b| {
         b.iter(|| repair_arguments(black_box(valid), Some(&exec)))

@@ -55,6 +55,9 @@ pub struct AppState {
     pub sessions: EventBus,
     /// Request captures (`[capture]`); `None` when storage is off.
     pub captures: Option<Arc<dyn CaptureStore>>,
+    /// Compiled tool checks shared by every request (kept across reloads: they depend only on
+    /// the tools a request declares).
+    pub schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
 }
 
 impl AppState {
@@ -126,6 +129,7 @@ impl AppState {
                 limits: Arc::new(limits),
                 sessions,
                 captures,
+                schema_cache: Arc::default(),
             },
             tx,
         ))

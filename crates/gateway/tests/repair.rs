@@ -415,3 +415,51 @@ async fn with_repair_off_arguments_stream_live_and_unchanged() {
     assert_eq!(response["output"][1]["arguments"], "{\"cmd\": \"ls -la\",}");
     assert!(!codes(response).contains(&"arguments_repaired".to_owned()));
 }
+
+/// The compiled checks of a tool set are shared: the second request with the same tools is a
+/// cache hit and is repaired exactly as the first.
+#[tokio::test]
+async fn a_repeated_tool_set_reuses_its_compiled_checks() {
+    let upstream = toolbridge_testkit::FakeUpstream::start().await;
+    let text = format!(
+        "[providers.up]\nbase_url = \"{}\"\npreset = \"glm\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+        upstream.base_url()
+    );
+    let file: toolbridge_gateway::config::FileConfig = toml::from_str(&text).unwrap();
+    let env = |k: &str| match k {
+        "TOOLBRIDGE_STORE_URL" => Some("none".to_owned()),
+        "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
+        _ => None,
+    };
+    let config = toolbridge_gateway::config::Config::from_file(file, &env).unwrap();
+    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (state, _force) = toolbridge_gateway::AppState::new(config).await.unwrap();
+    let cache = state.schema_cache.clone();
+    tokio::spawn(async move { axum::serve(listener, toolbridge_gateway::app(state)).await });
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hello\n";
+    let mut inputs = Vec::new();
+    for _ in 0..2 {
+        upstream.push(whole_call(
+            "call_p",
+            "apply_patch",
+            &json!({"input": patch}).to_string(),
+        ));
+        let body: Value = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/responses"))
+            .json(&request(false))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        inputs.push(body["output"][0]["input"].as_str().unwrap().to_owned());
+    }
+    assert!(
+        inputs[0].trim_end().ends_with("*** End Patch"),
+        "{inputs:?}"
+    );
+    assert_eq!(inputs[0], inputs[1]);
+    assert_eq!(cache.stats(), (1, 1), "one compile, one hit");
+}

@@ -26,6 +26,7 @@
 //! restoring calls to Responses items (`restore`).
 
 pub mod arguments;
+mod cache;
 mod call;
 pub mod custom;
 pub mod lark;
@@ -34,6 +35,7 @@ pub mod names;
 mod schemas;
 
 pub use arguments::{CompiledSchema, repair_arguments};
+pub use cache::SchemaCache;
 pub use call::RepairedCall;
 pub use custom::repair_custom_input;
 pub use lark::Grammar;

@@ -1,4 +1,5 @@
-//! [`ToolSchemas`]: every declared tool's check, compiled once per request.
+//! [`ToolSchemas`]: every declared tool's check, compiled once per tool set (requests with the
+//! same tools share one through [`super::SchemaCache`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,14 +40,29 @@ impl ToolSchemas {
     /// Compiles the checks of `tools` (namespaces included). A schema or grammar that does not
     /// compile leaves its tool unchecked; it never fails the request.
     pub fn from_tools(tools: &[Tool]) -> Self {
+        Self::compile(tools, &mut |definition| {
+            Grammar::compile(definition).map(Arc::new)
+        })
+    }
+
+    /// Compiles like [`Self::from_tools`], taking each Lark grammar from `grammar` (a cache).
+    pub(super) fn compile(
+        tools: &[Tool],
+        grammar: &mut dyn FnMut(&str) -> Result<Arc<Grammar>, String>,
+    ) -> Self {
         let mut out = Self::default();
         for tool in tools {
-            out.add(None, tool);
+            out.add(None, tool, grammar);
         }
         out
     }
 
-    fn add(&mut self, namespace: Option<&str>, tool: &Tool) {
+    fn add(
+        &mut self,
+        namespace: Option<&str>,
+        tool: &Tool,
+        grammar: &mut dyn FnMut(&str) -> Result<Arc<Grammar>, String>,
+    ) {
         let ns = namespace.map(str::to_owned);
         match tool {
             Tool::Function(f) => {
@@ -64,11 +80,11 @@ impl ToolSchemas {
                     namespace: ns,
                     name: c.name.clone(),
                 };
-                self.checks.insert(identity, grammar_check(c));
+                self.checks.insert(identity, grammar_check(c, grammar));
             }
             Tool::Namespace(n) => {
                 for child in &n.tools {
-                    self.add(Some(&n.name), child);
+                    self.add(Some(&n.name), child, grammar);
                 }
             }
             Tool::Other(_) => {
@@ -158,13 +174,16 @@ fn arguments_check(name: &str, schema: &Value) -> ToolCheck {
     }
 }
 
-fn grammar_check(tool: &CustomTool) -> ToolCheck {
+fn grammar_check(
+    tool: &CustomTool,
+    grammar: &mut dyn FnMut(&str) -> Result<Arc<Grammar>, String>,
+) -> ToolCheck {
     let Some(format) = tool.format.as_ref().filter(|f| f.kind == "grammar") else {
         return ToolCheck::Freeform;
     };
     match (format.syntax.as_deref(), format.definition.as_deref()) {
-        (Some("lark") | None, Some(definition)) => match Grammar::compile(definition) {
-            Ok(grammar) => ToolCheck::Grammar(Arc::new(grammar)),
+        (Some("lark") | None, Some(definition)) => match grammar(definition) {
+            Ok(grammar) => ToolCheck::Grammar(grammar),
             Err(e) => ToolCheck::Unchecked(format!(
                 "the grammar of `{}` is outside the supported Lark subset: {e}",
                 tool.name

@@ -536,9 +536,7 @@ async fn respond(
         // A native Responses upstream's calls are relayed as they come, never repaired.
         let repairs = provider.repair.enabled && provider.dialect != Dialect::Responses;
         let repair_checks = repairs.then(|| {
-            Arc::clone(
-                schemas.get_or_insert_with(|| Arc::new(ToolSchemas::from_tools(&canonical.tools))),
-            )
+            Arc::clone(schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.tools)))
         });
         if let Some(checks) = &repair_checks {
             diagnostics.extend(checks.diagnostics());

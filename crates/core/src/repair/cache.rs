@@ -1,0 +1,294 @@
+//! [`SchemaCache`]: compiled tool checks shared across requests.
+//!
+//! Codex sends the same tools on every turn, and compiling their checks (a JSON Schema
+//! validator per function, the `apply_patch` Lark grammar's regular expressions) costs far more
+//! than the rest of a request's translation. The cache keys a request's [`ToolSchemas`] by a
+//! BLAKE3 hash of its tool declarations as JSON, so a repeated tool set costs one hash, and keys
+//! each compiled grammar by a hash of its text, so a grammar compiles once per process however
+//! many tool sets carry it.
+//!
+//! Bounded: at most [`SchemaCache::new`]'s entry count of tool sets and of grammars, and at most
+//! its byte budget of declarations (their JSON length, the measure of what they compile to); past
+//! either, the least recently used entry goes. Two requests missing at once may both compile; the
+//! second result replaces the first. No clock: recency is a counter. The lock is held only to
+//! look up and to insert, never while compiling.
+//!
+//! Not here: what a check does (see [`super::schemas`]), or when the gateway uses one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use toolbridge_wire::responses::Tool;
+
+use super::lark::Grammar;
+use super::schemas::ToolSchemas;
+
+/// A BLAKE3 digest: collisions are not a concern at 256 bits.
+type Key = [u8; 32];
+
+/// Shared compiled checks; cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct SchemaCache {
+    inner: Mutex<Inner>,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sets: Lru<Arc<ToolSchemas>>,
+    grammars: Lru<Arc<Grammar>>,
+    /// Hits and misses of tool sets, for tests and benchmarks.
+    hits: u64,
+    misses: u64,
+}
+
+/// A least-recently-used map with a byte count.
+#[derive(Debug)]
+struct Lru<V> {
+    entries: HashMap<Key, Entry<V>>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl<V> Default for Lru<V> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            bytes: 0,
+            clock: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry<V> {
+    value: V,
+    bytes: usize,
+    used: u64,
+}
+
+impl<V: Clone> Lru<V> {
+    fn get(&mut self, key: &Key) -> Option<V> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(key).map(|e| {
+            e.used = clock;
+            e.value.clone()
+        })
+    }
+
+    /// Inserts, then evicts the least recently used entries until both bounds hold (an entry
+    /// larger than the byte budget is not kept at all).
+    fn insert(&mut self, key: Key, value: V, bytes: usize, max_entries: usize, max_bytes: usize) {
+        if bytes > max_bytes || max_entries == 0 {
+            return;
+        }
+        self.clock += 1;
+        if let Some(old) = self.entries.insert(
+            key,
+            Entry {
+                value,
+                bytes,
+                used: self.clock,
+            },
+        ) {
+            self.bytes -= old.bytes;
+        }
+        self.bytes += bytes;
+        while self.entries.len() > max_entries || self.bytes > max_bytes {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            if let Some(gone) = self.entries.remove(&oldest) {
+                self.bytes -= gone.bytes;
+            }
+        }
+    }
+}
+
+impl Default for SchemaCache {
+    /// 256 tool sets and grammars, 64 MiB of declarations.
+    fn default() -> Self {
+        Self::new(256, 64 * 1024 * 1024)
+    }
+}
+
+impl SchemaCache {
+    /// A cache of at most `max_entries` tool sets (and as many grammars) and `max_bytes` of
+    /// declarations; `max_entries = 0` caches nothing.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            max_entries,
+            max_bytes,
+        }
+    }
+
+    /// The compiled checks of `tools`: from the cache when these exact declarations were seen,
+    /// else compiled (grammars from the cache when their text was seen) and kept.
+    pub fn schemas(&self, tools: &[Tool]) -> Arc<ToolSchemas> {
+        let mut hasher = HashingWriter::default();
+        // Writing into a hasher cannot fail; a tool that cannot be serialised is compiled
+        // uncached, as if new.
+        if serde_json::to_writer(&mut hasher, tools).is_err() {
+            return Arc::new(ToolSchemas::compile(tools, &mut |text| self.grammar(text)));
+        }
+        let (key, bytes) = (*hasher.hasher.finalize().as_bytes(), hasher.bytes);
+        if let Ok(mut inner) = self.inner.lock() {
+            if let Some(found) = inner.sets.get(&key) {
+                inner.hits += 1;
+                return found;
+            }
+            inner.misses += 1;
+        }
+        let compiled = Arc::new(ToolSchemas::compile(tools, &mut |text| self.grammar(text)));
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.sets.insert(
+                key,
+                Arc::clone(&compiled),
+                bytes,
+                self.max_entries,
+                self.max_bytes,
+            );
+        }
+        compiled
+    }
+
+    /// A compiled grammar by its text, compiled at most once while it stays cached.
+    fn grammar(&self, definition: &str) -> Result<Arc<Grammar>, String> {
+        let key = *blake3::hash(definition.as_bytes()).as_bytes();
+        if let Ok(mut inner) = self.inner.lock()
+            && let Some(found) = inner.grammars.get(&key)
+        {
+            return Ok(found);
+        }
+        let grammar = Arc::new(Grammar::compile(definition)?);
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.grammars.insert(
+                key,
+                Arc::clone(&grammar),
+                definition.len(),
+                self.max_entries,
+                self.max_bytes,
+            );
+        }
+        Ok(grammar)
+    }
+
+    /// `(hits, misses)` of tool sets so far.
+    pub fn stats(&self) -> (u64, u64) {
+        self.inner
+            .lock()
+            .map(|inner| (inner.hits, inner.misses))
+            .unwrap_or_default()
+    }
+
+    /// How many tool sets and grammars are cached.
+    pub fn len(&self) -> (usize, usize) {
+        self.inner
+            .lock()
+            .map(|inner| (inner.sets.entries.len(), inner.grammars.entries.len()))
+            .unwrap_or_default()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == (0, 0)
+    }
+}
+
+/// Hashes what serde writes, without keeping it.
+#[derive(Default)]
+struct HashingWriter {
+    hasher: blake3::Hasher,
+    bytes: usize,
+}
+
+impl std::io::Write for HashingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.hasher.update(buf);
+        self.bytes += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn tools(json: serde_json::Value) -> Vec<Tool> {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn patch_tool(name: &str) -> serde_json::Value {
+        serde_json::json!({"type": "custom", "name": name, "format": {"type": "grammar", "syntax": "lark",
+            "definition": "start: \"*** Begin Patch\" LF body \"*** End Patch\" LF?\nbody: /(.|\\n)*?/\nLF: \"\\n\"\n"}})
+    }
+
+    #[test]
+    fn a_repeated_tool_set_is_compiled_once_and_a_grammar_once_per_text() {
+        let cache = SchemaCache::new(8, 1 << 20);
+        let a = tools(serde_json::json!([
+            {"type": "function", "name": "f", "parameters": {"type": "object"}},
+            patch_tool("apply_patch"),
+        ]));
+        let first = cache.schemas(&a);
+        let again = cache.schemas(&a);
+        assert!(Arc::ptr_eq(&first, &again), "the same compiled checks");
+        assert_eq!(cache.stats(), (1, 1));
+        // Another tool set carrying the same grammar compiles its own set, not the grammar.
+        let b = tools(serde_json::json!([patch_tool("apply_patch")]));
+        let other = cache.schemas(&b);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(cache.len(), (2, 1));
+        // And the checks are the same as compiling without a cache.
+        let direct = ToolSchemas::from_tools(&a);
+        let text = "*** Begin Patch\nanything\n*** End Patch\n";
+        let identity = crate::plan::Identity::Custom {
+            namespace: None,
+            name: "apply_patch".to_owned(),
+        };
+        assert_eq!(
+            first.repair(Some(&identity), text),
+            direct.repair(Some(&identity), text)
+        );
+        assert_eq!(first.diagnostics(), direct.diagnostics());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_entries_and_bytes_and_evicts_the_least_recently_used() {
+        let cache = SchemaCache::new(2, 1 << 20);
+        let set = |name: &str| {
+            tools(
+                serde_json::json!([{"type": "function", "name": name, "parameters": {"type": "object"}}]),
+            )
+        };
+        let (a, b, c) = (set("a"), set("b"), set("c"));
+        let first_a = cache.schemas(&a);
+        cache.schemas(&b);
+        cache.schemas(&a); // a is now the most recent
+        cache.schemas(&c); // evicts b
+        assert_eq!(cache.len().0, 2);
+        assert!(Arc::ptr_eq(&first_a, &cache.schemas(&a)), "a stayed");
+        let (_, misses) = cache.stats();
+        cache.schemas(&b);
+        assert_eq!(cache.stats().1, misses + 1, "b was evicted");
+        // A set larger than the byte budget is compiled but never kept.
+        let tiny = SchemaCache::new(8, 10);
+        tiny.schemas(&a);
+        tiny.schemas(&a);
+        assert_eq!(tiny.stats(), (0, 2));
+        assert!(tiny.is_empty());
+    }
+}
