@@ -316,6 +316,13 @@ async fn zero_config_serve_streams_a_response_through_the_upstream() {
         );
         assert_eq!(requests[0].body["model"], "gpt-test");
         assert_eq!(requests[0].body["stream"], true);
+        // stderr is a pipe here, not a terminal: the text log lines carry no colour codes.
+        let logs = gateway.stderr();
+        assert!(logs.contains("INFO"), "{logs}");
+        assert!(
+            !logs.contains('\u{1b}'),
+            "colour codes in a piped log: {logs:?}"
+        );
 
         gateway.kill().await;
     })

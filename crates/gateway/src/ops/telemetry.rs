@@ -38,9 +38,13 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
             .json()
             .with_current_span(false)
             .with_span_list(true)
+            .with_ansi(false)
             .with_writer(std::io::stderr)
             .boxed(),
+        // Colour codes only for a person at a terminal: a log file or collector gets plain
+        // text (and skips the escape-code formatting work).
         LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr)
             .boxed(),
     };
