@@ -199,12 +199,12 @@ impl Persist {
         if !self.keep_response {
             return unsaved.map_or(Ok(()), Err);
         }
-        let size = stored.response.to_string().len()
+        let size = json_len(&stored.response)
             + stored
                 .input_items
                 .iter()
                 .chain(&stored.output_items)
-                .map(|i| i.to_string().len())
+                .map(json_len)
                 .sum::<usize>();
         if size > self.max_bytes {
             tracing::warn!(
@@ -232,4 +232,22 @@ impl Persist {
             }),
         }
     }
+}
+
+/// The length of `value` as JSON text, counted without building the text.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
