@@ -1155,6 +1155,39 @@ mod tests {
         );
     }
 
+    /// A profile patch is checked at load, against the whole profile it makes: a field no
+    /// profile has is refused with the patch's path, the provider's or the model's.
+    #[test]
+    fn a_profile_patch_is_checked_at_load_with_its_path() {
+        let load = |patch: &str| {
+            let text = format!(
+                "[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\npreset = \"glm\"\n{patch}\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+            );
+            let file: FileConfig = toml::from_str(&text).unwrap();
+            Config::from_file(file, &|_: &str| None)
+        };
+        let ok = load("[providers.up.models.m.profile.tools]\nweb_search = \"none\"\n").unwrap();
+        let up = &ok.providers["up"];
+        assert!(up.profile_for("other").tools.web_search.is_some());
+        assert_eq!(up.profile_for("m").tools.web_search, None);
+        assert_eq!(up.profile_for("m").name, "glm");
+        for (patch, field) in [
+            (
+                "[providers.up.profile]\ndeveloper_rol = true\n",
+                "providers.up.profile",
+            ),
+            (
+                "[providers.up.models.m.profile.tools.tool_types]\nshell = \"gateway\"\n",
+                "providers.up.models.m.profile",
+            ),
+        ] {
+            match load(patch) {
+                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{patch}"),
+                other => panic!("{patch}: {other:?}"),
+            }
+        }
+    }
+
     fn with_keys(keys: &str, store: &str) -> Result<Config, ConfigError> {
         let text = format!(
             "{keys}\n[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"

@@ -710,7 +710,8 @@ fn candidate(
                 namespace: None,
                 name: c.name.clone(),
             };
-            if let Some(decided) = by_tool_type(param, "custom", tool, &identity, caps, diagnostics)?
+            if let Some(decided) =
+                by_tool_type(param, "custom", tool, &identity, caps, diagnostics)?
             {
                 return one(decided);
             }

@@ -53,12 +53,20 @@ apply_patch = "native"
     let glm = Profile::resolve("glm", &[&patch]).unwrap();
     assert_eq!(glm.temperature_range, [0.0, 0.5]);
     assert_eq!(glm.tools.web_search, None);
-    assert!(glm.tools.mcp.is_some(), "tools the patch does not name stay");
+    assert!(
+        glm.tools.mcp.is_some(),
+        "tools the patch does not name stay"
+    );
     assert!(!glm.tools.choice_named);
     let reasons: Vec<&str> = glm.finish_reasons.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         reasons,
-        ["sensitive", "network_error", "model_context_window_exceeded", "odd"]
+        [
+            "sensitive",
+            "network_error",
+            "model_context_window_exceeded",
+            "odd"
+        ]
     );
     assert_eq!(
         glm.tools.tool_types.apply_patch,
