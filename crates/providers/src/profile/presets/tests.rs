@@ -1,3 +1,5 @@
+//! The preset files: each parses and resolves, the name list is the file list, patches merge.
+
 use super::*;
 use crate::profile::Profile;
 
