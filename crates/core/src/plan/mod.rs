@@ -111,7 +111,7 @@ mod none_word {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Deserialize)]
-    #[serde(untagged)]
+    #[serde(untagged, expecting = "one of the field's values, or \"none\"")]
     enum Written<T> {
         Value(T),
         Word(Word),

@@ -6,7 +6,7 @@
 //! (a nested table such as `tools`, `tools.tool_types`, `extra_body` or `finish_reasons` keeps
 //! the keys a patch does not name; any other value is replaced), and only the merged whole is
 //! checked, by deserialising it into a [`Profile`]: a field a profile does not have, or a value
-//! of the wrong kind, is refused there with serde's message.
+//! of the wrong kind, is refused there with serde's message and the key's path.
 //!
 //! Not here: the embedded preset files (`presets`).
 
@@ -59,9 +59,13 @@ pub(super) fn resolve(mut base: Table, layers: &[&ProfilePatch]) -> Result<Profi
         }
         merge(&mut base, &layer.0);
     }
-    Value::Table(base)
-        .try_into()
-        .map_err(|e: toml::de::Error| ProfileError::Invalid(e.message().to_owned()))
+    serde_path_to_error::deserialize(Value::Table(base)).map_err(|e| {
+        let message = e.inner().message().to_owned();
+        match e.path().to_string() {
+            path if path == "." => ProfileError::Invalid(message),
+            path => ProfileError::Invalid(format!("`{path}`: {message}")),
+        }
+    })
 }
 
 /// Merges `over` into `base`: tables key by key (a new key goes after the ones there), any other

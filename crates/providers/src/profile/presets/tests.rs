@@ -95,6 +95,14 @@ apply_patch = "native"
             "{bad} was accepted"
         );
     }
+    let patch = ProfilePatch::parse("[tools.tool_types]\nshell = \"gateway\"").unwrap();
+    let Err(ProfileError::Invalid(message)) = Profile::resolve("generic", &[&patch]) else {
+        panic!("a gateway decision for shell was accepted");
+    };
+    assert!(
+        message.starts_with("`tools.tool_types.shell`: "),
+        "{message}"
+    );
     assert_eq!(
         Profile::resolve("nope", &[]),
         Err(ProfileError::UnknownPreset("nope".to_owned()))
