@@ -9,6 +9,7 @@
 mod choice;
 mod names;
 pub(crate) mod schemas;
+mod tool_types;
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ use serde_json::{Map, Value, json};
 use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
 
 pub use names::{NameMap, sanitize};
+pub use tool_types::{ToolTypeDecision, ToolTypes};
 
 use crate::Error;
 use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
@@ -27,7 +29,7 @@ use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
 #[serde(deny_unknown_fields)]
 pub struct ToolCapabilities {
     /// The most tools one request may declare upstream; `"none"` for no limit.
-    #[serde(default, with = "none_word")]
+    #[serde(default, with = "tool_types::none_word")]
     pub max_tools: Option<usize>,
     /// The longest tool name.
     pub name_max_len: usize,
@@ -44,13 +46,13 @@ pub struct ToolCapabilities {
     /// Accepts `tool_choice: {"type":"allowed_tools",…}`.
     pub choice_allowed_tools: bool,
     /// How `web_search` goes upstream natively, if it can.
-    #[serde(default, with = "none_word")]
+    #[serde(default, with = "tool_types::none_word")]
     pub web_search: Option<NativeWebSearch>,
     /// How `file_search` goes upstream natively, if it can.
-    #[serde(default, with = "none_word")]
+    #[serde(default, with = "tool_types::none_word")]
     pub file_search: Option<NativeFileSearch>,
     /// How `mcp` goes upstream natively, if it can.
-    #[serde(default, with = "none_word")]
+    #[serde(default, with = "tool_types::none_word")]
     pub mcp: Option<NativeMcp>,
     /// What happens to a tool the provider cannot take in any form.
     pub unsupported: UnsupportedPolicy,
@@ -63,81 +65,6 @@ pub struct ToolCapabilities {
     /// `responses` dialect only (the gateway's config enforces it).
     #[serde(default)]
     pub responses_native: bool,
-}
-
-/// The decision for each tool type a client runs itself, as data: a provider that takes
-/// `custom` or `apply_patch` as declared says `native`. Every type is `degraded` by default
-/// (sent as a function, its calls restored as the declared item kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ToolTypes {
-    pub custom: ToolTypeDecision,
-    pub local_shell: ToolTypeDecision,
-    pub shell: ToolTypeDecision,
-    pub apply_patch: ToolTypeDecision,
-}
-
-impl ToolTypes {
-    /// The decision for a tool type; `None` for a type this table does not cover.
-    pub fn get(&self, kind: &str) -> Option<ToolTypeDecision> {
-        match kind {
-            "custom" => Some(self.custom),
-            "local_shell" => Some(self.local_shell),
-            "shell" => Some(self.shell),
-            "apply_patch" => Some(self.apply_patch),
-            _ => None,
-        }
-    }
-}
-
-/// What a profile may decide for a client-run tool type: the [`Decision`]s that make sense for a
-/// tool the gateway cannot run itself, with the same names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolTypeDecision {
-    /// Sent upstream as declared (a provider-native tool), calls restored by name.
-    Native,
-    /// Sent as a function the provider can take (the built-ins' shapes in `schemas`).
-    #[default]
-    Degraded,
-    /// Left out, with a diagnostic.
-    Ignored,
-    /// The request is refused with `unsupported_tool`.
-    Rejected,
-}
-
-/// Serde for an optional capability written as its value or the word `"none"` (TOML has no null).
-mod none_word {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Deserialize)]
-    #[serde(untagged, expecting = "one of the field's values, or \"none\"")]
-    enum Written<T> {
-        Value(T),
-        Word(Word),
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    enum Word {
-        None,
-    }
-
-    pub fn serialize<T: Serialize, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(v) => v.serialize(s),
-            None => s.serialize_str("none"),
-        }
-    }
-
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<T>, D::Error> {
-        Ok(match Written::<T>::deserialize(d)? {
-            Written::Value(v) => Some(v),
-            Written::Word(Word::None) => None,
-        })
-    }
 }
 
 impl Default for ToolCapabilities {
@@ -338,21 +265,11 @@ pub mod reasons {
     /// A tool the gateway runs itself (a built-in or an MCP server's), declared upstream as a
     /// function.
     pub const GATEWAY_TOOL: &str = "gateway_tool";
+    /// A client-run tool type the profile says the provider takes as declared (`tool_types`).
     pub const NATIVE_CUSTOM: &str = "native_custom";
     pub const NATIVE_LOCAL_SHELL: &str = "native_local_shell";
     pub const NATIVE_SHELL: &str = "native_shell";
     pub const NATIVE_APPLY_PATCH: &str = "native_apply_patch";
-
-    /// The reason a client-run tool type goes upstream as declared (the profile's
-    /// `tool_types` says `native`).
-    pub fn native_tool_type(kind: &str) -> &'static str {
-        match kind {
-            "custom" => NATIVE_CUSTOM,
-            "local_shell" => NATIVE_LOCAL_SHELL,
-            "shell" => NATIVE_SHELL,
-            _ => NATIVE_APPLY_PATCH,
-        }
-    }
     /// `web_search` the provider lacks, served by the gateway's search tool.
     pub const GATEWAY_WEB_SEARCH: &str = "gateway_web_search";
     /// An `mcp` server the provider cannot reach, listed and called by the gateway.
@@ -711,7 +628,7 @@ fn candidate(
                 name: c.name.clone(),
             };
             if let Some(decided) =
-                by_tool_type(param, "custom", tool, &identity, caps, diagnostics)?
+                tool_types::decide(param, "custom", tool, &identity, caps, diagnostics)?
             {
                 return one(decided);
             }
@@ -744,7 +661,7 @@ fn candidate(
                 "local_shell" | "shell" | "apply_patch" => {
                     let (identity, reason, parameters, description) = schemas::builtin(kind);
                     if let Some(decided) =
-                        by_tool_type(param, kind, tool, &identity, caps, diagnostics)?
+                        tool_types::decide(param, kind, tool, &identity, caps, diagnostics)?
                     {
                         return one(decided);
                     }
@@ -779,55 +696,6 @@ fn candidate(
                 }),
             }
         }
-    }
-}
-
-/// The profile's decision for a client-run tool type (`caps.tool_types`) when it is not the
-/// degraded form the caller builds: native (the declaration as is, calls restored by name),
-/// ignored, or rejected.
-fn by_tool_type(
-    param: &str,
-    kind: &str,
-    tool: &Tool,
-    identity: &Identity,
-    caps: &ToolCapabilities,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<Option<Candidate>, Error> {
-    match caps.tool_types.get(kind).unwrap_or_default() {
-        ToolTypeDecision::Degraded => Ok(None),
-        ToolTypeDecision::Native => {
-            let mut value =
-                serde_json::to_value(tool).map_err(|e| Error::invalid(param, e.to_string()))?;
-            drop_absent_fields(&mut value);
-            let name = match identity {
-                Identity::Custom { name, .. } => Some(name.clone()),
-                _ => None,
-            };
-            Ok(Some(Candidate {
-                entry: PlanEntry {
-                    param: param.to_owned(),
-                    kind: kind.to_owned(),
-                    name,
-                    decision: Decision::Native,
-                    reason: reasons::native_tool_type(kind),
-                    provider_name: None,
-                },
-                identity: Some(identity.clone()),
-                upstream: Some(UpstreamTool::Native(value)),
-            }))
-        }
-        ToolTypeDecision::Ignored => {
-            diagnostics.push(diag(
-                TOOL_IGNORED,
-                Some(param),
-                format!("the provider's profile leaves `{kind}` tools out; it was left out"),
-            ));
-            Ok(Some(ignored(param, kind, reasons::NO_PROVIDER_SUPPORT)))
-        }
-        ToolTypeDecision::Rejected => Err(Error::UnsupportedTool {
-            param: param.to_owned(),
-            kind: kind.to_owned(),
-        }),
     }
 }
 
