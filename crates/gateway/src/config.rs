@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use toolbridge_providers::profile::{Profile, ProfilePatch};
+use toolbridge_providers::profile::{Profile, ProfileError, ProfilePatch};
 
 use crate::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
 use crate::auth::{ConfiguredKey, cli::MAX_NAME_LEN};
@@ -448,12 +448,10 @@ impl Dialect {
         }
     }
 
-    /// The dialect whose own preset is `preset` (`anthropic`, `gemini`, `responses`); Chat for
-    /// every other.
+    /// The dialect preset `preset` is written for, as its file says; Chat for an unknown name.
     pub fn of_preset(preset: &str) -> Self {
-        [Self::Anthropic, Self::Gemini, Self::Responses]
-            .into_iter()
-            .find(|d| d.default_preset() == preset)
+        Profile::preset_dialect(preset)
+            .and_then(|d| Self::parse(&d))
             .unwrap_or(Self::Chat)
     }
 
@@ -487,6 +485,8 @@ pub struct Provider {
     /// The upstream API key, read from the environment at load time. Never logged.
     pub api_key: Option<String>,
     pub profile: Profile,
+    /// The profile of each model with its own patch (`models.<name>.profile`), resolved at load.
+    pub model_profiles: BTreeMap<String, Profile>,
     pub models: BTreeMap<String, ModelFile>,
     pub request_timeout: Duration,
     pub idle_timeout: Duration,
@@ -553,10 +553,10 @@ impl std::fmt::Debug for Provider {
 impl Provider {
     /// The profile for one upstream model: the provider's, patched for that model.
     pub fn profile_for(&self, upstream_model: &str) -> Profile {
-        match self.models.get(upstream_model) {
-            Some(m) => self.profile.clone().patched(&m.profile),
-            None => self.profile.clone(),
-        }
+        self.model_profiles
+            .get(upstream_model)
+            .unwrap_or(&self.profile)
+            .clone()
     }
 
     /// The context window of an upstream model, from config or the preset.
@@ -1025,15 +1025,30 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         .preset
         .clone()
         .unwrap_or_else(|| dialect.default_preset().to_owned());
-    let preset = Profile::preset(&preset_name).ok_or_else(|| {
-        ConfigError::invalid(
-            at("preset"),
-            format!(
-                "`{preset_name}` is not a preset (presets: {})",
-                Profile::preset_names().join(", ")
+    // The provider's profile, and each configured model's (resolved here, so that a patch
+    // cannot fail at request time). Only a Responses upstream takes every tool as declared, and
+    // it takes nothing else: the planner's passthrough follows the dialect, whatever preset was
+    // named.
+    let resolve = |patches: &[&ProfilePatch], field: String| {
+        let mut profile = Profile::resolve(&preset_name, patches).map_err(|e| match e {
+            ProfileError::UnknownPreset(_) => ConfigError::invalid(
+                at("preset"),
+                format!(
+                    "`{preset_name}` is not a preset (presets: {})",
+                    Profile::preset_names().join(", ")
+                ),
             ),
-        )
-    })?;
+            ProfileError::Invalid(message) => ConfigError::invalid(field, message),
+        })?;
+        profile.tools.responses_native = dialect == Dialect::Responses;
+        Ok::<_, ConfigError>(profile)
+    };
+    let profile = resolve(&[&p.profile], at("profile"))?;
+    let mut model_profiles = BTreeMap::new();
+    for (model, m) in &p.models {
+        let field = at(&format!("models.{model}.profile"));
+        model_profiles.insert(model.clone(), resolve(&[&p.profile, &m.profile], field)?);
+    }
     let api_key = match &p.api_key_env {
         Some(var) => env(var).filter(|k| !k.is_empty()),
         None => None,
@@ -1067,16 +1082,13 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
             &["pass", "fail"],
         )?,
     };
-    let mut profile = preset.patched(&p.profile);
-    // Only a Responses upstream takes every tool as declared, and it takes nothing else: the
-    // planner's passthrough follows the dialect, whatever preset was named.
-    profile.tools.responses_native = dialect == Dialect::Responses;
     Ok(Provider {
         name: name.to_owned(),
         dialect,
         base_url: url,
         api_key,
         profile,
+        model_profiles,
         models: p.models,
         request_timeout: secs(p.request_timeout_secs, 600),
         idle_timeout: secs(p.idle_timeout_secs, 300),
@@ -1141,6 +1153,39 @@ mod tests {
                 "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini, responses)"
             )
         );
+    }
+
+    /// A profile patch is checked at load, against the whole profile it makes: a field no
+    /// profile has is refused with the patch's path, the provider's or the model's.
+    #[test]
+    fn a_profile_patch_is_checked_at_load_with_its_path() {
+        let load = |patch: &str| {
+            let text = format!(
+                "[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\npreset = \"glm\"\n{patch}\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+            );
+            let file: FileConfig = toml::from_str(&text).unwrap();
+            Config::from_file(file, &|_: &str| None)
+        };
+        let ok = load("[providers.up.models.m.profile.tools]\nweb_search = \"none\"\n").unwrap();
+        let up = &ok.providers["up"];
+        assert!(up.profile_for("other").tools.web_search.is_some());
+        assert_eq!(up.profile_for("m").tools.web_search, None);
+        assert_eq!(up.profile_for("m").name, "glm");
+        for (patch, field) in [
+            (
+                "[providers.up.profile]\ndeveloper_rol = true\n",
+                "providers.up.profile",
+            ),
+            (
+                "[providers.up.models.m.profile.tools.tool_types]\nshell = \"gateway\"\n",
+                "providers.up.models.m.profile",
+            ),
+        ] {
+            match load(patch) {
+                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{patch}"),
+                other => panic!("{patch}: {other:?}"),
+            }
+        }
     }
 
     fn with_keys(keys: &str, store: &str) -> Result<Config, ConfigError> {

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use common::Harness;
 use scenarios::{CallSpec, Mode, Outcome, SCENARIOS, Scenario, Upstream};
 use serde_json::{Value, json};
-use targets::{Dialect, MAX_RETRIES, TARGETS, Target};
+use targets::{Dialect, MAX_RETRIES, Target, targets};
 use toolbridge_core::plan::{Decision, Identity, ToolPlan, UpstreamTool, plan};
 use toolbridge_providers::profile::Profile;
 use toolbridge_testkit::dialects::{Answer, Call, responses_output};
@@ -514,7 +514,7 @@ fn check_response(
 async fn every_scenario_runs_against_every_preset_and_dialect() {
     let mut tasks = Vec::new();
     let mut gateways = Vec::new();
-    for target in TARGETS {
+    for target in targets() {
         let h = Arc::new(gateway(target).await);
         let replies: Replies = Arc::default();
         let table = replies.clone();
@@ -578,7 +578,7 @@ async fn every_scenario_runs_against_every_preset_and_dialect() {
 
     // The matrix: one row per scenario and mode, one column per target.
     let mut table = format!("{:<30}", "scenario / target");
-    for t in TARGETS {
+    for t in targets() {
         table.push_str(&format!(" {:>9}", t.preset));
     }
     table.push('\n');
@@ -596,7 +596,7 @@ async fn every_scenario_runs_against_every_preset_and_dialect() {
                 }
             );
             table.push_str(&format!("{label:<30}"));
-            for t in TARGETS {
+            for t in targets() {
                 let cell = match &results[&(t.preset, s.name, mode)] {
                     Ok(cell) => *cell,
                     Err(e) => {

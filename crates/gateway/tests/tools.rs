@@ -446,3 +446,71 @@ async fn kimi_web_search_is_answered_by_the_gateway_and_shown_as_a_web_search_ca
     assert_eq!(body["output"][1]["content"][0]["text"], "Rust 1.95 is out.");
     assert_eq!(h.upstream.requests().len(), 4);
 }
+
+/// Which tool types a provider takes natively is profile data: a config patch that says the
+/// provider takes `apply_patch` as declared (`profile.tools.tool_types.apply_patch = "native"`)
+/// sends it upstream as declared, with no degraded diagnostic, and the provider's call still
+/// comes back as an `apply_patch_call`; a model's own patch can turn it back, and `shell` stays
+/// degraded.
+#[tokio::test]
+async fn a_profile_patch_can_take_apply_patch_natively() {
+    let h = Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.up]
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+preset = "openai"
+repair = false
+
+[providers.up.profile.tools.tool_types]
+apply_patch = "native"
+
+[providers.up.models."old".profile.tools.tool_types]
+apply_patch = "degraded"
+
+[[routes]]
+model = "*"
+provider = "up"
+"#
+        )
+    })
+    .await;
+    let declared = json!([{"type": "apply_patch"}, {"type": "shell"}]);
+    h.upstream.push(Reply::json(json!({
+        "id": "x", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "apply_patch", "arguments": "{\"type\":\"create_file\",\"path\":\"a.txt\",\"diff\":\"+hi\"}"}}
+        ]}}]
+    })));
+    let response = h
+        .post(&json!({"model": "m", "input": "go", "tools": declared}))
+        .await;
+    assert_eq!(response.status(), 200);
+    let header = response.headers()["x-toolbridge-diagnostics"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(header, "tool_degraded:tools[1]", "only shell is degraded");
+    let sent = h.upstream.last_body();
+    assert_eq!(sent["tools"][0], json!({"type": "apply_patch"}));
+    assert_eq!(sent["tools"][1]["function"]["name"], "shell");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["output"][0]["type"], "apply_patch_call", "{body}");
+    assert_eq!(
+        body["output"][0]["operation"],
+        json!({"type": "create_file", "path": "a.txt", "diff": "+hi"})
+    );
+
+    // The model's own patch wins over the provider's.
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "ok", "stop",
+        )));
+    let (status, body) = h
+        .post_json(&json!({"model": "old", "input": "go", "tools": declared}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let sent = h.upstream.last_body();
+    assert_eq!(sent["tools"][0]["function"]["name"], "apply_patch");
+}

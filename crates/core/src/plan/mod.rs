@@ -9,6 +9,7 @@
 mod choice;
 mod names;
 pub(crate) mod schemas;
+mod tool_types;
 
 use std::collections::HashMap;
 
@@ -17,14 +18,18 @@ use serde_json::{Map, Value, json};
 use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
 
 pub use names::{NameMap, sanitize};
+pub use tool_types::{ToolTypeDecision, ToolTypes};
 
 use crate::Error;
 use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
 
-/// What a provider accepts of tools, as data. Part of a provider profile.
+/// What a provider accepts of tools, as data. Part of a provider profile, written in TOML by
+/// presets and config (`"none"` turns an optional field off).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolCapabilities {
-    /// The most tools one request may declare upstream.
+    /// The most tools one request may declare upstream; `"none"` for no limit.
+    #[serde(default, with = "tool_types::none_word")]
     pub max_tools: Option<usize>,
     /// The longest tool name.
     pub name_max_len: usize,
@@ -41,16 +46,24 @@ pub struct ToolCapabilities {
     /// Accepts `tool_choice: {"type":"allowed_tools",…}`.
     pub choice_allowed_tools: bool,
     /// How `web_search` goes upstream natively, if it can.
+    #[serde(default, with = "tool_types::none_word")]
     pub web_search: Option<NativeWebSearch>,
     /// How `file_search` goes upstream natively, if it can.
+    #[serde(default, with = "tool_types::none_word")]
     pub file_search: Option<NativeFileSearch>,
     /// How `mcp` goes upstream natively, if it can.
+    #[serde(default, with = "tool_types::none_word")]
     pub mcp: Option<NativeMcp>,
     /// What happens to a tool the provider cannot take in any form.
     pub unsupported: UnsupportedPolicy,
+    /// What is decided for each tool type the client runs itself (`custom`, `local_shell`,
+    /// `shell`, `apply_patch`).
+    #[serde(default)]
+    pub tool_types: ToolTypes,
     /// The provider speaks the Responses API itself: every declared tool goes upstream as
     /// declared (native, names unchanged), and `tool_choice` is passed as is. Set for the
     /// `responses` dialect only (the gateway's config enforces it).
+    #[serde(default)]
     pub responses_native: bool,
 }
 
@@ -69,6 +82,7 @@ impl Default for ToolCapabilities {
             file_search: None,
             mcp: None,
             unsupported: UnsupportedPolicy::Ignore,
+            tool_types: ToolTypes::default(),
             responses_native: false,
         }
     }
@@ -251,6 +265,11 @@ pub mod reasons {
     /// A tool the gateway runs itself (a built-in or an MCP server's), declared upstream as a
     /// function.
     pub const GATEWAY_TOOL: &str = "gateway_tool";
+    /// A client-run tool type the profile says the provider takes as declared (`tool_types`).
+    pub const NATIVE_CUSTOM: &str = "native_custom";
+    pub const NATIVE_LOCAL_SHELL: &str = "native_local_shell";
+    pub const NATIVE_SHELL: &str = "native_shell";
+    pub const NATIVE_APPLY_PATCH: &str = "native_apply_patch";
     /// `web_search` the provider lacks, served by the gateway's search tool.
     pub const GATEWAY_WEB_SEARCH: &str = "gateway_web_search";
     /// An `mcp` server the provider cannot reach, listed and called by the gateway.
@@ -403,10 +422,15 @@ pub fn plan_with(
     for mut c in candidates {
         if let Some(identity) = &c.identity {
             let provider = names.provider_name(identity).map(str::to_owned);
-            if let (Some(p), Some(UpstreamTool::Function { name, .. })) =
-                (&provider, &mut c.upstream)
-            {
-                name.clone_from(p);
+            match (&provider, &mut c.upstream) {
+                (Some(p), Some(UpstreamTool::Function { name, .. })) => name.clone_from(p),
+                // A native custom tool goes as declared, under its provider-safe name.
+                (Some(p), Some(UpstreamTool::Native(Value::Object(tool))))
+                    if tool.get("name").is_some_and(Value::is_string) =>
+                {
+                    tool.insert("name".to_owned(), Value::String(p.clone()));
+                }
+                _ => {}
             }
             c.entry.provider_name = provider;
         }
@@ -599,6 +623,15 @@ fn candidate(
         }
         Tool::Custom(c) => {
             check_name(param, &c.name)?;
+            let identity = Identity::Custom {
+                namespace: None,
+                name: c.name.clone(),
+            };
+            if let Some(decided) =
+                tool_types::decide(param, "custom", tool, &identity, caps, diagnostics)?
+            {
+                return one(decided);
+            }
             diagnostics.push(diag(
                 TOOL_DEGRADED,
                 Some(param),
@@ -627,6 +660,11 @@ fn candidate(
             match kind {
                 "local_shell" | "shell" | "apply_patch" => {
                     let (identity, reason, parameters, description) = schemas::builtin(kind);
+                    if let Some(decided) =
+                        tool_types::decide(param, kind, tool, &identity, caps, diagnostics)?
+                    {
+                        return one(decided);
+                    }
                     diagnostics.push(diag(
                         TOOL_DEGRADED,
                         Some(param),

@@ -506,3 +506,84 @@ fn a_custom_tool_is_described_with_its_grammar() {
     assert!(description.contains("start: begin_patch"));
     assert_eq!(parameters["required"], json!(["input"]));
 }
+
+/// `tool_types` is data: a provider that takes `custom` and `apply_patch` as declared gets them
+/// as declared (named through the plan, so calls restore), one that cannot gets them left out or
+/// refused; the types the profile does not change stay degraded.
+#[test]
+fn tool_types_decide_native_ignored_or_rejected_per_type() {
+    let declared = tools(json!([
+        {"type": "custom", "name": "apply patch", "description": "Edit."},
+        {"type": "apply_patch"},
+        {"type": "shell"},
+        {"type": "local_shell"}
+    ]));
+    let caps = ToolCapabilities {
+        tool_types: ToolTypes {
+            custom: ToolTypeDecision::Native,
+            apply_patch: ToolTypeDecision::Native,
+            shell: ToolTypeDecision::Ignored,
+            ..ToolTypes::default()
+        },
+        ..ToolCapabilities::default()
+    };
+    let p = plan(&declared, None, &caps).unwrap();
+    assert_eq!(
+        decisions(&p),
+        [
+            (
+                "tools[0]".into(),
+                Decision::Native,
+                reasons::NATIVE_CUSTOM,
+                Some("apply_patch".into())
+            ),
+            (
+                "tools[1]".into(),
+                Decision::Native,
+                reasons::NATIVE_APPLY_PATCH,
+                Some("apply_patch_2".into())
+            ),
+            (
+                "tools[2]".into(),
+                Decision::Ignored,
+                reasons::NO_PROVIDER_SUPPORT,
+                None
+            ),
+            (
+                "tools[3]".into(),
+                Decision::Degraded,
+                reasons::LOCAL_SHELL_AS_FUNCTION,
+                Some("local_shell".into())
+            ),
+        ]
+    );
+    assert_eq!(
+        p.upstream[0],
+        UpstreamTool::Native(
+            json!({"type": "custom", "name": "apply_patch", "description": "Edit."})
+        )
+    );
+    assert_eq!(
+        p.upstream[1],
+        UpstreamTool::Native(json!({"type": "apply_patch"}))
+    );
+    assert!(matches!(&p.upstream[2], UpstreamTool::Function { name, .. } if name == "local_shell"));
+    assert_eq!(
+        p.names.identity("apply_patch"),
+        Some(&Identity::Custom {
+            namespace: None,
+            name: "apply patch".into()
+        })
+    );
+
+    let rejecting = ToolCapabilities {
+        tool_types: ToolTypes {
+            local_shell: ToolTypeDecision::Rejected,
+            ..ToolTypes::default()
+        },
+        ..ToolCapabilities::default()
+    };
+    let err = plan(&declared, None, &rejecting).unwrap_err();
+    assert_eq!(err.code(), "unsupported_tool");
+    assert!(err.to_string().contains("tools[3]"), "{err}");
+}

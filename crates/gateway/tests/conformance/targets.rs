@@ -1,6 +1,9 @@
-//! The conformance matrix's targets: each preset with its dialect, and what the test knows of
-//! each dialect's wire (where tools, `tool_choice`, effort and the stream flag go). A new
-//! dialect is one more [`Dialect`] variant: the compiler lists every `match` that must learn it.
+//! The conformance matrix's targets: each preset with the dialect its file names, and what the
+//! test knows of each dialect's wire (where tools, `tool_choice`, effort and the stream flag
+//! go). A new dialect is one more [`Dialect`] variant: the compiler lists every `match` that
+//! must learn it.
+
+use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 use toolbridge_core::plan::ToolPlan;
@@ -22,28 +25,34 @@ pub struct Target {
     pub dialect: Dialect,
 }
 
-#[rustfmt::skip]
-pub const TARGETS: &[Target] = &[
-    Target { preset: "generic", dialect: Dialect::Chat },
-    Target { preset: "openai", dialect: Dialect::Chat },
-    Target { preset: "deepseek", dialect: Dialect::Chat },
-    Target { preset: "glm", dialect: Dialect::Chat },
-    Target { preset: "kimi", dialect: Dialect::Chat },
-    Target { preset: "qwen", dialect: Dialect::Chat },
-    Target { preset: "minimax", dialect: Dialect::Chat },
-    Target { preset: "mimo", dialect: Dialect::Chat },
-    Target { preset: "ollama", dialect: Dialect::Chat },
-    Target { preset: "vllm", dialect: Dialect::Chat },
-    Target { preset: "anthropic", dialect: Dialect::Anthropic },
-    Target { preset: "gemini", dialect: Dialect::Gemini },
-    Target { preset: "responses", dialect: Dialect::Responses },
-];
+/// Every preset, with the dialect its file names: the matrix's columns come from the preset
+/// files, so a new preset is a new column.
+pub fn targets() -> &'static [Target] {
+    static TARGETS: LazyLock<Vec<Target>> = LazyLock::new(|| {
+        Profile::preset_names()
+            .iter()
+            .map(|&preset| {
+                let dialect = Profile::preset_dialect(preset)
+                    .and_then(|d| Dialect::from_config_name(&d))
+                    .unwrap_or_else(|| panic!("preset {preset} names no known dialect"));
+                Target { preset, dialect }
+            })
+            .collect()
+    });
+    &TARGETS
+}
 
 /// Retries before the answer starts, for every target: the 500 scenario expects `1 + this`
 /// upstream attempts.
 pub const MAX_RETRIES: usize = 1;
 
 impl Dialect {
+    const ALL: [Self; 4] = [Self::Chat, Self::Anthropic, Self::Gemini, Self::Responses];
+
+    fn from_config_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.config_name() == name)
+    }
+
     pub fn config_name(self) -> &'static str {
         match self {
             Self::Chat => "chat",

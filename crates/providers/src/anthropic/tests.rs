@@ -21,7 +21,7 @@ use crate::profile::Profile;
 fn translate(body: Value) -> (Value, Vec<String>) {
     let req: CreateResponse = serde_json::from_value(body).unwrap();
     let canonical = normalize(&req, &Limits::default()).unwrap();
-    let profile = Profile::generic();
+    let profile = Profile::preset("generic").unwrap();
     let plan = plan(
         &canonical.tools,
         canonical.tool_choice.as_ref(),

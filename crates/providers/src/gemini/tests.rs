@@ -50,7 +50,7 @@ fn build(req: &CanonicalRequest, plan: &ToolPlan) -> (Value, Vec<Diagnostic>) {
     let out = request::build(
         req,
         plan,
-        &Profile::generic(),
+        &Profile::preset("generic").unwrap(),
         "gemini-2.5-flash",
         &mut diagnostics,
     );
