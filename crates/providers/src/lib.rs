@@ -105,6 +105,7 @@
 pub mod anthropic;
 pub mod chat;
 mod degraded;
+pub mod dialect;
 pub mod error;
 pub mod gemini;
 pub mod profile;

@@ -1,6 +1,7 @@
 //! The Chat Completions dialect (OpenAI-compatible providers: DeepSeek, GLM, Kimi, Qwen, MiniMax,
 //! MiMo, Ollama, vLLM, …).
 
+pub mod echo;
 pub mod errors;
 pub mod request;
 pub mod response;
