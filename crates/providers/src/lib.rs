@@ -108,6 +108,7 @@ mod degraded;
 pub mod dialect;
 pub mod error;
 pub mod gemini;
+mod native;
 pub mod profile;
 pub mod responses;
 

@@ -3,6 +3,7 @@
 
 pub mod echo;
 pub mod errors;
+pub(crate) mod native;
 pub mod request;
 pub mod response;
 pub mod stream;
