@@ -155,3 +155,118 @@ impl Decoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic() -> Profile {
+        Profile::generic()
+    }
+
+    #[test]
+    fn an_error_as_the_first_event_is_classified_in_every_dialect() {
+        let cases: [(Dialect, Option<&str>, &str); 4] = [
+            (
+                Dialect::Chat,
+                None,
+                r#"{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limit_exceeded"}}"#,
+            ),
+            (
+                Dialect::Anthropic,
+                Some("error"),
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ),
+            (
+                Dialect::Gemini,
+                None,
+                r#"{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}"#,
+            ),
+            (
+                Dialect::Responses,
+                Some("error"),
+                r#"{"type":"error","code":"rate_limit_exceeded","message":"slow down"}"#,
+            ),
+        ];
+        for (dialect, event, data) in cases {
+            let error = dialect.classify_first_event(&generic(), event, data);
+            assert!(
+                matches!(error, Some(Error::Upstream(_))),
+                "{dialect:?}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_ordinary_or_broken_first_event_is_not_an_error() {
+        let profile = generic();
+        let chat = r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#;
+        assert_eq!(
+            Dialect::Chat.classify_first_event(&profile, None, chat),
+            None
+        );
+        assert_eq!(
+            Dialect::Gemini.classify_first_event(&profile, None, "not json"),
+            None
+        );
+        assert_eq!(
+            Dialect::Responses.classify_first_event(
+                &profile,
+                Some("response.created"),
+                r#"{"type":"response.created"}"#
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn one_decoder_reads_every_streaming_dialect_and_a_passthrough_has_none() {
+        let profile = generic();
+        assert!(
+            Dialect::Responses
+                .decoder(&profile, "c".to_owned())
+                .is_none()
+        );
+        let mut chat = Dialect::Chat.decoder(&profile, "c".to_owned()).unwrap();
+        let mut out = Vec::new();
+        let flow = chat.on_event(&profile, None, "[DONE]", &mut out, &mut Vec::new());
+        assert_eq!(flow, Ok(Flow::Done));
+        let mut anthropic = Dialect::Anthropic
+            .decoder(&profile, "c".to_owned())
+            .unwrap();
+        let flow = anthropic.on_event(
+            &profile,
+            Some("message_stop"),
+            r#"{"type":"message_stop"}"#,
+            &mut out,
+            &mut Vec::new(),
+        );
+        assert_eq!(flow, Ok(Flow::Done));
+        // Gemini has no end marker: the connection closing ends its stream.
+        let mut gemini = Dialect::Gemini.decoder(&profile, "c".to_owned()).unwrap();
+        let chunk = r#"{"candidates":[{"index":0,"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}]}"#;
+        let flow = gemini.on_event(&profile, None, chunk, &mut out, &mut Vec::new());
+        assert_eq!(flow, Ok(Flow::Continue));
+        let named = format!("{out:?}");
+        assert!(
+            named.contains("c_"),
+            "an id-less call is named from the prefix: {named}"
+        );
+    }
+
+    #[test]
+    fn a_whole_answer_of_the_wrong_shape_is_a_decode_error() {
+        for dialect in [
+            Dialect::Chat,
+            Dialect::Anthropic,
+            Dialect::Gemini,
+            Dialect::Responses,
+        ] {
+            let decoded = dialect.decode_whole(&generic(), b"[1]", "c", &mut Vec::new());
+            assert!(
+                matches!(decoded, Err(Error::Decode { .. })),
+                "{dialect:?}: {decoded:?}"
+            );
+        }
+    }
+}
