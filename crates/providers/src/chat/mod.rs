@@ -4,6 +4,7 @@
 pub mod echo;
 pub mod errors;
 pub(crate) mod native;
+pub mod prompt;
 pub mod request;
 pub mod response;
 pub mod stream;
