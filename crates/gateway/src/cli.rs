@@ -182,9 +182,10 @@ pub fn describe(config: &Config) -> String {
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.
-        let dialect = match p.dialect {
-            crate::config::Dialect::Chat => String::new(),
-            other => format!("{} dialect, ", other.as_str()),
+        let dialect = if p.dialect == crate::config::Dialect::default() {
+            String::new()
+        } else {
+            format!("{} dialect, ", p.dialect.as_str())
         };
         out.push_str(&format!(
             "  {}: {} ({dialect}preset {}, key {})\n",
@@ -259,10 +260,12 @@ pub fn describe_sessions(sessions: &crate::config::SessionsConfig) -> String {
     }
 }
 
-/// What `toolbridge plan` prints for a request body, planned for `profile`.
+/// What `toolbridge plan` prints for a request body, planned for `profile` and translated by
+/// `dialect`'s own translator: the upstream request is the body the gateway would send.
 pub fn plan_report(
     body: &[u8],
     profile: &toolbridge_providers::profile::Profile,
+    dialect: crate::config::Dialect,
     upstream_model: Option<&str>,
 ) -> Result<String, String> {
     use toolbridge_core::request::{Limits, normalize};
@@ -279,17 +282,31 @@ pub fn plan_report(
     let model = upstream_model.unwrap_or(&canonical.model);
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
-    let chat = toolbridge_providers::chat::request::build(
-        &canonical,
+    // A passthrough starts from the body exactly as written.
+    let raw = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)
+        .ok()
+        .map(toolbridge_providers::dialect::Raw::new);
+    let outgoing = crate::responses::translate(
+        dialect,
+        &toolbridge_providers::dialect::Source {
+            req: &req,
+            raw: raw.as_ref(),
+            canonical: &canonical,
+            stored: false,
+            sealed_by_gateway: &crate::responses::sealed_by_gateway,
+        },
         &plan,
         profile,
         model,
         &mut diagnostics,
     );
+    let upstream = serde_json::from_slice::<serde_json::Value>(&outgoing.payload())
+        .map_err(|e| fail("internal_error", e.to_string()))?;
 
     let mut out = format!(
-        "profile: {}\nupstream model: {model}\n\ntools:\n",
-        profile.name
+        "profile: {}\ndialect: {}\nupstream model: {model}\n\ntools:\n",
+        profile.name,
+        dialect.as_str()
     );
     if plan.entries.is_empty() {
         out.push_str("  (none)\n");
@@ -334,8 +351,11 @@ pub fn plan_report(
             d.message
         ));
     }
-    out.push_str("\nupstream request:\n");
-    out.push_str(&serde_json::to_string_pretty(&chat).unwrap_or_default());
+    out.push_str(&format!(
+        "\nupstream request (POST {}):\n",
+        dialect.http(model, outgoing.stream()).path
+    ));
+    out.push_str(&serde_json::to_string_pretty(&upstream).unwrap_or_default());
     out.push('\n');
     Ok(out)
 }

@@ -20,7 +20,9 @@ use toolbridge_wire::responses::{
 
 use crate::app::AppState;
 use crate::error::GatewayError;
-use crate::responses::{Outgoing, Source, decode_whole};
+use toolbridge_providers::dialect::Source;
+
+use crate::responses::{decode_whole, sealed_by_gateway, translate};
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::{ids, time};
 
@@ -121,20 +123,23 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let mut canonical = canonical;
     canonical.stream = false;
     let dialect = target.provider.dialect;
-    let payload = Outgoing::build(
-        dialect,
-        &Source {
-            req: &req,
-            raw: None,
-            canonical: &canonical,
-            stored: false,
-        },
-        &plan,
-        &profile,
-        &target.upstream_model,
-        &mut diagnostics,
-    )
-    .payload();
+    let payload = Bytes::from(
+        translate(
+            dialect,
+            &Source {
+                req: &req,
+                raw: None,
+                canonical: &canonical,
+                stored: false,
+                sealed_by_gateway: &sealed_by_gateway,
+            },
+            &plan,
+            &profile,
+            &target.upstream_model,
+            &mut diagnostics,
+        )
+        .payload(),
+    );
     let upstream = state
         .upstreams
         .send(target.provider, &target.upstream_model, &payload, false)

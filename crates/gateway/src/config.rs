@@ -12,6 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+/// The wire dialect a provider speaks: a closed unit of the providers crate.
+pub use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::profile::{Profile, ProfileError, ProfilePatch};
 
 use crate::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
@@ -416,64 +418,6 @@ pub struct Config {
     pub gateway_tools: crate::gateway_tools::Shared,
     /// Metrics, traces, log format and request capture.
     pub ops: crate::ops::OpsConfig,
-}
-
-/// The wire dialect a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// OpenAI Chat Completions: `POST {base_url}/chat/completions`, `Authorization: Bearer`.
-    Chat,
-    /// Anthropic Messages: `POST {base_url}/messages`, `x-api-key` and `anthropic-version`.
-    Anthropic,
-    /// Gemini generateContent: `POST {base_url}/models/{model}:generateContent` (streamed:
-    /// `:streamGenerateContent?alt=sse`), `x-goog-api-key`.
-    Gemini,
-    /// A native Responses upstream (OpenAI or any Responses server): `POST {base_url}/responses`,
-    /// `Authorization: Bearer`. Requests and events pass through.
-    Responses,
-}
-
-impl Dialect {
-    /// The names accepted in the config file's `dialect` field.
-    pub const NAMES: &'static [&'static str] = &["chat", "anthropic", "gemini", "responses"];
-
-    /// Reads a config file's `dialect` value.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "chat" => Some(Self::Chat),
-            "anthropic" => Some(Self::Anthropic),
-            "gemini" => Some(Self::Gemini),
-            "responses" => Some(Self::Responses),
-            _ => None,
-        }
-    }
-
-    /// The dialect preset `preset` is written for, as its file says; Chat for an unknown name.
-    pub fn of_preset(preset: &str) -> Self {
-        Profile::preset_dialect(preset)
-            .and_then(|d| Self::parse(&d))
-            .unwrap_or(Self::Chat)
-    }
-
-    /// The preset a provider of this dialect starts from when its config names none.
-    pub fn default_preset(self) -> &'static str {
-        match self {
-            Self::Chat => "generic",
-            Self::Anthropic => "anthropic",
-            Self::Gemini => "gemini",
-            Self::Responses => "responses",
-        }
-    }
-
-    /// The name as written in the config file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::Anthropic => "anthropic",
-            Self::Gemini => "gemini",
-            Self::Responses => "responses",
-        }
-    }
 }
 
 /// A resolved provider. Its `Debug` output hides the API key.
@@ -1040,7 +984,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
             ),
             ProfileError::Invalid(message) => ConfigError::invalid(field, message),
         })?;
-        profile.tools.responses_native = dialect == Dialect::Responses;
+        profile.tools.responses_native = dialect.passes_through();
         Ok::<_, ConfigError>(profile)
     };
     let profile = resolve(&[&p.profile], at("profile"))?;

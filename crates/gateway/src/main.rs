@@ -185,10 +185,10 @@ fn plan(
     config: Option<&std::path::Path>,
     request: &std::path::Path,
 ) -> ExitCode {
-    let profile = match config {
+    let (profile, dialect) = match config {
         Some(path) => match load(Some(path), None) {
             Ok(config) => match config.providers.get(provider) {
-                Some(p) => p.profile_for(model.unwrap_or_default()),
+                Some(p) => (p.profile_for(model.unwrap_or_default()), p.dialect),
                 None => {
                     eprintln!("error: no provider `{provider}` in {}", path.display());
                     return ExitCode::FAILURE;
@@ -200,7 +200,7 @@ fn plan(
             }
         },
         None => match toolbridge_providers::profile::Profile::preset(provider) {
-            Some(p) => p,
+            Some(p) => (p, Dialect::of_preset(provider)),
             None => {
                 eprintln!(
                     "error: `{provider}` is not a preset (presets: {}); pass --config to name a configured provider",
@@ -217,7 +217,7 @@ fn plan(
             return ExitCode::FAILURE;
         }
     };
-    match toolbridge_gateway::cli::plan_report(&body, &profile, model) {
+    match toolbridge_gateway::cli::plan_report(&body, &profile, dialect, model) {
         Ok(report) => {
             print!("{report}");
             ExitCode::SUCCESS

@@ -12,10 +12,9 @@ use toolbridge_wire::responses::Tool;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_wire::responses::CreateResponse;
 
-use crate::config::Dialect;
-use toolbridge_providers::responses::request::Raw;
+use toolbridge_providers::dialect::{Dialect, Raw, Source};
 
-use crate::responses::{Outgoing, Source};
+use crate::responses::sealed_by_gateway;
 
 /// The tool of every type a Codex or SDK request may carry, one each.
 fn probe_tools() -> Vec<Value> {
@@ -150,13 +149,14 @@ fn translate(
     .map_err(|e| e.code().to_owned())?;
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
-    let outgoing = Outgoing::build(
+    let outgoing = crate::responses::translate(
         dialect,
         &Source {
             req: &req,
             raw: raw.as_ref(),
             canonical: &canonical,
             stored: false,
+            sealed_by_gateway: &sealed_by_gateway,
         },
         &plan,
         profile,
@@ -229,7 +229,7 @@ fn decision_word(decision: Decision) -> &'static str {
 /// than shown wrong.
 pub fn report(profile: &Profile, dialect: Dialect) -> String {
     let mut out = format!("provider: {}\n", profile.name);
-    if dialect != Dialect::Chat {
+    if dialect != Dialect::default() {
         out.push_str(&format!("dialect: {}\n", dialect.as_str()));
     }
     out.push_str("\ntools:\n");
@@ -303,7 +303,7 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
             translation_row(profile, dialect, &base, &probe)
         ));
     }
-    if dialect != Dialect::Chat {
+    if !dialect.reads_chat_profile() {
         return out;
     }
     out.push_str("\nprofile (Chat dialect):\n");

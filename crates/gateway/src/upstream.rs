@@ -7,9 +7,10 @@ use tracing::Instrument;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use toolbridge_providers::UpstreamError;
 
-use crate::config::{Config, Dialect, Provider};
+use toolbridge_providers::dialect::{Auth, HttpShape};
+
+use crate::config::{Config, Provider};
 use crate::error::GatewayError;
 
 /// The most of an upstream error body we read.
@@ -19,81 +20,20 @@ pub const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
 /// The most bytes one upstream stream may send.
 pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The `anthropic-version` header sent to Anthropic providers.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-/// How a provider's dialect is spoken over HTTP: where requests go, how the key is sent, and how
-/// error answers are read.
-trait Transport {
-    /// The path after the base URL. Gemini names the model and the streaming mode in it; the
-    /// other dialects name them in the body.
-    fn path(self, model: &str, stream: bool) -> String;
-    /// Adds the dialect's headers and the key, when the provider has one.
-    fn headers(
-        self,
-        request: reqwest::RequestBuilder,
-        key: Option<&str>,
-    ) -> reqwest::RequestBuilder;
-    fn error(self, status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError;
-}
-
-impl Transport for Dialect {
-    fn path(self, model: &str, stream: bool) -> String {
-        match self {
-            Dialect::Chat => "/chat/completions".to_owned(),
-            Dialect::Anthropic => "/messages".to_owned(),
-            Dialect::Gemini if stream => format!(
-                "/models/{}:streamGenerateContent?alt=sse",
-                path_segment(model)
-            ),
-            Dialect::Gemini => format!("/models/{}:generateContent", path_segment(model)),
-            Dialect::Responses => "/responses".to_owned(),
-        }
+/// Adds a dialect's fixed headers and the key, sent its way, when the provider has one.
+fn with_auth(
+    mut request: reqwest::RequestBuilder,
+    shape: &HttpShape,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    for (name, value) in shape.headers {
+        request = request.header(*name, *value);
     }
-
-    fn headers(
-        self,
-        request: reqwest::RequestBuilder,
-        key: Option<&str>,
-    ) -> reqwest::RequestBuilder {
-        match (self, key) {
-            (Dialect::Chat | Dialect::Responses, Some(key)) => request.bearer_auth(key),
-            (Dialect::Chat | Dialect::Responses, None) => request,
-            (Dialect::Anthropic, key) => {
-                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
-                match key {
-                    Some(key) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
-            (Dialect::Gemini, Some(key)) => request.header("x-goog-api-key", key),
-            (Dialect::Gemini, None) => request,
-        }
+    match (shape.auth, key) {
+        (Auth::Bearer, Some(key)) => request.bearer_auth(key),
+        (Auth::Header(name), Some(key)) => request.header(name, key),
+        (_, None) => request,
     }
-
-    fn error(self, status: u16, body: &[u8], retry_after: Option<String>) -> UpstreamError {
-        match self {
-            // A Responses server answers errors in OpenAI's shape, as Chat servers do.
-            Dialect::Chat | Dialect::Responses => {
-                toolbridge_providers::chat::errors::from_http(status, body, retry_after)
-            }
-            Dialect::Anthropic => {
-                toolbridge_providers::anthropic::errors::from_http(status, body, retry_after)
-            }
-            Dialect::Gemini => {
-                toolbridge_providers::gemini::errors::from_http(status, body, retry_after)
-            }
-        }
-    }
-}
-
-/// `text` as one URL path segment: a model name may come from the client (a `*` route sends
-/// the requested name), so `/`, `?`, `#`, `%` and anything else outside the unreserved set are
-/// percent-encoded and can never change the path or add a query.
-fn path_segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
 }
 
 /// The HTTP clients of every provider.
@@ -191,12 +131,9 @@ impl Upstreams {
         payload: bytes::Bytes,
     ) -> Result<reqwest::Response, GatewayError> {
         let dialect = provider.dialect;
+        let shape = dialect.http(model, stream);
         let mut request = client
-            .post(format!(
-                "{}{}",
-                provider.base_url,
-                dialect.path(model, stream)
-            ))
+            .post(format!("{}{}", provider.base_url, shape.path))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(payload);
         if stream {
@@ -204,7 +141,7 @@ impl Upstreams {
         } else {
             request = request.timeout(provider.request_timeout);
         }
-        request = dialect.headers(request, provider.api_key.as_deref());
+        request = with_auth(request, &shape, provider.api_key.as_deref());
         if let Some((parent, state)) = crate::ops::telemetry::outgoing() {
             request = request.header("traceparent", parent);
             if let Some(state) = state {
@@ -235,7 +172,7 @@ impl Upstreams {
             .await
             .unwrap_or_default();
         Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Upstream(Box::new(dialect.error(
+            toolbridge_providers::Error::Upstream(Box::new(dialect.map_http_error(
                 status.as_u16(),
                 &body,
                 retry_after,
@@ -359,25 +296,4 @@ pub fn bounded_bytes(
     body.chain(futures::stream::once(async {
         Ok(Bytes::from_static(b"\n\n"))
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gemini_model_name_stays_one_path_segment() {
-        assert_eq!(
-            Dialect::Gemini.path("gemini-2.5-flash", true),
-            "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
-        );
-        assert_eq!(
-            Dialect::Gemini.path("../../v1/x?key=1#f", false),
-            "/models/..%2F..%2Fv1%2Fx%3Fkey%3D1%23f:generateContent"
-        );
-        assert_eq!(
-            Dialect::Gemini.path("a b%", false),
-            "/models/a%20b%25:generateContent"
-        );
-    }
 }

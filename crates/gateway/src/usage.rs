@@ -9,7 +9,7 @@
 use std::sync::OnceLock;
 
 use tiktoken_rs::CoreBPE;
-use toolbridge_wire::chat::ChatRequest;
+use toolbridge_providers::dialect::PromptTexts;
 use toolbridge_wire::responses::{InputTokensDetails, OutputTokensDetails, Usage};
 
 /// Framing tokens per chat message, as OpenAI counts them.
@@ -32,9 +32,9 @@ fn count(text: &str) -> u64 {
 
 /// Estimated usage for a request (as sent upstream, JSON) and the model's output text.
 pub fn estimate(request_json: &[u8], output: &str) -> Usage {
-    let input = match serde_json::from_slice::<ChatRequest>(request_json) {
-        Ok(request) => input_tokens(&request),
-        Err(_) => count(&String::from_utf8_lossy(request_json)),
+    let input = match PromptTexts::read(request_json) {
+        Some(prompt) => input_tokens(&prompt),
+        None => count(&String::from_utf8_lossy(request_json)),
     };
     let output = count(output);
     Usage {
@@ -46,32 +46,10 @@ pub fn estimate(request_json: &[u8], output: &str) -> Usage {
     }
 }
 
-fn input_tokens(request: &ChatRequest) -> u64 {
-    let mut total = 0;
-    for message in &request.messages {
-        total += PER_MESSAGE;
-        match &message.content {
-            Some(serde_json::Value::String(text)) => total += count(text),
-            Some(serde_json::Value::Array(parts)) => {
-                for part in parts {
-                    if let Some(text) = part.get("text").and_then(serde_json::Value::as_str) {
-                        total += count(text);
-                    }
-                }
-            }
-            _ => {}
-        }
-        for call in message.tool_calls.iter().flatten() {
-            total += count(&call.function.name) + count(&call.function.arguments);
-        }
-        if let Some(reasoning) = &message.reasoning_content {
-            total += count(reasoning);
-        }
-    }
-    if let Some(tools) = &request.tools {
-        total += count(&serde_json::to_string(tools).unwrap_or_default());
-    }
-    total + PER_MESSAGE
+/// Each text's tokens, the framing of each message, and the reply's priming.
+fn input_tokens(prompt: &PromptTexts) -> u64 {
+    let texts: u64 = prompt.texts.iter().map(|t| count(t)).sum();
+    texts + prompt.messages * PER_MESSAGE + PER_MESSAGE
 }
 
 #[cfg(test)]

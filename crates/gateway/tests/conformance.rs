@@ -24,7 +24,7 @@ use common::Harness;
 use scenarios::{CallSpec, Mode, Outcome, SCENARIOS, Scenario, Upstream};
 use serde_json::{Value, json};
 use targets::{Dialect, MAX_RETRIES, Target, targets};
-use toolbridge_core::plan::{Decision, Identity, ToolPlan, UpstreamTool, plan};
+use toolbridge_core::plan::{Decision, Identity, NativeTool, ToolPlan, UpstreamTool, plan};
 use toolbridge_providers::profile::Profile;
 use toolbridge_testkit::dialects::{Answer, Call, responses_output};
 use toolbridge_testkit::{Recorded, Reply};
@@ -318,7 +318,8 @@ fn check_passthrough(request: &Value, body: &Value, plan: &ToolPlan) {
         .upstream
         .iter()
         .filter_map(|t| match t {
-            UpstreamTool::Native(v) => Some(v.clone()),
+            UpstreamTool::Native(NativeTool::AsDeclared(v)) => Some(v.clone()),
+            UpstreamTool::Native(_) => None,
             UpstreamTool::Function { .. } => None,
         })
         .collect();

@@ -5,6 +5,10 @@
 //! dialect lives in a folder with the same shape: `request` (translation), `stream` (chunk
 //! decoding), `response` (non-streamed decoding) and `errors` (upstream error bodies).
 //!
+//! [`dialect::Dialect`] is the face of every dialect as one closed unit: its names, its HTTP
+//! shape as data, its outgoing body, its decoders and error mapping, all methods, so its users
+//! never match on the dialect.
+//!
 //! Provider differences are data: a [`profile::Profile`] says what a provider accepts, and the
 //! presets in [`profile`] are the profiles of the providers we know. This crate does no I/O.
 //!
@@ -105,8 +109,10 @@
 pub mod anthropic;
 pub mod chat;
 mod degraded;
+pub mod dialect;
 pub mod error;
 pub mod gemini;
+mod native;
 pub mod profile;
 pub mod responses;
 

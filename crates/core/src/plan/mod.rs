@@ -8,6 +8,7 @@
 
 mod choice;
 mod names;
+mod native;
 pub(crate) mod schemas;
 mod tool_types;
 
@@ -18,6 +19,7 @@ use serde_json::{Map, Value, json};
 use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
 
 pub use names::{NameMap, sanitize};
+pub use native::{NativeMcpServer, NativeSearch, NativeTool};
 pub use tool_types::{ToolTypeDecision, ToolTypes};
 
 use crate::Error;
@@ -221,8 +223,8 @@ pub enum UpstreamTool {
         parameters: Value,
         strict: Option<bool>,
     },
-    /// A provider-native tool object, sent as is.
-    Native(Value),
+    /// A tool the provider runs itself, neutral: each dialect renders it.
+    Native(NativeTool),
 }
 
 /// The plan of one request's tools.
@@ -425,9 +427,10 @@ pub fn plan_with(
             match (&provider, &mut c.upstream) {
                 (Some(p), Some(UpstreamTool::Function { name, .. })) => name.clone_from(p),
                 // A native custom tool goes as declared, under its provider-safe name.
-                (Some(p), Some(UpstreamTool::Native(Value::Object(tool))))
-                    if tool.get("name").is_some_and(Value::is_string) =>
-                {
+                (
+                    Some(p),
+                    Some(UpstreamTool::Native(NativeTool::AsDeclared(Value::Object(tool)))),
+                ) if tool.get("name").is_some_and(Value::is_string) => {
                     tool.insert("name".to_owned(), Value::String(p.clone()));
                 }
                 _ => {}
@@ -466,9 +469,8 @@ pub fn plan_with(
         plan.request_flags.clear();
     }
     for tool in &plan.upstream {
-        if let UpstreamTool::Native(v) = tool
-            && v["type"] == "builtin_function"
-            && let Some(name) = v["function"]["name"].as_str()
+        if let UpstreamTool::Native(native) = tool
+            && let Some(name) = native.echoed_builtin()
         {
             plan.echo_tools.push(name.to_owned());
         }
@@ -543,7 +545,7 @@ fn plan_passthrough(
         let mut value =
             serde_json::to_value(tool).map_err(|e| Error::invalid(&param, e.to_string()))?;
         drop_absent_fields(&mut value);
-        upstream.push(UpstreamTool::Native(value));
+        upstream.push(UpstreamTool::Native(NativeTool::AsDeclared(value)));
         entries.push(PlanEntry {
             param,
             kind: tool.kind().to_owned(),
@@ -865,78 +867,39 @@ fn web_search(
         ));
         return Ok(ignored(param, kind, reasons::WEB_ACCESS_DISABLED));
     }
+    let search = |form: NativeWebSearch| {
+        let allowed_domains = map
+            .get("filters")
+            .and_then(|f| f.get("allowed_domains"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let user_location = map.get("user_location").filter(|l| l.is_object()).cloned();
+        Some(UpstreamTool::Native(NativeTool::WebSearch(NativeSearch {
+            form,
+            allowed_domains,
+            user_location,
+        })))
+    };
     match caps.web_search {
-        Some(NativeWebSearch::GlmTool) => {
-            let mut options = json!({"enable": true, "search_result": true});
-            if let (Some(domains), Some(obj)) = (
-                map.get("filters")
-                    .and_then(|f| f.get("allowed_domains"))
-                    .and_then(Value::as_array)
-                    .and_then(|d| d.first()),
-                options.as_object_mut(),
-            ) {
-                obj.insert("search_domain_filter".to_owned(), domains.clone());
-            }
-            Ok(native(
-                param,
-                kind,
-                reasons::NATIVE_WEB_SEARCH,
-                Some(UpstreamTool::Native(
-                    json!({"type": "web_search", "web_search": options}),
-                )),
-            ))
-        }
         Some(NativeWebSearch::QwenFlag) => {
             flags.insert("enable_search".to_owned(), Value::Bool(true));
             Ok(native(param, kind, reasons::NATIVE_WEB_SEARCH, None))
         }
-        Some(NativeWebSearch::KimiBuiltin) => Ok(native(
+        Some(
+            form @ (NativeWebSearch::GlmTool
+            | NativeWebSearch::KimiBuiltin
+            | NativeWebSearch::AnthropicServerTool
+            | NativeWebSearch::GeminiGoogleSearch),
+        ) => Ok(native(
             param,
             kind,
             reasons::NATIVE_WEB_SEARCH,
-            Some(UpstreamTool::Native(
-                json!({"type": "builtin_function", "function": {"name": KIMI_WEB_SEARCH}}),
-            )),
-        )),
-        Some(NativeWebSearch::AnthropicServerTool) => {
-            let mut tool = json!({
-                "type": ANTHROPIC_WEB_SEARCH,
-                "name": "web_search",
-                "max_uses": ANTHROPIC_WEB_SEARCH_MAX_USES,
-            });
-            if let Some(domains) = map
-                .get("filters")
-                .and_then(|f| f.get("allowed_domains"))
-                .filter(|d| d.as_array().is_some_and(|d| !d.is_empty()))
-            {
-                tool["allowed_domains"] = domains.clone();
-            }
-            // Responses' `user_location` has Anthropic's shape (`type: approximate`, city, …).
-            if let Some(location) = map.get("user_location").filter(|l| l.is_object()) {
-                tool["user_location"] = location.clone();
-            }
-            Ok(native(
-                param,
-                kind,
-                reasons::NATIVE_WEB_SEARCH,
-                Some(UpstreamTool::Native(tool)),
-            ))
-        }
-        Some(NativeWebSearch::GeminiGoogleSearch) => Ok(native(
-            param,
-            kind,
-            reasons::NATIVE_WEB_SEARCH,
-            Some(UpstreamTool::Native(json!({"googleSearch": {}}))),
+            search(form),
         )),
         None => unsupported(param, kind, caps, diagnostics),
     }
 }
-
-/// The version of Anthropic's web search server tool sent.
-const ANTHROPIC_WEB_SEARCH: &str = "web_search_20250305";
-
-/// The most searches Anthropic may run for one turn: a bound on what one request can cost.
-const ANTHROPIC_WEB_SEARCH_MAX_USES: u32 = 5;
 
 fn file_search(
     param: &str,
@@ -944,7 +907,7 @@ fn file_search(
     caps: &ToolCapabilities,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Vec<Candidate>, Error> {
-    let Some(NativeFileSearch::GlmRetrieval) = caps.file_search else {
+    let Some(form @ NativeFileSearch::GlmRetrieval) = caps.file_search else {
         return unsupported(param, "file_search", caps, diagnostics).map(|c| vec![c]);
     };
     let ids: Vec<&str> = map
@@ -971,9 +934,10 @@ fn file_search(
                 param,
                 "file_search",
                 reasons::NATIVE_FILE_SEARCH,
-                Some(UpstreamTool::Native(
-                    json!({"type": "retrieval", "retrieval": {"knowledge_id": id}}),
-                )),
+                Some(UpstreamTool::Native(NativeTool::Retrieval {
+                    form,
+                    knowledge_id: id.to_owned(),
+                })),
             )
         })
         .collect())
@@ -985,41 +949,24 @@ fn mcp(
     caps: &ToolCapabilities,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Candidate, Error> {
-    let Some(NativeMcp::GlmMcp) = caps.mcp else {
+    let Some(form @ NativeMcp::GlmMcp) = caps.mcp else {
         return unsupported(param, "mcp", caps, diagnostics);
     };
     let Some(url) = map.get("server_url").and_then(Value::as_str) else {
         // A connector (`connector_id`) has no equivalent upstream.
         return unsupported(param, "mcp", caps, diagnostics);
     };
-    let mut mcp = Map::new();
-    if let Some(label) = map.get("server_label") {
-        mcp.insert("server_label".to_owned(), label.clone());
-    }
-    mcp.insert("server_url".to_owned(), Value::String(url.to_owned()));
-    mcp.insert(
-        "transport_type".to_owned(),
-        Value::String(
-            if url.ends_with("/sse") {
-                "sse"
-            } else {
-                "streamable-http"
-            }
-            .to_owned(),
-        ),
-    );
-    if let Some(allowed) = map.get("allowed_tools") {
-        let names = allowed.get("tool_names").unwrap_or(allowed);
-        mcp.insert("allowed_tools".to_owned(), names.clone());
-    }
-    if let Some(headers) = map.get("headers") {
-        mcp.insert("headers".to_owned(), headers.clone());
-    }
     Ok(native(
         param,
         "mcp",
         reasons::NATIVE_MCP,
-        Some(UpstreamTool::Native(json!({"type": "mcp", "mcp": mcp}))),
+        Some(UpstreamTool::Native(NativeTool::Mcp(NativeMcpServer {
+            form,
+            server_label: map.get("server_label").cloned(),
+            server_url: url.to_owned(),
+            allowed_tools: map.get("allowed_tools").cloned(),
+            headers: map.get("headers").cloned(),
+        }))),
     ))
 }
 

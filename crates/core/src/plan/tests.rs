@@ -164,7 +164,7 @@ fn every_tool_type_on_a_functions_only_provider() {
 #[test]
 fn every_tool_type_on_glm_uses_its_native_tools() {
     let plan = plan(&tools(every_tool_type()), None, &glm()).unwrap();
-    let natives: Vec<&Value> = plan
+    let natives: Vec<&NativeTool> = plan
         .upstream
         .iter()
         .filter_map(|t| match t {
@@ -172,12 +172,26 @@ fn every_tool_type_on_glm_uses_its_native_tools() {
             UpstreamTool::Function { .. } => None,
         })
         .collect();
+    // Neutral decisions: the Chat dialect renders them as GLM's JSON (its `chat::native` tests).
     assert_eq!(
         natives,
         [
-            &json!({"type": "web_search", "web_search": {"enable": true, "search_result": true}}),
-            &json!({"type": "retrieval", "retrieval": {"knowledge_id": "kb_1"}}),
-            &json!({"type": "mcp", "mcp": {"server_label": "docs", "server_url": "https://mcp.example/mcp", "transport_type": "streamable-http"}}),
+            &NativeTool::WebSearch(NativeSearch {
+                form: NativeWebSearch::GlmTool,
+                allowed_domains: Vec::new(),
+                user_location: None,
+            }),
+            &NativeTool::Retrieval {
+                form: NativeFileSearch::GlmRetrieval,
+                knowledge_id: "kb_1".to_owned(),
+            },
+            &NativeTool::Mcp(NativeMcpServer {
+                form: NativeMcp::GlmMcp,
+                server_label: Some(json!("docs")),
+                server_url: "https://mcp.example/mcp".to_owned(),
+                allowed_tools: None,
+                headers: None,
+            }),
         ]
     );
     assert_eq!(plan.entries[6].decision, Decision::Native);
@@ -559,13 +573,13 @@ fn tool_types_decide_native_ignored_or_rejected_per_type() {
     );
     assert_eq!(
         p.upstream[0],
-        UpstreamTool::Native(
+        UpstreamTool::Native(NativeTool::AsDeclared(
             json!({"type": "custom", "name": "apply_patch", "description": "Edit."})
-        )
+        ))
     );
     assert_eq!(
         p.upstream[1],
-        UpstreamTool::Native(json!({"type": "apply_patch"}))
+        UpstreamTool::Native(NativeTool::AsDeclared(json!({"type": "apply_patch"})))
     );
     assert!(matches!(&p.upstream[2], UpstreamTool::Function { name, .. } if name == "local_shell"));
     assert_eq!(

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use super::{
-    Candidate, Decision, Identity, PlanEntry, ToolCapabilities, UpstreamTool, drop_absent_fields,
-    ignored, reasons,
+    Candidate, Decision, Identity, NativeTool, PlanEntry, ToolCapabilities, UpstreamTool,
+    drop_absent_fields, ignored, reasons,
 };
 use crate::Error;
 use crate::diagnostics::{TOOL_IGNORED, diag};
@@ -122,7 +122,7 @@ pub(super) fn decide(
                     provider_name: None,
                 },
                 identity: Some(identity.clone()),
-                upstream: Some(UpstreamTool::Native(value)),
+                upstream: Some(UpstreamTool::Native(NativeTool::AsDeclared(value))),
             }))
         }
         ToolTypeDecision::Ignored => {

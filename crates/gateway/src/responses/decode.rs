@@ -1,82 +1,35 @@
-//! The dialect decoder of a streamed answer, and the peek at its first event before anything
-//! is sent to the client.
+//! The gateway's side of a dialect's decoding: a stream decoder with call ids unique to the
+//! answer, the whole-answer decode with its errors as the gateway's, and the peek at a stream's
+//! first event before anything is sent to the client. What an event means is the dialect's
+//! (`toolbridge_providers::dialect`).
 
 use super::*;
-use toolbridge_providers::anthropic::stream::{Flow as AnthropicFlow, MessagesDecoder};
-use toolbridge_providers::chat::stream::ChunkDecoder;
-use toolbridge_providers::gemini::stream::GeminiDecoder;
+use toolbridge_providers::dialect::Decoder;
 
 use super::chunks::{Chunk, UpstreamSse, upstream_sse};
 
-/// The decoder of one streamed answer, in the provider's dialect.
-pub(super) enum Decoder {
-    /// Chat Completions chunks: only `data:` matters, `[DONE]` ends the stream.
-    Chat(ChunkDecoder),
-    /// Anthropic Messages events: `event:` names the event, `message_stop` ends the stream.
-    Anthropic(MessagesDecoder),
-    /// Gemini chunks: each `data:` is a whole `GenerateContentResponse`. Calls without an id get
-    /// one unique to this answer (a client keys calls by id across turns). There is no end marker:
-    /// the stream ends with the connection, like a Chat stream without `[DONE]` (a finish reason
-    /// seen before makes that a normal end).
-    Gemini(GeminiDecoder),
+/// The decoder of a stream of `dialect`; `None` for a native Responses upstream, whose events
+/// are relayed (`passthrough`), not decoded. Calls without an id get one unique to the answer:
+/// a client keys calls by id across turns.
+pub(super) fn decoder(dialect: Dialect, profile: &Profile) -> Option<Decoder> {
+    dialect.decoder(profile, ids::new("call"))
 }
 
-impl Decoder {
-    /// The decoder of `dialect`; `None` for a native Responses upstream, whose events are relayed
-    /// (`passthrough`), not decoded.
-    pub(super) fn new(dialect: Dialect, profile: &Profile) -> Option<Self> {
-        match dialect {
-            Dialect::Chat => Some(Self::Chat(ChunkDecoder::new(profile))),
-            Dialect::Anthropic => Some(Self::Anthropic(MessagesDecoder::new())),
-            Dialect::Gemini => Some(Self::Gemini(GeminiDecoder::with_call_prefix(ids::new(
-                "call",
-            )))),
-            Dialect::Responses => None,
-        }
-    }
+/// A fresh decoder of the same dialect, for the next round's stream.
+pub(super) fn restarted(decoder: &Decoder, profile: &Profile) -> Decoder {
+    decoder.restarted(profile, ids::new("call"))
+}
 
-    /// A fresh decoder of the same dialect, for the next round's stream.
-    pub(super) fn restarted(&self, profile: &Profile) -> Self {
-        match self {
-            Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
-            Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
-            Self::Gemini(_) => Self::Gemini(GeminiDecoder::with_call_prefix(ids::new("call"))),
-        }
-    }
-
-    /// Decodes one event (`event` its `event:` name, when it has one) into `out`.
-    pub(super) fn on_event(
-        &mut self,
-        profile: &Profile,
-        event: Option<&str>,
-        data: &str,
-        out: &mut Vec<UpstreamEvent>,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Result<Flow, toolbridge_providers::Error> {
-        match self {
-            Self::Chat(decoder) => decoder.on_data(profile, data, out, diagnostics),
-            Self::Anthropic(decoder) => {
-                let flow = decoder.on_event(event.unwrap_or("message"), data, out, diagnostics)?;
-                Ok(match flow {
-                    AnthropicFlow::Continue => Flow::Continue,
-                    AnthropicFlow::Done => Flow::Done,
-                })
-            }
-            Self::Gemini(decoder) => {
-                decoder.on_data(data, out, diagnostics)?;
-                Ok(Flow::Continue)
-            }
-        }
-    }
-
-    /// Flushes what the decoder holds back at the end of a stream.
-    pub(super) fn finish(&mut self, out: &mut Vec<UpstreamEvent>) {
-        match self {
-            Self::Chat(decoder) => decoder.finish(out),
-            // Nothing is held back: each event is decoded whole.
-            Self::Anthropic(_) | Self::Gemini(_) => {}
-        }
-    }
+/// Decodes a whole answer in the provider's dialect into upstream events.
+pub(crate) fn decode_whole(
+    dialect: Dialect,
+    profile: &Profile,
+    body: &[u8],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<UpstreamEvent>, GatewayError> {
+    dialect
+        .decode_whole(profile, body, &ids::new("call"), diagnostics)
+        .map_err(GatewayError::Upstream)
 }
 
 /// Reads the stream's first event before anything is sent to the client ("peek before you
@@ -102,7 +55,7 @@ pub(super) async fn peek(
     };
     if let Some(Ok(Chunk::Event(event))) = &first
         && let Some(data) = &event.data
-        && let Some(error) = first_event_error(dialect, profile, event.event.as_deref(), data)
+        && let Some(error) = dialect.classify_first_event(profile, event.event.as_deref(), data)
     {
         return Err(GatewayError::Upstream(error));
     }
@@ -114,20 +67,3 @@ pub(super) async fn peek(
 
 /// How long the gateway waits for a stream's first event before committing to it.
 const PEEK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// The error an upstream's first event reports, if it is one.
-fn first_event_error(
-    dialect: Dialect,
-    profile: &Profile,
-    event: Option<&str>,
-    data: &str,
-) -> Option<toolbridge_providers::Error> {
-    match Decoder::new(dialect, profile) {
-        Some(mut decoder) => decoder
-            .on_event(profile, event, data, &mut Vec::new(), &mut Vec::new())
-            .err()
-            .filter(|e| matches!(e, toolbridge_providers::Error::Upstream(_))),
-        None => toolbridge_providers::responses::relay::error_event(data)
-            .map(|e| toolbridge_providers::Error::Upstream(Box::new(e))),
-    }
-}

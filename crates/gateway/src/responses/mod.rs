@@ -21,19 +21,11 @@ use toolbridge_core::plan::{plan as plan_tools, plan_with};
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::repair::ToolSchemas;
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_providers::anthropic::request as anthropic_request;
-use toolbridge_providers::chat::stream::Flow;
-use toolbridge_providers::chat::{request as chat_request, response as chat_response};
-use toolbridge_providers::gemini::request as gemini_request;
+use toolbridge_providers::dialect::{Dialect, Flow, Outgoing, Raw, Source};
 use toolbridge_providers::profile::Profile;
-use toolbridge_providers::responses::request as responses_request;
-use toolbridge_wire::anthropic::MessagesRequest;
-use toolbridge_wire::chat::{ChatRequest, ChatResponse};
-use toolbridge_wire::gemini::GenerateContentRequest;
 use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
 
 use crate::app::AppState;
-use crate::config::Dialect;
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
 use crate::{ids, time};
@@ -52,7 +44,7 @@ mod sync;
 mod tool_loop;
 
 use abandoned::estimate_used;
-use decode::Decoder;
+pub(crate) use decode::decode_whole;
 use echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use meter::Meter;
 use passthrough::Passthrough;
@@ -61,7 +53,6 @@ pub(crate) use repair::record_repairs;
 use repair::{RepairRounds, Review};
 use sse::{Pump, PumpLimits, estimate_missing_usage, stream_response};
 pub use sse::{frame, frames};
-pub(crate) use sync::decode_whole;
 use sync::{Rounds, sync_response};
 use tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
 
@@ -74,117 +65,24 @@ enum Answer {
 /// The header listing the diagnostics known when the answer started.
 pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 
-/// The request for one target, in its provider's dialect.
-pub(crate) enum Outgoing {
-    Chat(ChatRequest),
-    Anthropic(MessagesRequest),
-    /// Gemini's body has no stream flag: streaming is chosen by the URL.
-    Gemini {
-        request: GenerateContentRequest,
-        stream: bool,
-    },
-    /// A native Responses request: the client's own, passed through.
-    Responses(serde_json::Value),
+/// Translates the request into `dialect`'s, in the `translate` span: every caller (the first
+/// round, the gateway's own rounds, compaction, the CLI's plan and matrix) goes through here.
+pub(crate) fn translate(
+    dialect: Dialect,
+    source: &Source<'_>,
+    plan: &toolbridge_core::plan::ToolPlan,
+    profile: &Profile,
+    upstream_model: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Outgoing {
+    let _span = tracing::info_span!("translate", dialect = dialect.as_str()).entered();
+    dialect.build(source, plan, profile, upstream_model, diagnostics)
 }
 
-/// What a request for one target is built from.
-pub(crate) struct Source<'a> {
-    /// The client's request, history expanded.
-    pub(crate) req: &'a CreateResponse,
-    /// The client's request exactly as it came, when a Responses target may need it: a
-    /// passthrough starts from it (typed parsing would write absent optional fields as `null`).
-    pub(crate) raw: Option<&'a responses_request::Raw>,
-    /// The same request normalised (every other dialect translates it).
-    pub(crate) canonical: &'a toolbridge_core::canonical::CanonicalRequest,
-    /// The gateway stores the response (a Responses upstream is asked for encrypted reasoning).
-    pub(crate) stored: bool,
-}
-
-impl Outgoing {
-    /// Translates the request into `dialect`'s.
-    pub(crate) fn build(
-        dialect: Dialect,
-        source: &Source<'_>,
-        plan: &toolbridge_core::plan::ToolPlan,
-        profile: &Profile,
-        upstream_model: &str,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Self {
-        let canonical = source.canonical;
-        let _span = tracing::info_span!("translate", dialect = dialect.as_str()).entered();
-        match dialect {
-            Dialect::Chat => Self::Chat(chat_request::build(
-                canonical,
-                plan,
-                profile,
-                upstream_model,
-                diagnostics,
-            )),
-            Dialect::Anthropic => Self::Anthropic(anthropic_request::build(
-                canonical,
-                plan,
-                profile,
-                upstream_model,
-                diagnostics,
-            )),
-            Dialect::Gemini => Self::Gemini {
-                request: gemini_request::build(
-                    canonical,
-                    plan,
-                    profile,
-                    upstream_model,
-                    diagnostics,
-                ),
-                stream: canonical.stream,
-            },
-            Dialect::Responses => {
-                let ours = |blob: &str| blob.starts_with(crate::seal::PREFIX);
-                let mut body = responses_request::build(
-                    source.req,
-                    source.raw,
-                    plan,
-                    profile,
-                    &responses_request::Passthrough {
-                        upstream_model,
-                        keep_reasoning: source.stored,
-                        sealed_by_gateway: &ours,
-                    },
-                    diagnostics,
-                );
-                body["stream"] = serde_json::Value::Bool(canonical.stream);
-                Self::Responses(body)
-            }
-        }
-    }
-
-    fn stream(&self) -> bool {
-        match self {
-            Self::Chat(chat) => chat.stream,
-            Self::Anthropic(messages) => messages.stream,
-            Self::Gemini { stream, .. } => *stream,
-            Self::Responses(body) => body["stream"] == true,
-        }
-    }
-
-    /// The body sent upstream.
-    pub(crate) fn payload(&self) -> Bytes {
-        let json = match self {
-            Self::Chat(chat) => serde_json::to_vec(chat),
-            Self::Anthropic(messages) => serde_json::to_vec(messages),
-            Self::Gemini { request, .. } => serde_json::to_vec(request),
-            Self::Responses(body) => serde_json::to_vec(body),
-        };
-        Bytes::from(json.unwrap_or_default())
-    }
-
-    /// The body a usage estimate reads should the upstream report none: Chat only (Anthropic
-    /// and Gemini always report usage, and the estimate reads a Chat request).
-    fn usage_basis(&self, payload: &Bytes) -> Option<Bytes> {
-        match self {
-            Self::Chat(_) => Some(payload.clone()),
-            Self::Anthropic(_) | Self::Gemini { .. } | Self::Responses(_) => None,
-        }
-    }
+/// Whether an `encrypted_content` blob was sealed by this gateway (reasoning of another
+/// provider, which a Responses upstream cannot open).
+pub(crate) fn sealed_by_gateway(blob: &str) -> bool {
+    blob.starts_with(crate::seal::PREFIX)
 }
 
 /// The handler.
@@ -534,20 +432,21 @@ async fn respond(
         let mut diagnostics = canonical.diagnostics.clone();
         diagnostics.extend(plan.diagnostics.iter().cloned());
         // A native Responses upstream's calls are relayed as they come, never repaired.
-        let repairs = provider.repair.enabled && provider.dialect != Dialect::Responses;
+        let repairs = provider.repair.enabled && !provider.dialect.passes_through();
         let repair_checks = repairs.then(|| {
             Arc::clone(schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.tools)))
         });
         if let Some(checks) = &repair_checks {
             diagnostics.extend(checks.diagnostics());
         }
-        let outgoing = Outgoing::build(
+        let outgoing = translate(
             provider.dialect,
             &Source {
                 req: &req,
                 raw: raw.as_ref(),
                 canonical: &canonical,
                 stored,
+                sealed_by_gateway: &sealed_by_gateway,
             },
             &plan,
             &profile,
@@ -562,9 +461,9 @@ async fn respond(
             stream = canonical.stream,
             "forwarding"
         );
-        let payload = outgoing.payload();
+        let payload = Bytes::from(outgoing.payload());
         // Kept (shared, not copied) for a usage estimate should the upstream report none.
-        let usage_basis = outgoing.usage_basis(&payload);
+        let usage_basis = outgoing.estimates_usage().then(|| payload.clone());
         // The provider's own request and token limits: a provider at its limit passes the
         // request to the route's fallbacks.
         if let Err(e) = state.limits.check_upstream(&provider.name).await {
@@ -659,7 +558,7 @@ async fn respond(
             tenant.name().to_owned(),
         );
         let detach = flight.detach(state, persist.is_some());
-        if let Outgoing::Responses(_) = outgoing {
+        if provider.dialect.passes_through() {
             let limits = flight.limits(state, provider);
             let relay = Passthrough {
                 skeleton: skeleton(&req, &meta),
@@ -681,20 +580,19 @@ async fn respond(
         }
         // Provider builtin calls answered by echoing them back (Kimi's `$web_search`) are a
         // Chat round trip; for other dialects such calls stay ordinary function calls.
-        let (echo_tools, echo) = match outgoing {
-            Outgoing::Chat(chat) if !plan.echo_tools.is_empty() => (
+        let (echo_tools, echo) = if !plan.echo_tools.is_empty() && outgoing.echoes_builtins() {
+            (
                 plan.echo_tools.clone(),
                 Some(EchoRounds {
                     upstreams: state.upstreams.clone(),
                     provider: provider.clone(),
-                    chat,
+                    upstream_model: upstream_model.clone(),
+                    outgoing,
                     left: MAX_ECHO_ROUNDS,
                 }),
-            ),
-            Outgoing::Chat(_)
-            | Outgoing::Anthropic(_)
-            | Outgoing::Gemini { .. }
-            | Outgoing::Responses(_) => (Vec::new(), None),
+            )
+        } else {
+            (Vec::new(), None)
         };
         let tools = match &state.config.gateway_tools {
             Some(tools) if !offer.tools.is_empty() => Some(ToolRounds {
@@ -743,7 +641,7 @@ async fn respond(
         let mut assembler = assembler;
         let mut response = match answer {
             Answer::Stream(upstream) => {
-                let decoder = Decoder::new(provider.dialect, &profile).ok_or_else(|| {
+                let decoder = decode::decoder(provider.dialect, &profile).ok_or_else(|| {
                     GatewayError::UpstreamUnreachable(format!(
                         "the {} dialect has no stream decoder",
                         provider.dialect.as_str()
@@ -1003,24 +901,17 @@ async fn connect_request_mcp(
 }
 
 /// The client's JSON, parsed again only when the model routes to a Responses upstream.
-fn raw_request(
-    state: &AppState,
-    req: &CreateResponse,
-    body: Option<&Bytes>,
-) -> Option<responses_request::Raw> {
+fn raw_request(state: &AppState, req: &CreateResponse, body: Option<&Bytes>) -> Option<Raw> {
     let body = body?;
     let model = req.model.as_deref()?;
     let targets = state.config.targets(model)?;
-    if !targets
-        .iter()
-        .any(|t| t.provider.dialect == Dialect::Responses)
-    {
+    if !targets.iter().any(|t| t.provider.dialect.passes_through()) {
         return None;
     }
     let serde_json::Value::Object(request) = serde_json::from_slice(body).ok()? else {
         return None;
     };
-    Some(responses_request::Raw::new(request))
+    Some(Raw::new(request))
 }
 
 fn known_list(state: &AppState) -> String {

@@ -1,9 +1,11 @@
 //! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
-//! gateway's identity, diagnostics and storage, and nothing translated.
+//! gateway's identity, diagnostics and storage, and nothing translated. The handler comes here
+//! at its one dispatch point on the dialect (`Dialect::passes_through`); every other dialect
+//! goes through the decoders.
 
 use super::chunks::{Chunk, skipped_diagnostic};
 use super::*;
-use toolbridge_providers::responses::relay::{Flow as RelayFlow, Relay, whole};
+use toolbridge_providers::responses::relay::{Relay, whole};
 
 /// What relaying one answer needs.
 pub(super) struct Passthrough {
@@ -157,9 +159,9 @@ impl RelayPump {
                 sse::Step::Item(Some(Ok(Chunk::Event(event)))) => {
                     let Some(data) = event.data else { continue };
                     match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
-                        Ok(RelayFlow::Continue) if out.is_empty() => continue,
-                        Ok(RelayFlow::Continue) => return Some(value_frames(&out)),
-                        Ok(RelayFlow::Done) => break,
+                        Ok(Flow::Continue) if out.is_empty() => continue,
+                        Ok(Flow::Continue) => return Some(value_frames(&out)),
+                        Ok(Flow::Done) => break,
                         Err(e) => {
                             self.relay.fail("server_error", e.to_string(), &mut out);
                             break;

@@ -6,7 +6,8 @@ use super::*;
 
 pub(super) use super::chunks::UpstreamSse;
 use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};
-use super::decode::Decoder;
+use super::decode::restarted;
+use toolbridge_providers::dialect::Decoder;
 use toolbridge_wire::responses::EventKind;
 
 /// Time limits and the forced-stop signal of one stream.
@@ -166,7 +167,7 @@ impl Pump {
                 match rounds.send_next(continuation, pending, results).await {
                     Ok((response, payload)) => {
                         self.upstream = upstream_sse(response);
-                        self.decoder = self.decoder.restarted(&self.profile);
+                        self.decoder = restarted(&self.decoder, &self.profile);
                         if self.usage_basis.is_some() {
                             self.usage_basis = Some(payload);
                         }
@@ -331,7 +332,7 @@ impl Pump {
     /// Reads the next round's stream from here on.
     fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
         self.upstream = upstream_sse(response);
-        self.decoder = self.decoder.restarted(&self.profile);
+        self.decoder = restarted(&self.decoder, &self.profile);
         if self.usage_basis.is_some() {
             self.usage_basis = Some(payload);
         }

@@ -1,5 +1,6 @@
 //! A non-streamed answer: the whole upstream response through the same state machine.
 
+use super::decode::decode_whole;
 use super::*;
 
 /// The rounds a whole answer may go through besides the first.
@@ -113,50 +114,4 @@ pub(super) async fn sync_response(
     estimate_missing_usage(&mut assembler, usage_basis.as_deref(), &mut sink);
     // A whole answer without a finish reason was cut off, as a stream without one is.
     Ok(assembler.finish_unterminated(time::now(), &mut sink, profile.tolerate_unterminated))
-}
-
-/// Decodes a whole answer in the provider's dialect into upstream events.
-pub(crate) fn decode_whole(
-    dialect: Dialect,
-    profile: &Profile,
-    body: &[u8],
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<Vec<UpstreamEvent>, GatewayError> {
-    let not = |what: &str, e: serde_json::Error| {
-        GatewayError::Upstream(toolbridge_providers::Error::Decode {
-            message: format!("not a {what} response: {e}"),
-        })
-    };
-    match dialect {
-        Dialect::Chat => {
-            let chat: ChatResponse =
-                serde_json::from_slice(body).map_err(|e| not("Chat Completions", e))?;
-            if let Some(error) = toolbridge_providers::chat::errors::in_body(&chat) {
-                return Err(GatewayError::Upstream(
-                    toolbridge_providers::Error::Upstream(Box::new(error)),
-                ));
-            }
-            Ok(chat_response::decode(profile, chat, diagnostics))
-        }
-        Dialect::Anthropic => {
-            let messages: toolbridge_wire::anthropic::MessagesResponse =
-                serde_json::from_slice(body).map_err(|e| not("Anthropic Messages", e))?;
-            Ok(toolbridge_providers::anthropic::response::decode(
-                &messages,
-                diagnostics,
-            ))
-        }
-        Dialect::Gemini => {
-            let answer: toolbridge_wire::gemini::GenerateContentResponse =
-                serde_json::from_slice(body).map_err(|e| not("Gemini generateContent", e))?;
-            toolbridge_providers::gemini::response::decode(answer, &ids::new("call"), diagnostics)
-                .map_err(GatewayError::Upstream)
-        }
-        Dialect::Responses => {
-            let answer: serde_json::Value =
-                serde_json::from_slice(body).map_err(|e| not("Responses", e))?;
-            toolbridge_providers::responses::response::decode(&answer)
-                .map_err(GatewayError::Upstream)
-        }
-    }
 }

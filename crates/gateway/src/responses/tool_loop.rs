@@ -52,20 +52,21 @@ impl Continuation {
         }
         // The first round's translation diagnostics are already on the response.
         let mut diagnostics = Vec::new();
-        let outgoing = Outgoing::build(
+        let outgoing = translate(
             self.provider.dialect,
             &Source {
                 req: &self.req,
                 raw: None,
                 canonical: &self.canonical,
                 stored: false,
+                sealed_by_gateway: &sealed_by_gateway,
             },
             &self.plan,
             &self.profile,
             &self.upstream_model,
             &mut diagnostics,
         );
-        let payload = outgoing.payload();
+        let payload = Bytes::from(outgoing.payload());
         let response = self
             .upstreams
             .send(

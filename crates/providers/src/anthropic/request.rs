@@ -15,14 +15,14 @@
 //! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
 //!   no JSON mode.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
     SYSTEM_MERGED, TOOL_CHOICE_DOWNGRADED, diag,
 };
-use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
+use toolbridge_core::plan::{NativeSearch, ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::anthropic::{
     ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
     System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice, ToolResultBlock, ToolUseBlock,
@@ -350,7 +350,7 @@ fn tools(
     if !plan.send_tools || plan.upstream.is_empty() {
         return;
     }
-    out.tools = Some(plan.upstream.iter().map(tool).collect());
+    out.tools = Some(plan.upstream.iter().filter_map(tool).collect());
     let mut choice = plan.tool_choice.as_ref().map(tool_choice);
     // Anthropic cannot force a tool while thinking: `any` and `tool` become `auto`.
     if out.thinking.is_some()
@@ -380,8 +380,8 @@ fn tools(
     }
 }
 
-fn tool(t: &UpstreamTool) -> Tool {
-    match t {
+fn tool(t: &UpstreamTool) -> Option<Tool> {
+    Some(match t {
         UpstreamTool::Function {
             name,
             description,
@@ -393,7 +393,8 @@ fn tool(t: &UpstreamTool) -> Tool {
             input_schema: Some(parameters.clone()),
             extra: Map::new(),
         },
-        UpstreamTool::Native(value) => {
+        UpstreamTool::Native(native) => {
+            let value = crate::native::render(native)?;
             let mut extra = value.as_object().cloned().unwrap_or_default();
             let name = match extra.remove("name") {
                 Some(Value::String(name)) => name,
@@ -406,7 +407,7 @@ fn tool(t: &UpstreamTool) -> Tool {
                 extra,
             }
         }
-    }
+    })
 }
 
 /// The plan's Chat-shaped `tool_choice` in Anthropic's shape: `auto` → `auto`, `required` →
@@ -459,4 +460,27 @@ fn output_contract(
         Some("text.format"),
         "Anthropic has no JSON mode; the format was asked for in the system prompt",
     ));
+}
+
+/// The version of Anthropic's web search server tool sent.
+const WEB_SEARCH_TOOL: &str = "web_search_20250305";
+
+/// The most searches Anthropic may run for one turn: a bound on what one request can cost.
+const WEB_SEARCH_MAX_USES: u32 = 5;
+
+/// Anthropic's web search server tool, run by Anthropic within the turn, with the declaration's
+/// allowed domains and user location (Responses' `user_location` has Anthropic's shape).
+pub(crate) fn web_search(search: &NativeSearch) -> Value {
+    let mut tool = json!({
+        "type": WEB_SEARCH_TOOL,
+        "name": "web_search",
+        "max_uses": WEB_SEARCH_MAX_USES,
+    });
+    if !search.allowed_domains.is_empty() {
+        tool["allowed_domains"] = Value::Array(search.allowed_domains.clone());
+    }
+    if let Some(location) = &search.user_location {
+        tool["user_location"] = location.clone();
+    }
+    tool
 }

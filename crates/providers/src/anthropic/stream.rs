@@ -24,13 +24,8 @@ use toolbridge_wire::responses::Diagnostic;
 use super::{UsageCounts, errors, finish_reason};
 use crate::Error;
 
-/// What the caller should do after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    /// `message_stop` was received.
-    Done,
-}
+/// What the caller should do after an event: one type for every dialect.
+pub use crate::dialect::Flow;
 
 /// The decoder of one streamed answer.
 #[derive(Debug, Default)]

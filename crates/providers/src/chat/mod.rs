@@ -1,7 +1,10 @@
 //! The Chat Completions dialect (OpenAI-compatible providers: DeepSeek, GLM, Kimi, Qwen, MiniMax,
 //! MiMo, Ollama, vLLM, …).
 
+pub mod echo;
 pub mod errors;
+pub(crate) mod native;
+pub mod prompt;
 pub mod request;
 pub mod response;
 pub mod stream;

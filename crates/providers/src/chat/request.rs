@@ -336,13 +336,13 @@ fn tools(plan: &ToolPlan, out: &mut ChatRequest) {
     out.tools = Some(
         plan.upstream
             .iter()
-            .map(|t| match t {
+            .filter_map(|t| match t {
                 UpstreamTool::Function {
                     name,
                     description,
                     parameters,
                     strict,
-                } => ChatTool {
+                } => Some(ChatTool {
                     kind: "function".to_owned(),
                     function: Some(ChatFunction {
                         name: name.clone(),
@@ -351,18 +351,19 @@ fn tools(plan: &ToolPlan, out: &mut ChatRequest) {
                         strict: *strict,
                     }),
                     extra: Map::new(),
-                },
-                UpstreamTool::Native(value) => {
+                }),
+                UpstreamTool::Native(native) => {
+                    let value = crate::native::render(native)?;
                     let mut extra = value.as_object().cloned().unwrap_or_default();
                     let kind = match extra.remove("type") {
                         Some(Value::String(kind)) => kind,
                         _ => String::new(),
                     };
-                    ChatTool {
+                    Some(ChatTool {
                         kind,
                         function: None,
                         extra,
-                    }
+                    })
                 }
             })
             .collect(),

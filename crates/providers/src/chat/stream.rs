@@ -19,13 +19,8 @@ use super::{arguments_text, errors, finish_reason, usage};
 use crate::Error;
 use crate::profile::Profile;
 
-/// What the caller should do after a payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    /// `[DONE]` was received.
-    Done,
-}
+/// What the caller should do after an event: one type for every dialect.
+pub use crate::dialect::Flow;
 
 /// The decoder of one streamed answer.
 #[derive(Debug, Default)]

@@ -402,10 +402,14 @@ fn tools(plan: &ToolPlan, diagnostics: &mut Vec<Diagnostic>) -> (Vec<Tool>, Opti
                     diagnostics,
                 )),
             }),
-            UpstreamTool::Native(value) => native.push(Tool {
-                extra: value.as_object().cloned().unwrap_or_default(),
-                ..Tool::default()
-            }),
+            UpstreamTool::Native(tool) => {
+                if let Some(value) = crate::native::render(tool) {
+                    native.push(Tool {
+                        extra: value.as_object().cloned().unwrap_or_default(),
+                        ..Tool::default()
+                    });
+                }
+            }
         }
     }
     let mut tools = Vec::new();
@@ -449,4 +453,9 @@ fn function_calling_config(choice: &Value) -> Option<FunctionCallingConfig> {
         }
         _ => None,
     }
+}
+
+/// Gemini's `googleSearch` tool (grounding with Google Search), run by Gemini.
+pub(crate) fn google_search() -> Value {
+    json!({"googleSearch": {}})
 }

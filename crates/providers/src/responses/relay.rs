@@ -48,13 +48,9 @@ fn is_empty(response: &Value) -> bool {
 /// At most this many skipped events are reported.
 const MAX_SKIP_REPORTS: usize = 3;
 
-/// What the pump does after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    /// The terminal event went out.
-    Done,
-}
+/// What the pump does after an event (`Done`: the terminal event went out): the one flow type
+/// of every dialect's stream.
+pub use crate::dialect::Flow;
 
 /// The relay of one streamed response.
 #[derive(Debug)]

@@ -87,7 +87,7 @@ pub fn build(
             .upstream
             .iter()
             .filter_map(|tool| match tool {
-                UpstreamTool::Native(value) => Some(value.clone()),
+                UpstreamTool::Native(native) => crate::native::render(native),
                 UpstreamTool::Function { .. } => None,
             })
             .collect();

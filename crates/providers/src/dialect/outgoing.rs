@@ -1,0 +1,151 @@
+//! The outgoing request of one target in its provider's dialect: built from the canonical
+//! request, the plan and the profile (or, for a passthrough, the client's raw body), written out
+//! as the body sent, and grown by the continuation exchanges the dialect supports.
+
+use toolbridge_core::assemble::EchoCall;
+use toolbridge_core::canonical::CanonicalRequest;
+use toolbridge_core::plan::ToolPlan;
+use toolbridge_wire::anthropic::MessagesRequest;
+use toolbridge_wire::chat::ChatRequest;
+use toolbridge_wire::gemini::GenerateContentRequest;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
+
+use super::Dialect;
+use crate::profile::Profile;
+use crate::responses::request::{Passthrough, Raw};
+
+/// What a request for one target is built from.
+pub struct Source<'a> {
+    /// The client's request, history expanded.
+    pub req: &'a CreateResponse,
+    /// The client's request exactly as it came, when a Responses target may need it: a
+    /// passthrough starts from it (typed parsing would write absent optional fields as `null`).
+    pub raw: Option<&'a Raw>,
+    /// The same request normalised (every other dialect translates it).
+    pub canonical: &'a CanonicalRequest,
+    /// The gateway stores the response (a Responses upstream is asked for encrypted reasoning).
+    pub stored: bool,
+    /// Whether an `encrypted_content` blob was sealed by the gateway (a passthrough drops it:
+    /// the upstream cannot open it).
+    pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
+}
+
+/// The request for one target, in its provider's dialect.
+#[derive(Debug, Clone)]
+pub enum Outgoing {
+    Chat(ChatRequest),
+    Anthropic(MessagesRequest),
+    /// Gemini's body has no stream flag: streaming is chosen by the URL.
+    Gemini {
+        request: GenerateContentRequest,
+        stream: bool,
+    },
+    /// A native Responses request: the client's own, passed through.
+    Responses(serde_json::Value),
+}
+
+impl Dialect {
+    /// Translates the request into this dialect's, sending `upstream_model`, with the tools and
+    /// names of `plan`. Every lossy decision is appended to `diagnostics`.
+    pub fn build(
+        self,
+        source: &Source<'_>,
+        plan: &ToolPlan,
+        profile: &Profile,
+        upstream_model: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Outgoing {
+        let canonical = source.canonical;
+        match self {
+            Self::Chat => Outgoing::Chat(crate::chat::request::build(
+                canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            )),
+            Self::Anthropic => Outgoing::Anthropic(crate::anthropic::request::build(
+                canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            )),
+            Self::Gemini => Outgoing::Gemini {
+                request: crate::gemini::request::build(
+                    canonical,
+                    plan,
+                    profile,
+                    upstream_model,
+                    diagnostics,
+                ),
+                stream: canonical.stream,
+            },
+            Self::Responses => {
+                let mut body = crate::responses::request::build(
+                    source.req,
+                    source.raw,
+                    plan,
+                    profile,
+                    &Passthrough {
+                        upstream_model,
+                        keep_reasoning: source.stored,
+                        sealed_by_gateway: source.sealed_by_gateway,
+                    },
+                    diagnostics,
+                );
+                body["stream"] = serde_json::Value::Bool(canonical.stream);
+                Outgoing::Responses(body)
+            }
+        }
+    }
+}
+
+impl Outgoing {
+    /// Whether the answer is asked for as a stream.
+    pub fn stream(&self) -> bool {
+        match self {
+            Self::Chat(chat) => chat.stream,
+            Self::Anthropic(messages) => messages.stream,
+            Self::Gemini { stream, .. } => *stream,
+            Self::Responses(body) => body["stream"] == true,
+        }
+    }
+
+    /// The body sent upstream, as JSON.
+    pub fn payload(&self) -> Vec<u8> {
+        let json = match self {
+            Self::Chat(chat) => serde_json::to_vec(chat),
+            Self::Anthropic(messages) => serde_json::to_vec(messages),
+            Self::Gemini { request, .. } => serde_json::to_vec(request),
+            Self::Responses(body) => serde_json::to_vec(body),
+        };
+        json.unwrap_or_default()
+    }
+
+    /// Whether a usage estimate can read this body should the upstream report no usage: Chat
+    /// only (Anthropic and Gemini always report usage, and the estimate reads a Chat request).
+    pub fn estimates_usage(&self) -> bool {
+        matches!(self, Self::Chat(_))
+    }
+
+    /// Whether provider builtin calls can be answered by echoing them back
+    /// ([`Outgoing::append_echoes`]): a Chat round trip; for other dialects such calls stay
+    /// ordinary function calls.
+    pub fn echoes_builtins(&self) -> bool {
+        matches!(self, Self::Chat(_))
+    }
+
+    /// Appends provider builtin calls and their echoed results (Kimi's `$web_search`) to the
+    /// conversation, for the next round. False, and nothing appended, when the dialect has no
+    /// such exchange.
+    pub fn append_echoes(&mut self, echoes: Vec<EchoCall>) -> bool {
+        match self {
+            Self::Chat(chat) => {
+                crate::chat::echo::append_echoes(chat, echoes);
+                true
+            }
+            Self::Anthropic(_) | Self::Gemini { .. } | Self::Responses(_) => false,
+        }
+    }
+}
