@@ -82,7 +82,8 @@ pub enum NativeWebSearch {
     /// Qwen (DashScope): the request flag `enable_search: true`.
     QwenFlag,
     /// Moonshot Kimi: the builtin `$web_search` function, whose calls the caller echoes back as
-    /// their own result so that Kimi runs the search (see [`ToolPlan::echo_tools`]).
+    /// their own result so that Kimi runs the search (see
+    /// [`ToolPlan::echo_tools`](super::ToolPlan::echo_tools)).
     KimiBuiltin,
     /// Anthropic: the server tool `{"type":"web_search_20250305","name":"web_search"}`, run by
     /// Anthropic within the turn (allowed domains and the user's location carried over).
