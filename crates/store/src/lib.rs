@@ -13,6 +13,9 @@
 //! filters by the tenant in its SQL (see [`tenant`]). Only the process's own sweeps
 //! (heartbeat, interrupted runs, expiry) read across tenants.
 //!
+//! The SQL lives by job: `sql` (opening, paging, the trait's implementation), `migrations`,
+//! `responses`, `conversations`, `chain`, and `sweeps` (the process's own cross-tenant queries).
+//!
 //! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
 //! an item's `id`.
 

@@ -36,6 +36,7 @@ pub struct SqlStore {
     /// Bounds every operation and fails fast after repeated outages (see [`guard`]).
     circuit: std::sync::Arc<guard::Circuit>,
 }
+
 impl SqlStore {
     /// Opens (creating if needed) the store at `url` — `sqlite://PATH`, `sqlite::memory:` or
     /// `postgres://…` — and migrates it, with the default [`StoreOptions`].
