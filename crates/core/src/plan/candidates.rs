@@ -1,0 +1,407 @@
+//! The candidates of a plan: one per declared tool (a namespace's children each one), and one per
+//! tool the gateway offers, each with its plan entry, the identity its name is allocated for,
+//! and what goes upstream.
+//!
+//! Not here: the hosted tools' own decisions (`hosted`), the client-run tool types
+//! (`tool_types`), name allocation (`names`) and `tool_choice` (`choice`).
+
+use serde_json::{Map, Value, json};
+use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
+
+use super::hosted::{file_search, mcp, web_search};
+use super::{
+    Decision, GatewayOffer, Identity, PlanEntry, ToolCapabilities, UnsupportedPolicy, UpstreamTool,
+    reasons, schemas, tool_types,
+};
+use crate::Error;
+use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
+
+/// Tool types the Responses API defines that toolbridge knows how to plan.
+const HOSTED_TYPES: &[&str] = &[
+    "web_search",
+    "web_search_preview",
+    "web_search_2025_08_26",
+    "web_search_preview_2025_03_11",
+    "file_search",
+    "mcp",
+    "tool_search",
+    "computer",
+    "computer_use",
+    "computer_use_preview",
+    "image_generation",
+    "code_interpreter",
+];
+
+pub(super) struct Candidate {
+    pub(super) entry: PlanEntry,
+    pub(super) identity: Option<Identity>,
+    pub(super) upstream: Option<UpstreamTool>,
+}
+
+/// The candidates of the declared tools, in order: a tool the gateway serves in the provider's
+/// place, a namespace's children, or the tool's own decision.
+pub(super) fn declared(
+    tools: &[Tool],
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    let mut candidates = Vec::with_capacity(tools.len() + offer.tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let param = format!("tools[{i}]");
+        if let Some(candidate) = served_by_gateway(&param, tool, caps, offer) {
+            candidates.push(candidate);
+            continue;
+        }
+        match tool {
+            Tool::Namespace(ns) => {
+                if ns.name.is_empty() {
+                    return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
+                }
+                diagnostics.push(diag(
+                    TOOL_DEGRADED,
+                    Some(&param),
+                    format!(
+                        "namespace `{}` is flattened into `{}__<name>` functions; calls come back with namespace and name",
+                        ns.name, ns.name
+                    ),
+                ));
+                for (j, child) in ns.tools.iter().enumerate() {
+                    let child_param = format!("{param}.tools[{j}]");
+                    candidates.push(namespaced(
+                        &child_param,
+                        &ns.name,
+                        child,
+                        caps,
+                        diagnostics,
+                    )?);
+                }
+            }
+            other => {
+                candidates.extend(candidate(&param, other, caps, flags, diagnostics)?);
+            }
+        }
+    }
+    Ok(candidates)
+}
+
+/// The candidates of the tools the gateway runs itself: functions under the `gateway` decision.
+pub(super) fn offered(offer: &GatewayOffer) -> impl Iterator<Item = Candidate> + '_ {
+    offer.tools.iter().enumerate().map(|(i, tool)| Candidate {
+        entry: PlanEntry {
+            param: format!("gateway.tools[{i}]"),
+            kind: "function".to_owned(),
+            name: Some(format!("{}.{}", tool.server, tool.name)),
+            decision: Decision::Gateway,
+            reason: reasons::GATEWAY_TOOL,
+            provider_name: None,
+        },
+        identity: Some(Identity::Gateway {
+            server: tool.server.clone(),
+            name: tool.name.clone(),
+        }),
+        upstream: Some(UpstreamTool::Function {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters: tool.parameters.clone(),
+            strict: None,
+        }),
+    })
+}
+
+/// A declared hosted tool the provider lacks and the gateway serves: `web_search` by the
+/// gateway's search, an `mcp` server the gateway listed. Its functions come from the offer.
+pub(super) fn served_by_gateway(
+    param: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Option<Candidate> {
+    let Tool::Other(map) = tool else {
+        return None;
+    };
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+    let reason = if kind.starts_with("web_search") {
+        let allowed = map.get("external_web_access") != Some(&Value::Bool(false));
+        (offer.web_search && allowed && caps.web_search.is_none())
+            .then_some(reasons::GATEWAY_WEB_SEARCH)?
+    } else if kind == "mcp" {
+        let label = map.get("server_label").and_then(Value::as_str)?;
+        (caps.mcp.is_none() && offer.mcp_servers.iter().any(|l| l == label))
+            .then_some(reasons::GATEWAY_MCP)?
+    } else {
+        return None;
+    };
+    Some(Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: map
+                .get("server_label")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            decision: Decision::Gateway,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream: None,
+    })
+}
+
+pub(super) fn candidate(
+    param: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    let entry = |kind: &str, name: Option<&str>, decision, reason| PlanEntry {
+        param: param.to_owned(),
+        kind: kind.to_owned(),
+        name: name.map(str::to_owned),
+        decision,
+        reason,
+        provider_name: None,
+    };
+    let one = |c: Candidate| Ok(vec![c]);
+    match tool {
+        Tool::Function(f) => {
+            check_name(param, &f.name)?;
+            one(Candidate {
+                entry: entry(
+                    "function",
+                    Some(&f.name),
+                    Decision::Native,
+                    reasons::FUNCTION,
+                ),
+                identity: Some(Identity::Function {
+                    namespace: None,
+                    name: f.name.clone(),
+                }),
+                upstream: Some(function_upstream(param, f, caps, diagnostics)),
+            })
+        }
+        Tool::Custom(c) => {
+            check_name(param, &c.name)?;
+            let identity = Identity::Custom {
+                namespace: None,
+                name: c.name.clone(),
+            };
+            if let Some(decided) =
+                tool_types::decide(param, "custom", tool, &identity, caps, diagnostics)?
+            {
+                return one(decided);
+            }
+            diagnostics.push(diag(
+                TOOL_DEGRADED,
+                Some(param),
+                format!(
+                    "custom tool `{}` is sent as a function with one string parameter `input`",
+                    c.name
+                ),
+            ));
+            one(Candidate {
+                entry: entry(
+                    "custom",
+                    Some(&c.name),
+                    Decision::Degraded,
+                    reasons::CUSTOM_AS_FUNCTION,
+                ),
+                identity: Some(Identity::Custom {
+                    namespace: None,
+                    name: c.name.clone(),
+                }),
+                upstream: Some(custom_upstream(c)),
+            })
+        }
+        Tool::Namespace(_) => Ok(Vec::new()),
+        Tool::Other(map) => {
+            let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+            match kind {
+                "local_shell" | "shell" | "apply_patch" => {
+                    let (identity, reason, parameters, description) = schemas::builtin(kind);
+                    if let Some(decided) =
+                        tool_types::decide(param, kind, tool, &identity, caps, diagnostics)?
+                    {
+                        return one(decided);
+                    }
+                    diagnostics.push(diag(
+                        TOOL_DEGRADED,
+                        Some(param),
+                        format!("`{kind}` is sent as a function and its calls are restored as `{kind}_call` items"),
+                    ));
+                    one(Candidate {
+                        entry: entry(kind, None, Decision::Degraded, reason),
+                        identity: Some(identity),
+                        upstream: Some(UpstreamTool::Function {
+                            name: kind.to_owned(),
+                            description: Some(description.to_owned()),
+                            parameters,
+                            strict: None,
+                        }),
+                    })
+                }
+                k if k.starts_with("web_search") => {
+                    web_search(param, map, caps, flags, diagnostics).map(|c| vec![c])
+                }
+                "file_search" => file_search(param, map, caps, diagnostics),
+                "mcp" => mcp(param, map, caps, diagnostics).map(|c| vec![c]),
+                k if HOSTED_TYPES.contains(&k) => {
+                    unsupported(param, k, caps, diagnostics).map(|c| vec![c])
+                }
+                "" => Err(Error::invalid(format!("{param}.type"), "is missing")),
+                other => Err(Error::UnsupportedToolType {
+                    param: param.to_owned(),
+                    kind: other.to_owned(),
+                }),
+            }
+        }
+    }
+}
+
+pub(super) fn namespaced(
+    param: &str,
+    namespace: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    let entry = |kind: &str, name: &str| PlanEntry {
+        param: param.to_owned(),
+        kind: kind.to_owned(),
+        name: Some(format!("{namespace}.{name}")),
+        decision: Decision::Degraded,
+        reason: reasons::NAMESPACE_FLATTENED,
+        provider_name: None,
+    };
+    match tool {
+        Tool::Function(f) => {
+            check_name(param, &f.name)?;
+            Ok(Candidate {
+                entry: entry("function", &f.name),
+                identity: Some(Identity::Function {
+                    namespace: Some(namespace.to_owned()),
+                    name: f.name.clone(),
+                }),
+                upstream: Some(function_upstream(param, f, caps, diagnostics)),
+            })
+        }
+        Tool::Custom(c) => {
+            check_name(param, &c.name)?;
+            Ok(Candidate {
+                entry: entry("custom", &c.name),
+                identity: Some(Identity::Custom {
+                    namespace: Some(namespace.to_owned()),
+                    name: c.name.clone(),
+                }),
+                upstream: Some(custom_upstream(c)),
+            })
+        }
+        other => unsupported(param, other.kind(), caps, diagnostics),
+    }
+}
+
+pub(super) fn check_name(param: &str, name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
+    }
+    Ok(())
+}
+
+pub(super) fn function_upstream(
+    param: &str,
+    f: &FunctionTool,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> UpstreamTool {
+    let strict = match f.strict {
+        Some(true) if !caps.strict => {
+            diagnostics.push(diag(
+                crate::diagnostics::PARAM_DROPPED,
+                Some(&format!("{param}.strict")),
+                format!(
+                    "the provider does not enforce `strict` schemas; `{}` was sent without it",
+                    f.name
+                ),
+            ));
+            None
+        }
+        Some(s) if caps.strict => Some(s),
+        _ => None,
+    };
+    UpstreamTool::Function {
+        name: f.name.clone(),
+        description: f.description.clone(),
+        parameters: f
+            .parameters
+            .clone()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        strict,
+    }
+}
+
+pub(super) fn custom_upstream(c: &CustomTool) -> UpstreamTool {
+    UpstreamTool::Function {
+        name: c.name.clone(),
+        description: Some(schemas::custom_description(c)),
+        parameters: schemas::custom_parameters(),
+        strict: None,
+    }
+}
+
+pub(super) fn unsupported(
+    param: &str,
+    kind: &str,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Candidate, Error> {
+    if caps.unsupported == UnsupportedPolicy::Reject {
+        return Err(Error::UnsupportedTool {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+        });
+    }
+    diagnostics.push(diag(
+        TOOL_IGNORED,
+        Some(param),
+        format!("the provider has no `{kind}` tool; it was left out"),
+    ));
+    Ok(ignored(param, kind, reasons::NO_PROVIDER_SUPPORT))
+}
+
+pub(super) fn ignored(param: &str, kind: &str, reason: &'static str) -> Candidate {
+    Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: None,
+            decision: Decision::Ignored,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream: None,
+    }
+}
+
+pub(super) fn native(
+    param: &str,
+    kind: &str,
+    reason: &'static str,
+    upstream: Option<UpstreamTool>,
+) -> Candidate {
+    Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: kind.to_owned(),
+            name: None,
+            decision: Decision::Native,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream,
+    }
+}

@@ -1,0 +1,153 @@
+//! The texts the reduction takes from contents: a tool output as text, a shell run's output, a
+//! message's plain text, and a user message's parts.
+
+use serde_json::Value;
+use toolbridge_wire::responses::{ContentPart, MessageContent};
+
+use crate::Error;
+use crate::canonical::UserPart;
+
+/// A tool output: a string, or content parts whose text is joined.
+pub(super) fn output_text(i: usize, output: &Value) -> Result<String, Error> {
+    match output {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => Ok(text_of_output_parts(parts)),
+        Value::Null => Ok(String::new()),
+        Value::Object(_) => Ok(output.to_string()),
+        other => Err(Error::invalid(
+            format!("input[{i}].output"),
+            format!("must be a string or a list of content parts, got {other}"),
+        )),
+    }
+}
+
+/// `shell_call_output.output`: a list of `{stdout, stderr, outcome}`, rendered as text.
+pub(super) fn shell_output_text(output: &Value) -> String {
+    let Value::Array(runs) = output else {
+        return match output {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    };
+    let mut text = String::new();
+    for run in runs {
+        for stream in ["stdout", "stderr"] {
+            if let Some(s) = run
+                .get(stream)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                text.push_str(s);
+                if !s.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+        }
+        match run.get("outcome") {
+            Some(o) if o.get("type").and_then(Value::as_str) == Some("timeout") => {
+                text.push_str("(timed out)\n");
+            }
+            Some(o) => {
+                if let Some(code) = o.get("exit_code") {
+                    text.push_str(&format!("(exit code {code})\n"));
+                }
+            }
+            None => {}
+        }
+    }
+    text
+}
+
+/// Text of a system, developer or assistant message; such messages carry text only.
+pub(super) fn plain_text(i: usize, content: &MessageContent) -> Result<String, Error> {
+    match content {
+        MessageContent::Text(t) => Ok(t.clone()),
+        MessageContent::Parts(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match part {
+                    ContentPart::InputText { text: t }
+                    | ContentPart::OutputText { text: t, .. } => text.push_str(t),
+                    ContentPart::Refusal { refusal } => text.push_str(refusal),
+                    ContentPart::Other(map) => {
+                        let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
+                        return Err(Error::Unsupported {
+                            param: format!("input[{i}].content[{j}]"),
+                            message: format!(
+                                "content type `{kind}` is not supported in this message role"
+                            ),
+                        });
+                    }
+                }
+            }
+            Ok(text)
+        }
+    }
+}
+
+pub(super) fn user_parts(i: usize, content: &MessageContent) -> Result<Vec<UserPart>, Error> {
+    match content {
+        MessageContent::Text(t) => Ok(vec![UserPart::Text(t.clone())]),
+        MessageContent::Parts(parts) => {
+            let mut out = Vec::with_capacity(parts.len());
+            for (j, part) in parts.iter().enumerate() {
+                match part {
+                    ContentPart::InputText { text } | ContentPart::OutputText { text, .. } => {
+                        out.push(UserPart::Text(text.clone()))
+                    }
+                    ContentPart::Refusal { refusal } => out.push(UserPart::Text(refusal.clone())),
+                    ContentPart::Other(map) => out.push(other_user_part(i, j, map)?),
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+pub(super) fn other_user_part(
+    i: usize,
+    j: usize,
+    map: &serde_json::Map<String, Value>,
+) -> Result<UserPart, Error> {
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
+    if kind == "input_image" {
+        let detail = map.get("detail").and_then(Value::as_str).map(str::to_owned);
+        return match map.get("image_url") {
+            Some(Value::String(url)) => Ok(UserPart::Image {
+                url: url.clone(),
+                detail,
+            }),
+            // Present but not a URL string: the leaf is at fault, not the part.
+            Some(other) if !other.is_null() => Err(Error::InvalidJson {
+                param: Some(format!("input[{i}].content[{j}].image_url")),
+                message: format!(
+                    "invalid request body at `input[{i}].content[{j}].image_url`: expected a string (a URL or a data URL), not {}",
+                    match other {
+                        Value::Object(_) => "an object",
+                        Value::Array(_) => "an array",
+                        Value::Bool(_) => "a boolean",
+                        _ => "a number",
+                    }
+                ),
+            }),
+            _ => Err(Error::Unsupported {
+                param: format!("input[{i}].content[{j}]"),
+                message: "an input_image needs `image_url`; `file_id` references are not supported"
+                    .into(),
+            }),
+        };
+    }
+    Err(Error::Unsupported {
+        param: format!("input[{i}].content[{j}]"),
+        message: format!("content type `{kind}` is not supported by this gateway yet"),
+    })
+}
+
+/// A tool output given as content parts: its text parts, joined.
+pub(super) fn text_of_output_parts(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
+}

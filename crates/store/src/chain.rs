@@ -1,0 +1,106 @@
+//! The `previous_response_id` chain: two recursive queries whatever its length, bounded by the
+//! depth limit and filtered by tenant at every step.
+//!
+//! Not here: writing the responses the chain links (`responses`).
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::Row;
+
+use crate::responses::{push_item, response_from_row};
+use crate::{SqlStore, StoreError, StoredResponse, Tenant};
+
+impl SqlStore {
+    /// Two queries whatever the length: a recursive walk down `previous_response_id` (bounded by
+    /// `max_depth`, so a cycle in stored data cannot loop; every step filtered by tenant, so a
+    /// link to another tenant's response ends the walk and reads as not found), then every item
+    /// of the walked responses. The rows are then checked in order for a cycle, a gap or too
+    /// much depth.
+    pub(crate) async fn chain_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+        max_depth: usize,
+    ) -> Result<Vec<StoredResponse>, StoreError> {
+        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
+        let rows = sqlx::query(CHAIN_RESPONSES)
+            .bind(id)
+            .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut chain = Vec::with_capacity(rows.len());
+        let mut seen = HashSet::new();
+        let mut rows = rows.iter();
+        let mut next = Some(id.to_owned());
+        while let Some(current) = next {
+            if !seen.insert(current.clone()) {
+                return Err(StoreError::Cycle(current));
+            }
+            if chain.len() >= max_depth {
+                return Err(StoreError::TooDeep(max_depth));
+            }
+            let response = match rows.next() {
+                Some(row) => response_from_row(row)?,
+                None => return Err(StoreError::NotFound(current)),
+            };
+            if response.id != current {
+                return Err(StoreError::NotFound(current));
+            }
+            next = response.previous_response_id.clone();
+            chain.push(response);
+        }
+
+        let items = sqlx::query(CHAIN_ITEMS)
+            .bind(id)
+            .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_all(&self.pool)
+            .await?;
+        let index: HashMap<String, usize> = chain
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+        for row in items {
+            let owner: String = row.try_get("response_id")?;
+            if let Some(response) = index.get(&owner).and_then(|&i| chain.get_mut(i)) {
+                push_item(response, &row)?;
+            }
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+}
+
+/// The recursive walk from `$1` down `previous_response_id`, at most `$2` links below it, only
+/// through responses of tenant `$3` (every tenant when `$4 = 1`), as the head of the two chain
+/// queries.
+macro_rules! chain_walk {
+    () => {
+        "WITH RECURSIVE walk (id, previous_response_id, depth) AS (\
+         SELECT id, previous_response_id, 0 FROM toolbridge_responses \
+         WHERE id = $1 AND (tenant = $3 OR $4 = 1) \
+         UNION ALL \
+         SELECT r.id, r.previous_response_id, w.depth + 1 FROM toolbridge_responses r \
+         JOIN walk w ON r.id = w.previous_response_id \
+         WHERE w.depth < $2 AND (r.tenant = $3 OR $4 = 1)) "
+    };
+}
+
+/// The walked responses, newest first.
+const CHAIN_RESPONSES: &str = concat!(
+    chain_walk!(),
+    "SELECT r.id, r.created_at, r.status, r.model, r.previous_response_id, r.expires_at, r.body \
+     FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
+);
+
+/// Every item of the walked responses.
+const CHAIN_ITEMS: &str = concat!(
+    chain_walk!(),
+    "SELECT i.response_id, i.kind, i.body FROM toolbridge_items i \
+     WHERE i.response_id IN (SELECT id FROM walk) AND (i.tenant = $3 OR $4 = 1) \
+     ORDER BY i.response_id, i.kind, i.position"
+);

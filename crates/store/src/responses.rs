@@ -1,0 +1,297 @@
+//! The SQL of stored responses and their items: writes (one transaction per response and its
+//! items), the guarded write that never overwrites a final response, cancel, reads, delete, the
+//! input-item pages and the lookup of items by id.
+//!
+//! Every query here filters by tenant in its SQL (reads `(tenant = $n OR $all = 1)`, writes the
+//! tenant's own name). Not here: the chain walk (`chain`) and the cross-tenant sweeps (`sweeps`).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use sqlx::Row;
+
+use crate::sql::{PageSql, unfinished};
+use crate::{ItemPage, Page, SqlStore, StoreError, StoredResponse, Tenant, parse};
+
+const RESPONSE_INPUT_PAGES: PageSql = PageSql {
+    position: "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2 AND (tenant = $3 OR $4 = 1)",
+    asc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position > $2 AND (tenant = $4 OR $5 = 1) ORDER BY position ASC LIMIT $3",
+    desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
+};
+
+impl SqlStore {
+    pub(crate) async fn put_inner(&self, t: &Tenant, r: &StoredResponse) -> Result<(), StoreError> {
+        let body =
+            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut tx = self.pool.begin().await?;
+        // The update applies only to the tenant's own row: an id of another tenant's is never
+        // overwritten (ids are random, so this is a forged or colliding id).
+        let written = sqlx::query(
+            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
+               previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
+               body = excluded.body, owner = excluded.owner
+             WHERE toolbridge_responses.tenant = excluded.tenant",
+        )
+        .bind(&r.id)
+        .bind(r.created_at)
+        .bind(&r.status)
+        .bind(&r.model)
+        .bind(r.previous_response_id.as_deref())
+        .bind(r.expires_at)
+        .bind(body)
+        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+        .bind(t.name())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if written == 0 {
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(r.id.clone()));
+        }
+        Self::write_items(&mut tx, t, r).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn put_unless_final_inner(
+        &self,
+        t: &Tenant,
+        r: &StoredResponse,
+    ) -> Result<bool, StoreError> {
+        let body =
+            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // One transaction: the guarded update takes the row (PostgreSQL) or the database
+        // (SQLite) for writing, so a cancel either lands before it (and wins) or after it.
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
+             WHERE id = $1 AND tenant = $6 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(&r.id)
+        .bind(&r.status)
+        .bind(&body)
+        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+        .bind(r.expires_at)
+        .bind(t.name())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            let inserted = sqlx::query(
+                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&r.id)
+            .bind(r.created_at)
+            .bind(&r.status)
+            .bind(&r.model)
+            .bind(r.previous_response_id.as_deref())
+            .bind(r.expires_at)
+            .bind(&body)
+            .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+            .bind(t.name())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                // It exists and is final already (or is another tenant's).
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        Self::write_items(&mut tx, t, r).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn write_items(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        t: &Tenant,
+        r: &StoredResponse,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
+            .bind(&r.id)
+            .bind(t.name())
+            .execute(&mut **tx)
+            .await?;
+        for (kind, items) in [("input", &r.input_items), ("output", &r.output_items)] {
+            for (position, item) in items.iter().enumerate() {
+                let body =
+                    serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&r.id)
+                .bind(kind)
+                .bind(position as i64)
+                .bind(item.get("id").and_then(Value::as_str))
+                .bind(body)
+                .bind(t.name())
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn cancel_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        // Only the tenant's own response is cancelled, even by an admin.
+        let own = t.own();
+        let Some(mut response) = self.get_inner(&own, id).await? else {
+            return Ok(None);
+        };
+        if !unfinished(&response.status) {
+            return Ok(Some(response));
+        }
+        response.status = "cancelled".to_owned();
+        if let Value::Object(map) = &mut response.response {
+            map.insert("status".to_owned(), Value::String("cancelled".to_owned()));
+        }
+        let body = serde_json::to_string(&response.response)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        sqlx::query(
+            "UPDATE toolbridge_responses SET status = 'cancelled', owner = NULL, body = $2
+             WHERE id = $1 AND tenant = $3 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(id)
+        .bind(body)
+        .bind(own.name())
+        .execute(&self.pool)
+        .await?;
+        self.get_inner(&own, id).await
+    }
+
+    pub(crate) async fn get_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        let Some(row) = sqlx::query(
+            "SELECT id, created_at, status, model, previous_response_id, expires_at, body
+             FROM toolbridge_responses WHERE id = $1 AND (tenant = $2 OR $3 = 1)",
+        )
+        .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let mut response = response_from_row(&row)?;
+        let items = sqlx::query(
+            "SELECT kind, body FROM toolbridge_items WHERE response_id = $1 AND (tenant = $2 OR $3 = 1)
+             ORDER BY kind, position",
+        )
+        .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
+        .fetch_all(&self.pool)
+        .await?;
+        for row in items {
+            push_item(&mut response, &row)?;
+        }
+        Ok(Some(response))
+    }
+
+    pub(crate) async fn delete_inner(&self, t: &Tenant, id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
+            .bind(id)
+            .bind(t.name())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM toolbridge_responses WHERE id = $1 AND tenant = $2")
+            .bind(id)
+            .bind(t.name())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted > 0)
+    }
+
+    pub(crate) async fn input_items_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+        page: &Page,
+    ) -> Result<Option<ItemPage>, StoreError> {
+        let exists = sqlx::query(
+            "SELECT id FROM toolbridge_responses WHERE id = $1 AND (tenant = $2 OR $3 = 1)",
+        )
+        .bind(id)
+        .bind(t.name())
+        .bind(t.all_flag())
+        .fetch_optional(&self.pool)
+        .await?
+        .is_some();
+        if !exists {
+            return Ok(None);
+        }
+        self.page(t, id, page, &RESPONSE_INPUT_PAGES)
+            .await
+            .map(Some)
+    }
+
+    pub(crate) async fn items_by_id_inner(
+        &self,
+        t: &Tenant,
+        ids: &[String],
+    ) -> Result<HashMap<String, Value>, StoreError> {
+        let mut found = HashMap::new();
+        for id in ids {
+            if found.contains_key(id) {
+                continue;
+            }
+            let row = sqlx::query(
+                "SELECT body FROM toolbridge_items WHERE item_id = $1 AND (tenant = $2 OR $3 = 1) LIMIT 1",
+            )
+            .bind(id)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = row {
+                found.insert(id.clone(), parse(&row.try_get::<String, _>("body")?)?);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A response row (`id` … `body`) without its items.
+pub(crate) fn response_from_row(row: &sqlx::any::AnyRow) -> Result<StoredResponse, StoreError> {
+    Ok(StoredResponse {
+        id: row.try_get("id")?,
+        created_at: row.try_get("created_at")?,
+        status: row.try_get("status")?,
+        model: row.try_get("model")?,
+        previous_response_id: row.try_get("previous_response_id")?,
+        expires_at: row.try_get("expires_at")?,
+        response: parse(&row.try_get::<String, _>("body")?)?,
+        input_items: Vec::new(),
+        output_items: Vec::new(),
+    })
+}
+
+/// Appends an item row (`kind`, `body`) to its response's input or output items.
+pub(crate) fn push_item(
+    response: &mut StoredResponse,
+    row: &sqlx::any::AnyRow,
+) -> Result<(), StoreError> {
+    let kind: String = row.try_get("kind")?;
+    let item = parse(&row.try_get::<String, _>("body")?)?;
+    if kind == "input" {
+        response.input_items.push(item);
+    } else {
+        response.output_items.push(item);
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! The process's own sweeps: its heartbeat, failing the unfinished responses of processes that
+//! stopped, and purging expired responses.
+//!
+//! These are the only queries that read across tenants: they run for the process, never for a
+//! request.
+
+use serde_json::Value;
+use sqlx::Row;
+
+use crate::{LEASE_SECS, SqlStore, StoreError, parse};
+
+impl SqlStore {
+    pub(crate) async fn heartbeat_inner(&self, now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO toolbridge_instances (id, heartbeat_at) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(&self.instance)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query("DELETE FROM toolbridge_instances WHERE heartbeat_at < $1")
+            .bind(now - 10 * LEASE_SECS)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn fail_interrupted_inner(&self, now: i64) -> Result<u64, StoreError> {
+        let rows = if self.sqlite {
+            sqlx::query(
+                "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
+                 AND (owner IS NULL OR owner <> $1)",
+            )
+            .bind(&self.instance)
+            .fetch_all(&self.pool)
+            .await?
+        } else {
+            sqlx::query(
+                "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
+                 AND (owner IS NULL OR owner NOT IN
+                      (SELECT id FROM toolbridge_instances WHERE heartbeat_at >= $1))",
+            )
+            .bind(now - LEASE_SECS)
+            .fetch_all(&self.pool)
+            .await?
+        };
+        let mut failed = 0;
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let mut body = parse(&row.try_get::<String, _>("body")?)?;
+            if let Value::Object(map) = &mut body {
+                map.insert("status".to_owned(), Value::String("failed".to_owned()));
+                map.insert(
+                    "error".to_owned(),
+                    serde_json::json!({
+                        "code": "server_error",
+                        "message": "the gateway process serving this response stopped before it finished",
+                    }),
+                );
+            }
+            let body =
+                serde_json::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            failed += sqlx::query(
+                "UPDATE toolbridge_responses SET status = 'failed', owner = NULL, body = $2
+                 WHERE id = $1 AND status IN ('queued', 'in_progress')",
+            )
+            .bind(id)
+            .bind(body)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        }
+        Ok(failed)
+    }
+
+    pub(crate) async fn purge_expired_inner(&self, now: i64) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "DELETE FROM toolbridge_items WHERE response_id IN (SELECT id FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1)",
+        )
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let n = sqlx::query(
+            "DELETE FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1",
+        )
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(n)
+    }
+}

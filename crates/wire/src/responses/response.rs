@@ -1,0 +1,256 @@
+//! The response object: status, error, usage, toolbridge's diagnostics, and the items of its
+//! `output`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{
+    ActionCallItem, ApplyPatchCallItem, CustomToolCallItem, FunctionCallItem, ReasoningConfig,
+    ReasoningItem, TextConfig, Tool,
+};
+
+/// The response object (`object: "response"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub id: String,
+    pub object: String,
+    pub created_at: i64,
+    pub completed_at: Option<i64>,
+    pub status: ResponseStatus,
+    pub incomplete_details: Option<IncompleteDetails>,
+    pub model: String,
+    pub previous_response_id: Option<String>,
+    pub instructions: Option<String>,
+    pub output: Vec<OutputItem>,
+    pub error: Option<ResponseError>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: Value,
+    pub truncation: String,
+    pub parallel_tool_calls: bool,
+    pub text: TextConfig,
+    pub top_p: f64,
+    pub presence_penalty: f64,
+    pub frequency_penalty: f64,
+    pub top_logprobs: u32,
+    pub temperature: f64,
+    pub reasoning: Option<ReasoningConfig>,
+    pub usage: Option<Usage>,
+    pub max_output_tokens: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+    pub store: bool,
+    pub background: bool,
+    pub service_tier: String,
+    pub metadata: Map<String, Value>,
+    pub safety_identifier: Option<String>,
+    pub prompt_cache_key: Option<String>,
+    /// The conversation this response belongs to (`{"id": …}`), when the request named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Value>,
+    /// toolbridge's own account of the decisions it made for this response (dropped or changed
+    /// parameters, degraded tools, …). Absent when there is nothing to report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolbridge_diagnostics: Vec<Diagnostic>,
+}
+
+/// One decision toolbridge made that the client should be able to see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// A stable snake_case code.
+    pub code: String,
+    /// The request path the decision is about (`temperature`, `tools[3]`, …), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+    pub message: String,
+}
+
+/// `status` of a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseStatus {
+    Queued,
+    InProgress,
+    Completed,
+    Incomplete,
+    Failed,
+    Cancelled,
+}
+
+/// `incomplete_details`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncompleteDetails {
+    pub reason: String,
+}
+
+/// `error` of a failed response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Token usage of a response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub input_tokens_details: InputTokensDetails,
+    pub output_tokens: u64,
+    pub output_tokens_details: OutputTokensDetails,
+    pub total_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InputTokensDetails {
+    pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (the OpenAI SDK expects the field).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputTokensDetails {
+    pub reasoning_tokens: u64,
+}
+
+/// One item of a response's `output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputItem {
+    Message(OutputMessage),
+    FunctionCall(FunctionCallItem),
+    CustomToolCall(CustomToolCallItem),
+    LocalShellCall(ActionCallItem),
+    ShellCall(ActionCallItem),
+    ApplyPatchCall(ApplyPatchCallItem),
+    /// A web search the provider ran itself.
+    WebSearchCall(WebSearchCallItem),
+    Reasoning(ReasoningItem),
+    /// A tool the gateway ran (an MCP server's, or a built-in under the `toolbridge` label).
+    McpCall(McpCallItem),
+    /// The tools of an MCP server the gateway listed.
+    McpListTools(McpListToolsItem),
+    /// A call that runs only once the client approves it.
+    McpApprovalRequest(McpApprovalRequestItem),
+}
+
+/// An `mcp_call` item: a call the gateway ran, with its output or error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCallItem {
+    #[serde(default)]
+    pub id: String,
+    pub server_label: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_request_id: Option<String>,
+}
+
+/// An `mcp_list_tools` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpListToolsItem {
+    pub id: String,
+    pub server_label: String,
+    /// `{"name","description","input_schema","annotations"}` each.
+    pub tools: Vec<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// An `mcp_approval_request` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpApprovalRequestItem {
+    pub id: String,
+    pub server_label: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// An `mcp_approval_response` input item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpApprovalResponseItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub approval_request_id: String,
+    pub approve: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A `web_search_call` item: a search that ran on the provider's (or the gateway's) side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebSearchCallItem {
+    pub id: String,
+    pub status: String,
+    /// `{"type":"search","query":…}`.
+    pub action: Value,
+}
+
+impl OutputItem {
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::Message(m) => Some(&m.id),
+            Self::FunctionCall(c) => c.id.as_deref(),
+            Self::CustomToolCall(c) => c.id.as_deref(),
+            Self::LocalShellCall(c) | Self::ShellCall(c) => c.id.as_deref(),
+            Self::ApplyPatchCall(c) => c.id.as_deref(),
+            Self::WebSearchCall(c) => Some(&c.id),
+            Self::Reasoning(r) => r.id.as_deref(),
+            Self::McpCall(c) => Some(&c.id),
+            Self::McpListTools(l) => Some(&l.id),
+            Self::McpApprovalRequest(r) => Some(&r.id),
+        }
+    }
+
+    /// True for the items a client acts on by running a tool.
+    pub fn is_tool_call(&self) -> bool {
+        !matches!(
+            self,
+            Self::Message(_)
+                | Self::Reasoning(_)
+                | Self::WebSearchCall(_)
+                | Self::McpCall(_)
+                | Self::McpListTools(_)
+                | Self::McpApprovalRequest(_)
+        )
+    }
+}
+
+/// An assistant message in `output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputMessage {
+    pub id: String,
+    pub status: String,
+    pub role: String,
+    pub content: Vec<OutputContent>,
+}
+
+/// A content part of an output message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputContent {
+    OutputText {
+        text: String,
+        annotations: Vec<Value>,
+        logprobs: Vec<Value>,
+    },
+    Refusal {
+        refusal: String,
+    },
+}
+
+impl OutputContent {
+    pub fn output_text(text: String) -> Self {
+        Self::OutputText {
+            text,
+            annotations: Vec::new(),
+            logprobs: Vec::new(),
+        }
+    }
+}
