@@ -25,25 +25,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt, stream};
-use tokio::sync::watch;
-use toolbridge_core::assemble::{Assembler, codes};
-use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::ReasoningDisplay;
 use toolbridge_core::repair::ToolSchemas;
-use toolbridge_providers::dialect::{Dialect, Flow, Outgoing, Source};
+use toolbridge_providers::dialect::{Dialect, Outgoing, Source};
 use toolbridge_providers::profile::Profile;
-use toolbridge_wire::responses::{CreateResponse, Diagnostic, StreamEvent};
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 
 use crate::app::AppState;
 use crate::error::GatewayError;
-use crate::upstream::{MAX_RESPONSE_BODY, StreamError, read_capped};
-use crate::{ids, time};
 
 mod abandoned;
 mod answer;
@@ -65,18 +59,10 @@ mod sse;
 mod sync;
 mod tool_loop;
 
-use abandoned::estimate_used;
 pub(crate) use decode::decode_whole;
-use echo::EchoRounds;
 use ingress::ingress;
 pub use ingress::parse_request;
-use meter::Meter;
-use persist::Persist;
-pub(crate) use repair::record_repairs;
-use repair::{RepairRounds, Review};
-use sse::{Pump, PumpLimits, estimate_missing_usage};
 pub use sse::{frame, frames};
-use tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {

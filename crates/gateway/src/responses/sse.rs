@@ -2,7 +2,26 @@
 //! keep-alives, a deadline, a forced stop and a cancel, and the SSE framing of events. The
 //! dialect decoders and the first-event peek are in `decode`.
 
-use super::*;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt, stream};
+use tokio::sync::watch;
+use toolbridge_core::assemble::{Assembler, codes};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_providers::dialect::Flow;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::{Diagnostic, StreamEvent};
+
+use super::abandoned::estimate_used;
+use super::echo::EchoRounds;
+use super::meter::Meter;
+use super::persist::Persist;
+use super::repair::{RepairRounds, Review, record_repairs};
+use super::tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
+use crate::error::GatewayError;
+use crate::time;
+use crate::upstream::StreamError;
 
 pub(super) use super::chunks::UpstreamSse;
 use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};

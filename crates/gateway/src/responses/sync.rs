@@ -1,7 +1,19 @@
 //! A non-streamed answer: the whole upstream response through the same state machine.
 
+use axum::body::Bytes;
+use toolbridge_core::assemble::Assembler;
+use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::profile::Profile;
+
+use super::echo::EchoRounds;
+use super::repair::{RepairRounds, Review};
+use super::sse::estimate_missing_usage;
+use super::tool_loop::{Continuation, OUT_OF_STEPS, ToolRounds};
+use crate::error::GatewayError;
+use crate::time;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+
 use super::decode::decode_whole;
-use super::*;
 
 /// The rounds a whole answer may go through besides the first.
 pub(super) struct Rounds {
