@@ -1,6 +1,6 @@
-//! `background: true`: the request is checked now (a bad one is still a 400), stored `queued`,
-//! answered with that, and run detached through the same stages as any other request
-//! ([`super::respond`]). The run is `in_progress` while it works and ends `completed`,
+//! `background: true`: the request is checked now by the prepare stage (a bad one is still a
+//! 400), stored `queued`, answered with that, and run detached through the same stages as any
+//! other request (`respond`). The run is `in_progress` while it works and ends `completed`,
 //! `incomplete` or `failed`, unless a cancel lands first. Any gateway process can answer polls
 //! and cancels: the state is in the store; a cancel also stops the run at once when it lands on
 //! the process running it. Not here: polling and cancelling (`crate::stored`).
@@ -10,12 +10,10 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
-use toolbridge_core::plan::plan as plan_tools;
-use toolbridge_core::request::{Limits, normalize};
 use toolbridge_wire::responses::{CreateResponse, ResponseError, ResponseStatus};
 
 use super::persist::Persist;
-use super::route::{known_list, lookup};
+use super::prepare::check;
 use super::{BackgroundRun, Caller, respond};
 use crate::app::AppState;
 use crate::auth::Authenticated;
@@ -31,7 +29,7 @@ pub(super) async fn start_background(
 ) -> Result<Response, GatewayError> {
     let store = admissible(state, &req)?;
     let tenant = crate::auth::tenant_of(key.as_ref());
-    check(state, &store, &tenant, &req).await?;
+    check(state, &tenant, &req).await?;
     let run = BackgroundRun {
         id: ids::new("resp"),
         created_at: time::now(),
@@ -103,32 +101,6 @@ fn admissible(
         ));
     }
     Ok(store)
-}
-
-/// The checks a request fails before any answer: its history, its shape, its model and the
-/// primary provider's plan, so a bad request is a 400 now rather than a failed run later.
-async fn check(
-    state: &AppState,
-    store: &Arc<dyn toolbridge_store::ResponseStore>,
-    tenant: &toolbridge_store::Tenant,
-    req: &CreateResponse,
-) -> Result<(), GatewayError> {
-    let mut probe = req.clone();
-    crate::history::expand(Some(store.as_ref()), tenant, &mut probe, false).await?;
-    let canonical = normalize(&probe, &Limits::default())?;
-    let targets = lookup(state, &canonical.model).ok_or_else(|| GatewayError::ModelNotFound {
-        model: canonical.model.clone(),
-        known: known_list(state),
-    })?;
-    if let Some(primary) = targets.first() {
-        let profile = primary.provider.profile_for(&primary.upstream_model);
-        plan_tools(
-            &canonical.tools,
-            canonical.tool_choice.as_ref(),
-            &profile.tools,
-        )?;
-    }
-    Ok(())
 }
 
 /// Runs the request detached, in the request's observation context; a run that fails is stored

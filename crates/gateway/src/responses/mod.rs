@@ -62,6 +62,8 @@ mod tool_loop;
 pub(crate) use decode::decode_whole;
 use ingress::ingress;
 pub use ingress::parse_request;
+pub(crate) use prepare::expand;
+pub(crate) use route::lookup;
 pub use sse::{frame, frames};
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.

@@ -7,10 +7,12 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use toolbridge_core::plan::plan as plan_tools;
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Raw;
-use toolbridge_wire::responses::CreateResponse;
+use toolbridge_store::Tenant;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 
 use super::request_mcp::{connect_request_mcp, resolve_approvals};
 use super::route::{known_list, lookup};
@@ -30,8 +32,7 @@ pub(super) async fn prepare<'a>(
     body: Option<&Bytes>,
 ) -> Result<(Prepared<'a>, Option<Raw>), GatewayError> {
     let tenant = crate::auth::tenant_of(caller.key.as_ref());
-    let turn_items =
-        crate::history::expand(state.store.as_deref(), &tenant, &mut req, stored).await?;
+    let (turn_items, compaction_diagnostics) = expand(state, &tenant, &mut req, stored).await?;
     // The one lookup of the route (history never changes the model).
     let targets = req.model.as_deref().and_then(|m| lookup(state, m));
     let raw = raw_request(targets.as_deref(), body);
@@ -40,12 +41,6 @@ pub(super) async fn prepare<'a>(
     let (listed, mut listings) =
         connect_request_mcp(state, &req, targets.as_deref().unwrap_or_default()).await;
     listings.extend(resolve_approvals(state, &mut req, &listed).await);
-    let mut compaction_diagnostics = Vec::new();
-    crate::compact::expand_compactions(
-        &mut req,
-        state.sealer.as_ref(),
-        &mut compaction_diagnostics,
-    );
     let mut canonical = normalize(&req, &Limits::default())?;
     canonical.diagnostics.extend(compaction_diagnostics);
     open_sealed(
@@ -70,6 +65,48 @@ pub(super) async fn prepare<'a>(
         targets,
     };
     Ok((prepared, raw))
+}
+
+/// The request's history (`previous_response_id`, item references, a conversation) and its
+/// compaction items expanded: the items this turn adds (kept when `stored`), and the
+/// diagnostics of compaction items that could not be opened. Every path that reads a
+/// conversation — a response, a background check, a compaction — starts here.
+pub(crate) async fn expand(
+    state: &AppState,
+    tenant: &Tenant,
+    req: &mut CreateResponse,
+    stored: bool,
+) -> Result<(Vec<serde_json::Value>, Vec<Diagnostic>), GatewayError> {
+    let turn_items = crate::history::expand(state.store.as_deref(), tenant, req, stored).await?;
+    let mut diagnostics = Vec::new();
+    crate::compact::expand_compactions(req, state.sealer.as_ref(), &mut diagnostics);
+    Ok((turn_items, diagnostics))
+}
+
+/// The checks a request fails before any answer, without running anything: its history, its
+/// shape, its model and the primary provider's plan (a background start, so a bad request is
+/// a 400 now rather than a failed run later).
+pub(super) async fn check(
+    state: &AppState,
+    tenant: &Tenant,
+    req: &CreateResponse,
+) -> Result<(), GatewayError> {
+    let mut probe = req.clone();
+    expand(state, tenant, &mut probe, false).await?;
+    let canonical = normalize(&probe, &Limits::default())?;
+    let targets = lookup(state, &canonical.model).ok_or_else(|| GatewayError::ModelNotFound {
+        model: canonical.model.clone(),
+        known: known_list(state),
+    })?;
+    if let Some(primary) = targets.first() {
+        let profile = primary.provider.profile_for(&primary.upstream_model);
+        plan_tools(
+            &canonical.tools,
+            canonical.tool_choice.as_ref(),
+            &profile.tools,
+        )?;
+    }
+    Ok(())
 }
 
 /// The client's JSON, parsed again only when the model routes to a Responses upstream.

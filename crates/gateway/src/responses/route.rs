@@ -14,7 +14,7 @@ use crate::app::AppState;
 use crate::config::Target;
 
 /// Where a request for `model` goes: the route's provider, then its fallbacks.
-pub(super) fn lookup<'a>(state: &'a AppState, model: &str) -> Option<Vec<Target<'a>>> {
+pub(crate) fn lookup<'a>(state: &'a AppState, model: &str) -> Option<Vec<Target<'a>>> {
     state.config.targets(model)
 }
 
