@@ -17,8 +17,9 @@ use super::meter::Meter;
 use super::passthrough::Passthrough;
 use super::persist::Persist;
 use super::repair::{RepairRounds, record_repairs};
+use super::rounds::Rounds;
 use super::sse::{Pump, stream_response, wait_for};
-use super::sync::{Rounds, sync_response};
+use super::sync::sync_response;
 use super::tool_loop::{Continuation, ToolRounds};
 use super::{
     Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, decode,
@@ -278,12 +279,6 @@ async fn stream(
             .await;
     }
     let limits = setup.flight.limits(state, provider);
-    let Rounds {
-        echo,
-        tools,
-        continuation,
-        repair,
-    } = assembled.rounds;
     let pump = Pump {
         upstream,
         decoder,
@@ -291,10 +286,7 @@ async fn stream(
         assembler: Some(assembled.assembler),
         limits,
         usage_basis: assembled.usage_basis,
-        echo,
-        tools,
-        continuation,
-        repair,
+        rounds: assembled.rounds,
         provider_name: provider.name.clone(),
         upstream_model: assembled.upstream_model,
         pending_tools: None,

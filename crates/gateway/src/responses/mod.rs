@@ -16,9 +16,10 @@
 //!   the translated body;
 //! - `dispatch` → [`Dispatched`]: per target in order, the provider's limits, the send, the
 //!   first-event peek and the fallback to the next;
-//! - `answer`: the relayed or assembled answer, streamed (`sse`) or whole (`sync`), with the
-//!   rounds of the gateway's own (`echo`, `tool_loop`, `repair`), metered (`meter`), stored
-//!   (`persist`) and tracked in flight (`detach`).
+//! - `answer`: the relayed or assembled answer, streamed (`sse`) or whole (`sync`), metered
+//!   (`meter`), stored (`persist`) and tracked in flight (`detach`); both transports hand the end
+//!   of every upstream round to the one round driver (`rounds`: the gateway's own rounds —
+//!   `echo`, `tool_loop`, `repair`).
 //!
 //! Background runs (`background`) and compaction (`crate::compact`) are clients of the stages.
 
@@ -54,6 +55,7 @@ mod persist;
 mod prepare;
 mod repair;
 mod request_mcp;
+mod rounds;
 mod route;
 mod sse;
 mod sync;

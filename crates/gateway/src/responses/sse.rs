@@ -14,11 +14,11 @@ use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
 use super::abandoned::estimate_used;
-use super::echo::EchoRounds;
 use super::meter::Meter;
 use super::persist::Persist;
-use super::repair::{RepairRounds, Review, record_repairs};
-use super::tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
+use super::repair::record_repairs;
+use super::rounds::{RoundEnd, Rounds};
+use super::tool_loop::PendingTools;
 use crate::error::GatewayError;
 use crate::time;
 use crate::upstream::StreamError;
@@ -56,14 +56,8 @@ pub(super) struct Pump {
     /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
     /// need one.
     pub(super) usage_basis: Option<Bytes>,
-    /// Set when provider builtin calls are answered by the gateway.
-    pub(super) echo: Option<EchoRounds>,
-    /// Set when the gateway runs tools itself.
-    pub(super) tools: Option<ToolRounds>,
-    /// Set when the gateway may send rounds of its own (its tool loop, a repair re-ask).
-    pub(super) continuation: Option<Continuation>,
-    /// Set when calls are repaired: the policy for invalid ones.
-    pub(super) repair: Option<RepairRounds>,
+    /// The rounds besides the first (echoes, the tool loop, re-asks).
+    pub(super) rounds: Rounds,
     /// The provider and upstream model serving the response, for logs.
     pub(super) provider_name: String,
     pub(super) upstream_model: String,
@@ -89,8 +83,8 @@ pub(super) struct Pump {
     pub(super) _registration: Option<crate::inflight::Registration>,
 }
 
-/// How an upstream round ended.
-pub(super) enum RoundEnd {
+/// What the pump does after an upstream round ended.
+pub(super) enum After {
     /// The response ends here.
     Finish,
     /// The next round's stream is in place.
@@ -147,19 +141,15 @@ impl Pump {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
-            if let Some(mut pending) = self.pending_tools.take() {
-                let (Some(rounds), Some(continuation), Some(assembler)) = (
-                    self.tools.as_mut(),
-                    self.continuation.as_mut(),
-                    self.assembler.as_mut(),
-                ) else {
+            if let Some(pending) = self.pending_tools.take() {
+                if self.assembler.is_none() || !self.rounds.runs_tools() {
                     return Some(self.finish(out, true));
-                };
+                }
                 let results = tokio::select! {
                     biased;
                     () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
                     () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
-                    results = rounds.run(&pending.calls) => Ok(results),
+                    results = self.rounds.run_tools(&pending) => Ok(results),
                 };
                 let results = match results {
                     Ok(results) => results,
@@ -172,29 +162,24 @@ impl Pump {
                         ));
                     }
                 };
-                ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
-                if assembler.has_client_calls() || pending.ends {
-                    // The gateway's calls ran beside the client's: this round cannot be asked
-                    // again, so an invalid client call follows the after-re-ask policy.
-                    if let Some(repair) = self.repair.as_mut()
-                        && let Review::Fail(message) = repair.review(assembler, false, &mut out)
-                    {
-                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
-                    }
-                    return Some(self.finish(out, true));
-                }
-                match rounds.send_next(continuation, pending, results).await {
-                    Ok((response, payload)) => {
-                        self.upstream = upstream_sse(response);
-                        self.decoder = restarted(&self.decoder, &self.profile);
-                        if self.usage_basis.is_some() {
-                            self.usage_basis = Some(payload);
-                        }
-                        assembler.next_round();
+                let assembler = self.assembler.as_mut()?;
+                match self
+                    .rounds
+                    .after_tools(pending, results, assembler, &mut out)
+                    .await
+                {
+                    Ok(RoundEnd::Next(response, payload)) => {
+                        self.switch_to(response, payload);
                         if !out.is_empty() {
                             return Some(frames(&out));
                         }
                         continue;
+                    }
+                    Ok(RoundEnd::Fail(message)) => {
+                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                    }
+                    Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
+                        return Some(self.finish(out, true));
                     }
                     Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                 }
@@ -234,10 +219,10 @@ impl Pump {
                         Ok(Flow::Continue) if out.is_empty() => continue,
                         Ok(Flow::Continue) => return Some(frames(&out)),
                         Ok(Flow::Done) => match self.next_round(&mut out).await {
-                            Ok(RoundEnd::Continue) => continue,
-                            Ok(RoundEnd::Flush) => return Some(frames(&out)),
-                            Ok(RoundEnd::Finish) => return Some(self.finish(out, true)),
-                            Ok(RoundEnd::Fail(message)) => {
+                            Ok(After::Continue) => continue,
+                            Ok(After::Flush) => return Some(frames(&out)),
+                            Ok(After::Finish) => return Some(self.finish(out, true)),
+                            Ok(After::Fail(message)) => {
                                 return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
                             }
                             Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -251,10 +236,10 @@ impl Pump {
                 }
                 // The body ended without `[DONE]`.
                 Step::Item(None) => match self.next_round(&mut out).await {
-                    Ok(RoundEnd::Continue) => continue,
-                    Ok(RoundEnd::Flush) => return Some(frames(&out)),
-                    Ok(RoundEnd::Finish) => return Some(self.finish(out, false)),
-                    Ok(RoundEnd::Fail(message)) => {
+                    Ok(After::Continue) => continue,
+                    Ok(After::Flush) => return Some(frames(&out)),
+                    Ok(After::Finish) => return Some(self.finish(out, false)),
+                    Ok(After::Fail(message)) => {
                         return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
                     }
                     Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -286,66 +271,33 @@ impl Pump {
         }
     }
 
-    /// At the end of an upstream round: gateway calls are shown and left for the next step
-    /// ([`RoundEnd::Flush`]), or stop the response when the loop is out of steps; when the
-    /// round's only calls are provider builtins to echo, the next round is sent and its stream
-    /// switched to ([`RoundEnd::Continue`]); when a client call is still invalid after repair,
-    /// the provider's policy applies (a hidden re-ask is [`RoundEnd::Continue`] too); else the
-    /// response ends here.
+    /// At the end of an upstream round: the decoder's last events into the assembler, then the
+    /// round driver ([`Rounds::end_round`]) says what comes next — gateway calls shown are left
+    /// for the next step ([`After::Flush`]), a next round's stream is switched to
+    /// ([`After::Continue`]).
     pub(super) async fn next_round(
         &mut self,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<RoundEnd, GatewayError> {
+    ) -> Result<After, GatewayError> {
         let Some(assembler) = self.assembler.as_mut() else {
-            return Ok(RoundEnd::Finish);
+            return Ok(After::Finish);
         };
         self.decoder.finish(&mut self.pending);
         for ev in self.pending.drain(..) {
             assembler.on_event(ev, out);
         }
-        if let Some(rounds) = self.tools.as_ref() {
-            // Client calls beside gateway calls are shown before the gateway's run, and the
-            // round cannot be asked again: the after-re-ask policy applies to them now.
-            if let Some(repair) = self.repair.as_mut()
-                && assembler.has_gateway_calls()
-                && let Review::Fail(message) = repair.review(assembler, false, out)
-            {
-                return Ok(RoundEnd::Fail(message));
+        Ok(match self.rounds.end_round(assembler, true, out).await? {
+            RoundEnd::Finish => After::Finish,
+            RoundEnd::Fail(message) => After::Fail(message),
+            RoundEnd::Tools(pending) => {
+                self.pending_tools = Some(pending);
+                After::Flush
             }
-            let (calls, round) = assembler.take_gateway_calls(out);
-            if !calls.is_empty() {
-                if !rounds.allows(calls.len()) {
-                    assembler.stop_incomplete(OUT_OF_STEPS);
-                    return Ok(RoundEnd::Finish);
-                }
-                self.pending_tools = Some(rounds.start(calls, round, assembler, out));
-                return Ok(RoundEnd::Flush);
-            }
-        }
-        if let Some(rounds) = self.echo.as_mut().filter(|r| r.left > 0)
-            && let Some(echoes) = assembler.take_echoes(out)
-        {
-            let (response, payload) = rounds.send(echoes).await?;
-            self.switch_to(response, payload);
-            return Ok(RoundEnd::Continue);
-        }
-        // A stream cut off in the middle of a call fails at its end; it is not re-asked.
-        let (Some(repair), false) = (self.repair.as_mut(), assembler.ends_cut_off()) else {
-            return Ok(RoundEnd::Finish);
-        };
-        match repair.review(assembler, self.continuation.is_some(), out) {
-            Review::Pass => Ok(RoundEnd::Finish),
-            Review::Fail(message) => Ok(RoundEnd::Fail(message)),
-            Review::Reask(reask) => {
-                let Some(continuation) = self.continuation.as_mut() else {
-                    return Ok(RoundEnd::Finish);
-                };
-                let (response, payload) = continuation.send(reask.turn, reask.results).await?;
-                assembler.next_round();
+            RoundEnd::Next(response, payload) => {
                 self.switch_to(response, payload);
-                Ok(RoundEnd::Continue)
+                After::Continue
             }
-        }
+        })
     }
 
     /// Reads the next round's stream from here on.
