@@ -141,48 +141,10 @@ impl Pump {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
-            if let Some(pending) = self.pending_tools.take() {
-                if self.assembler.is_none() || !self.rounds.runs_tools() {
-                    return Some(self.finish(out, true));
-                }
-                let results = tokio::select! {
-                    biased;
-                    () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
-                    () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
-                    results = self.rounds.run_tools(&pending) => Ok(results),
-                };
-                let results = match results {
-                    Ok(results) => results,
-                    Err(Step::Cancelled) => return Some(self.cancel(out)),
-                    Err(_) => {
-                        return Some(self.fail(
-                            "server_shutting_down",
-                            "the gateway is shutting down; retry the request".to_owned(),
-                            out,
-                        ));
-                    }
-                };
-                let assembler = self.assembler.as_mut()?;
-                match self
-                    .rounds
-                    .after_tools(pending, results, assembler, &mut out)
-                    .await
-                {
-                    Ok(RoundEnd::Next(response, payload)) => {
-                        self.switch_to(response, payload);
-                        if !out.is_empty() {
-                            return Some(frames(&out));
-                        }
-                        continue;
-                    }
-                    Ok(RoundEnd::Fail(message)) => {
-                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
-                    }
-                    Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
-                        return Some(self.finish(out, true));
-                    }
-                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
-                }
+            if let Some(pending) = self.pending_tools.take()
+                && let Some(batch) = self.run_pending(pending, &mut out).await
+            {
+                return Some(batch);
             }
             let keepalive = self.limits.keepalive;
             let step = tokio::select! {
@@ -268,6 +230,54 @@ impl Pump {
                 }
                 Step::Cancelled => return Some(self.cancel(out)),
             }
+        }
+    }
+
+    /// Runs the gateway calls shown as started at the last step (a shutdown or a cancel stops
+    /// them), then hands them to the round driver. `Some` when the step ends with these frames;
+    /// `None` when the next round's stream is in place and nothing is to be sent yet.
+    async fn run_pending(
+        &mut self,
+        pending: PendingTools,
+        out: &mut Vec<StreamEvent>,
+    ) -> Option<Vec<Bytes>> {
+        if self.assembler.is_none() || !self.rounds.runs_tools() {
+            return Some(self.finish(std::mem::take(out), true));
+        }
+        let results = tokio::select! {
+            biased;
+            () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
+            () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
+            results = self.rounds.run_tools(&pending) => Ok(results),
+        };
+        let results = match results {
+            Ok(results) => results,
+            Err(Step::Cancelled) => return Some(self.cancel(std::mem::take(out))),
+            Err(_) => {
+                return Some(self.fail(
+                    "server_shutting_down",
+                    "the gateway is shutting down; retry the request".to_owned(),
+                    std::mem::take(out),
+                ));
+            }
+        };
+        let assembler = self.assembler.as_mut()?;
+        match self
+            .rounds
+            .after_tools(pending, results, assembler, out)
+            .await
+        {
+            Ok(RoundEnd::Next(response, payload)) => {
+                self.switch_to(response, payload);
+                (!out.is_empty()).then(|| frames(out))
+            }
+            Ok(RoundEnd::Fail(message)) => {
+                Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
+            }
+            Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
+                Some(self.finish(std::mem::take(out), true))
+            }
+            Err(e) => Some(self.fail(e.code(), e.to_string(), std::mem::take(out))),
         }
     }
 
