@@ -2,6 +2,11 @@
 //! the answer keeps the user's messages and adds a `compaction` item whose `encrypted_content`
 //! seals the summary. A later request sends that item back as input, and the gateway expands it
 //! into a developer message carrying the summary ([`expand_compactions`]).
+//!
+//! A client of the response stages, not a copy: the history and compactions are expanded by
+//! the prepare stage's `expand`, the route is the route stage's `lookup`, the body is built by
+//! `responses::translate` and the answer read by `decode_whole`. What is its own: the summary
+//! request (no tools, the route's primary only, not streamed) and the answer's shape.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -14,15 +19,14 @@ use toolbridge_core::diagnostics::{ITEM_DROPPED, diag};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::dialect::Source;
 use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
 
 use crate::app::AppState;
 use crate::error::GatewayError;
-use toolbridge_providers::dialect::Source;
-
-use crate::responses::{decode_whole, sealed_by_gateway, translate};
+use crate::responses::{decode_whole, expand, lookup, sealed_by_gateway, translate};
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::{ids, time};
 
@@ -81,12 +85,11 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
         prompt_cache_key: request.prompt_cache_key,
         ..CreateResponse::default()
     };
-    // The same key scopes and budget as a response.
+    // The same key scopes and budget as a response, and the same expansion of its history
+    // and compactions (the prepare stage's).
     crate::auth::admit(state, &req).await?;
     let tenant = crate::auth::current_tenant();
-    crate::history::expand(state.store.as_deref(), &tenant, &mut req, false).await?;
-    let mut diagnostics = Vec::new();
-    expand_compactions(&mut req, state.sealer.as_ref(), &mut diagnostics);
+    let (_, mut diagnostics) = expand(state, &tenant, &mut req, false).await?;
     let kept_users: Vec<Value> = match &req.input {
         Some(Input::Items(items)) => items
             .iter()
@@ -107,54 +110,7 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     };
     items.push(user(INSTRUCTION.to_owned()));
     req.input = Some(Input::Items(items));
-    let canonical = normalize(&req, &Limits::default())?;
-    let targets = state
-        .config
-        .targets(&model)
-        .ok_or_else(|| GatewayError::ModelNotFound {
-            model: model.clone(),
-            known: String::new(),
-        })?;
-    let target = targets
-        .first()
-        .ok_or_else(|| GatewayError::UpstreamUnreachable("no provider".to_owned()))?;
-    let profile = target.provider.profile_for(&target.upstream_model);
-    let plan = toolbridge_core::plan::ToolPlan::default();
-    let mut canonical = canonical;
-    canonical.stream = false;
-    let dialect = target.provider.dialect;
-    let payload = Bytes::from(
-        translate(
-            dialect,
-            &Source {
-                req: &req,
-                raw: None,
-                canonical: &canonical,
-                stored: false,
-                sealed_by_gateway: &sealed_by_gateway,
-            },
-            &plan,
-            &profile,
-            &target.upstream_model,
-            &mut diagnostics,
-        )
-        .payload(),
-    );
-    let upstream = state
-        .upstreams
-        .send(target.provider, &target.upstream_model, &payload, false)
-        .await?;
-    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
-    let events = decode_whole(dialect, &profile, &body, &mut diagnostics)?;
-    let mut summary = String::new();
-    let mut usage = None;
-    for event in events {
-        match event {
-            UpstreamEvent::Text(t) => summary.push_str(&t),
-            UpstreamEvent::Usage(u) => usage = Some(u),
-            _ => {}
-        }
-    }
+    let (summary, usage, payload) = summarize(state, &model, &req, &mut diagnostics).await?;
     if summary.trim().is_empty() {
         return Err(GatewayError::Upstream(
             toolbridge_providers::Error::Decode {
@@ -182,6 +138,61 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
         obj.insert("toolbridge_diagnostics".to_owned(), json!(diagnostics));
     }
     Ok(body)
+}
+
+/// Sends the summary request to the route's primary provider (no tools, not streamed) and
+/// reads its text and usage; the payload is returned for a usage estimate.
+async fn summarize(
+    state: &AppState,
+    model: &str,
+    req: &CreateResponse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<(String, Option<Usage>, Bytes), GatewayError> {
+    let mut canonical = normalize(req, &Limits::default())?;
+    canonical.stream = false;
+    let targets = lookup(state, model).ok_or_else(|| GatewayError::ModelNotFound {
+        model: model.to_owned(),
+        known: String::new(),
+    })?;
+    let target = targets
+        .first()
+        .ok_or_else(|| GatewayError::UpstreamUnreachable("no provider".to_owned()))?;
+    let profile = target.provider.profile_for(&target.upstream_model);
+    let plan = toolbridge_core::plan::ToolPlan::default();
+    let dialect = target.provider.dialect;
+    let payload = Bytes::from(
+        translate(
+            dialect,
+            &Source {
+                req,
+                raw: None,
+                canonical: &canonical,
+                stored: false,
+                sealed_by_gateway: &sealed_by_gateway,
+            },
+            &plan,
+            &profile,
+            &target.upstream_model,
+            diagnostics,
+        )
+        .payload(),
+    );
+    let upstream = state
+        .upstreams
+        .send(target.provider, &target.upstream_model, &payload, false)
+        .await?;
+    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    let events = decode_whole(dialect, &profile, &body, diagnostics)?;
+    let mut summary = String::new();
+    let mut usage = None;
+    for event in events {
+        match event {
+            UpstreamEvent::Text(t) => summary.push_str(&t),
+            UpstreamEvent::Usage(u) => usage = Some(u),
+            _ => {}
+        }
+    }
+    Ok((summary, usage, payload))
 }
 
 fn usage_json(usage: &Usage) -> Value {

@@ -4,7 +4,9 @@
 //!
 //! Not here: the charge of a stream that ended normally ([`super::meter::Meter::finish`]).
 
-use super::*;
+use toolbridge_core::assemble::Assembler;
+
+use super::sse::Pump;
 
 /// The client went away mid-stream (the body was dropped before the terminal event): what was
 /// used so far is charged, as providers charge a cancelled stream. The charge is async and the

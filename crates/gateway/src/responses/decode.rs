@@ -3,7 +3,15 @@
 //! first event before anything is sent to the client. What an event means is the dialect's
 //! (`toolbridge_providers::dialect`).
 
-use super::*;
+use futures::{StreamExt, stream};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::Diagnostic;
+
+use crate::error::GatewayError;
+use crate::ids;
+
 use toolbridge_providers::dialect::Decoder;
 
 use super::chunks::{Chunk, UpstreamSse, upstream_sse};

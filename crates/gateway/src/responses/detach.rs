@@ -180,8 +180,8 @@ impl Flight {
         &self,
         state: &crate::app::AppState,
         provider: &crate::config::Provider,
-    ) -> super::PumpLimits {
-        super::PumpLimits {
+    ) -> super::sse::PumpLimits {
+        super::sse::PumpLimits {
             keepalive: state.config.keepalive,
             deadline: tokio::time::Instant::now() + provider.stream_timeout,
             shutdown: state.shutdown.clone(),

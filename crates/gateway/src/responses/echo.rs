@@ -1,7 +1,12 @@
 //! Provider builtin calls the gateway answers itself (Kimi's `$web_search`): the next round of
 //! the same request, with the calls echoed back as their results.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use toolbridge_providers::dialect::Outgoing;
+
+use crate::error::GatewayError;
 
 /// The most rounds of provider builtin calls answered within one response.
 pub(super) const MAX_ECHO_ROUNDS: u8 = 4;

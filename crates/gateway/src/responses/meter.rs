@@ -3,9 +3,13 @@
 //! (`GET /v1/sessions/{id}/events`, for requests that carry Codex's `session-id` header). The
 //! side channel never slows the request: publishing does not wait.
 
+use std::sync::Arc;
+
+use crate::app::AppState;
+use crate::time;
+
 use std::time::Instant;
 
-use super::*;
 use crate::auth::Authenticated;
 use crate::sessions::{ResponseInfo, SessionEvent, ToolInfo};
 

@@ -3,8 +3,20 @@
 //! at its one dispatch point on the dialect (`Dialect::passes_through`); every other dialect
 //! goes through the decoders.
 
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
+use toolbridge_providers::dialect::Flow;
+use toolbridge_wire::responses::Diagnostic;
+
+use super::meter::Meter;
+use super::persist::Persist;
+use super::sse::{self, PumpLimits};
+use crate::error::GatewayError;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+
 use super::chunks::{Chunk, skipped_diagnostic};
-use super::*;
 use toolbridge_providers::responses::relay::{Relay, whole};
 
 /// What relaying one answer needs.

@@ -10,7 +10,9 @@
 //! (`previous_response_id`, a conversation, `background`) fails before it starts with 503
 //! `store_unavailable`.
 
-use super::*;
+use std::sync::Arc;
+
+use toolbridge_wire::responses::Diagnostic;
 
 /// What storing one response needs, kept until its end.
 pub(super) struct Persist {

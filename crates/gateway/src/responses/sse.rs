@@ -2,7 +2,26 @@
 //! keep-alives, a deadline, a forced stop and a cancel, and the SSE framing of events. The
 //! dialect decoders and the first-event peek are in `decode`.
 
-use super::*;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt, stream};
+use tokio::sync::watch;
+use toolbridge_core::assemble::{Assembler, codes};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_providers::dialect::Flow;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::{Diagnostic, StreamEvent};
+
+use super::abandoned::estimate_used;
+use super::meter::Meter;
+use super::persist::Persist;
+use super::repair::record_repairs;
+use super::rounds::{RoundEnd, Rounds};
+use super::tool_loop::PendingTools;
+use crate::error::GatewayError;
+use crate::time;
+use crate::upstream::StreamError;
 
 pub(super) use super::chunks::UpstreamSse;
 use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};
@@ -37,14 +56,8 @@ pub(super) struct Pump {
     /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
     /// need one.
     pub(super) usage_basis: Option<Bytes>,
-    /// Set when provider builtin calls are answered by the gateway.
-    pub(super) echo: Option<EchoRounds>,
-    /// Set when the gateway runs tools itself.
-    pub(super) tools: Option<ToolRounds>,
-    /// Set when the gateway may send rounds of its own (its tool loop, a repair re-ask).
-    pub(super) continuation: Option<Continuation>,
-    /// Set when calls are repaired: the policy for invalid ones.
-    pub(super) repair: Option<RepairRounds>,
+    /// The rounds besides the first (echoes, the tool loop, re-asks).
+    pub(super) rounds: Rounds,
     /// The provider and upstream model serving the response, for logs.
     pub(super) provider_name: String,
     pub(super) upstream_model: String,
@@ -70,8 +83,8 @@ pub(super) struct Pump {
     pub(super) _registration: Option<crate::inflight::Registration>,
 }
 
-/// How an upstream round ended.
-pub(super) enum RoundEnd {
+/// What the pump does after an upstream round ended.
+pub(super) enum After {
     /// The response ends here.
     Finish,
     /// The next round's stream is in place.
@@ -128,57 +141,10 @@ impl Pump {
         let mut out = Vec::new();
         loop {
             self.assembler.as_ref()?;
-            if let Some(mut pending) = self.pending_tools.take() {
-                let (Some(rounds), Some(continuation), Some(assembler)) = (
-                    self.tools.as_mut(),
-                    self.continuation.as_mut(),
-                    self.assembler.as_mut(),
-                ) else {
-                    return Some(self.finish(out, true));
-                };
-                let results = tokio::select! {
-                    biased;
-                    () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
-                    () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
-                    results = rounds.run(&pending.calls) => Ok(results),
-                };
-                let results = match results {
-                    Ok(results) => results,
-                    Err(Step::Cancelled) => return Some(self.cancel(out)),
-                    Err(_) => {
-                        return Some(self.fail(
-                            "server_shutting_down",
-                            "the gateway is shutting down; retry the request".to_owned(),
-                            out,
-                        ));
-                    }
-                };
-                ToolRounds::finish_items(&mut pending, &results, assembler, &mut out);
-                if assembler.has_client_calls() || pending.ends {
-                    // The gateway's calls ran beside the client's: this round cannot be asked
-                    // again, so an invalid client call follows the after-re-ask policy.
-                    if let Some(repair) = self.repair.as_mut()
-                        && let Review::Fail(message) = repair.review(assembler, false, &mut out)
-                    {
-                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
-                    }
-                    return Some(self.finish(out, true));
-                }
-                match rounds.send_next(continuation, pending, results).await {
-                    Ok((response, payload)) => {
-                        self.upstream = upstream_sse(response);
-                        self.decoder = restarted(&self.decoder, &self.profile);
-                        if self.usage_basis.is_some() {
-                            self.usage_basis = Some(payload);
-                        }
-                        assembler.next_round();
-                        if !out.is_empty() {
-                            return Some(frames(&out));
-                        }
-                        continue;
-                    }
-                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
-                }
+            if let Some(pending) = self.pending_tools.take()
+                && let Some(batch) = self.run_pending(pending, &mut out).await
+            {
+                return Some(batch);
             }
             let keepalive = self.limits.keepalive;
             let step = tokio::select! {
@@ -215,10 +181,10 @@ impl Pump {
                         Ok(Flow::Continue) if out.is_empty() => continue,
                         Ok(Flow::Continue) => return Some(frames(&out)),
                         Ok(Flow::Done) => match self.next_round(&mut out).await {
-                            Ok(RoundEnd::Continue) => continue,
-                            Ok(RoundEnd::Flush) => return Some(frames(&out)),
-                            Ok(RoundEnd::Finish) => return Some(self.finish(out, true)),
-                            Ok(RoundEnd::Fail(message)) => {
+                            Ok(After::Continue) => continue,
+                            Ok(After::Flush) => return Some(frames(&out)),
+                            Ok(After::Finish) => return Some(self.finish(out, true)),
+                            Ok(After::Fail(message)) => {
                                 return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
                             }
                             Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -232,10 +198,10 @@ impl Pump {
                 }
                 // The body ended without `[DONE]`.
                 Step::Item(None) => match self.next_round(&mut out).await {
-                    Ok(RoundEnd::Continue) => continue,
-                    Ok(RoundEnd::Flush) => return Some(frames(&out)),
-                    Ok(RoundEnd::Finish) => return Some(self.finish(out, false)),
-                    Ok(RoundEnd::Fail(message)) => {
+                    Ok(After::Continue) => continue,
+                    Ok(After::Flush) => return Some(frames(&out)),
+                    Ok(After::Finish) => return Some(self.finish(out, false)),
+                    Ok(After::Fail(message)) => {
                         return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
                     }
                     Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
@@ -267,66 +233,81 @@ impl Pump {
         }
     }
 
-    /// At the end of an upstream round: gateway calls are shown and left for the next step
-    /// ([`RoundEnd::Flush`]), or stop the response when the loop is out of steps; when the
-    /// round's only calls are provider builtins to echo, the next round is sent and its stream
-    /// switched to ([`RoundEnd::Continue`]); when a client call is still invalid after repair,
-    /// the provider's policy applies (a hidden re-ask is [`RoundEnd::Continue`] too); else the
-    /// response ends here.
+    /// Runs the gateway calls shown as started at the last step (a shutdown or a cancel stops
+    /// them), then hands them to the round driver. `Some` when the step ends with these frames;
+    /// `None` when the next round's stream is in place and nothing is to be sent yet.
+    async fn run_pending(
+        &mut self,
+        pending: PendingTools,
+        out: &mut Vec<StreamEvent>,
+    ) -> Option<Vec<Bytes>> {
+        if self.assembler.is_none() || !self.rounds.runs_tools() {
+            return Some(self.finish(std::mem::take(out), true));
+        }
+        let results = tokio::select! {
+            biased;
+            () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
+            () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
+            results = self.rounds.run_tools(&pending) => Ok(results),
+        };
+        let results = match results {
+            Ok(results) => results,
+            Err(Step::Cancelled) => return Some(self.cancel(std::mem::take(out))),
+            Err(_) => {
+                return Some(self.fail(
+                    "server_shutting_down",
+                    "the gateway is shutting down; retry the request".to_owned(),
+                    std::mem::take(out),
+                ));
+            }
+        };
+        let assembler = self.assembler.as_mut()?;
+        match self
+            .rounds
+            .after_tools(pending, results, assembler, out)
+            .await
+        {
+            Ok(RoundEnd::Next(response, payload)) => {
+                self.switch_to(response, payload);
+                (!out.is_empty()).then(|| frames(out))
+            }
+            Ok(RoundEnd::Fail(message)) => {
+                Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
+            }
+            Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
+                Some(self.finish(std::mem::take(out), true))
+            }
+            Err(e) => Some(self.fail(e.code(), e.to_string(), std::mem::take(out))),
+        }
+    }
+
+    /// At the end of an upstream round: the decoder's last events into the assembler, then the
+    /// round driver ([`Rounds::end_round`]) says what comes next — gateway calls shown are left
+    /// for the next step ([`After::Flush`]), a next round's stream is switched to
+    /// ([`After::Continue`]).
     pub(super) async fn next_round(
         &mut self,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<RoundEnd, GatewayError> {
+    ) -> Result<After, GatewayError> {
         let Some(assembler) = self.assembler.as_mut() else {
-            return Ok(RoundEnd::Finish);
+            return Ok(After::Finish);
         };
         self.decoder.finish(&mut self.pending);
         for ev in self.pending.drain(..) {
             assembler.on_event(ev, out);
         }
-        if let Some(rounds) = self.tools.as_ref() {
-            // Client calls beside gateway calls are shown before the gateway's run, and the
-            // round cannot be asked again: the after-re-ask policy applies to them now.
-            if let Some(repair) = self.repair.as_mut()
-                && assembler.has_gateway_calls()
-                && let Review::Fail(message) = repair.review(assembler, false, out)
-            {
-                return Ok(RoundEnd::Fail(message));
+        Ok(match self.rounds.end_round(assembler, true, out).await? {
+            RoundEnd::Finish => After::Finish,
+            RoundEnd::Fail(message) => After::Fail(message),
+            RoundEnd::Tools(pending) => {
+                self.pending_tools = Some(pending);
+                After::Flush
             }
-            let (calls, round) = assembler.take_gateway_calls(out);
-            if !calls.is_empty() {
-                if !rounds.allows(calls.len()) {
-                    assembler.stop_incomplete(OUT_OF_STEPS);
-                    return Ok(RoundEnd::Finish);
-                }
-                self.pending_tools = Some(rounds.start(calls, round, assembler, out));
-                return Ok(RoundEnd::Flush);
-            }
-        }
-        if let Some(rounds) = self.echo.as_mut().filter(|r| r.left > 0)
-            && let Some(echoes) = assembler.take_echoes(out)
-        {
-            let (response, payload) = rounds.send(echoes).await?;
-            self.switch_to(response, payload);
-            return Ok(RoundEnd::Continue);
-        }
-        // A stream cut off in the middle of a call fails at its end; it is not re-asked.
-        let (Some(repair), false) = (self.repair.as_mut(), assembler.ends_cut_off()) else {
-            return Ok(RoundEnd::Finish);
-        };
-        match repair.review(assembler, self.continuation.is_some(), out) {
-            Review::Pass => Ok(RoundEnd::Finish),
-            Review::Fail(message) => Ok(RoundEnd::Fail(message)),
-            Review::Reask(reask) => {
-                let Some(continuation) = self.continuation.as_mut() else {
-                    return Ok(RoundEnd::Finish);
-                };
-                let (response, payload) = continuation.send(reask.turn, reask.results).await?;
-                assembler.next_round();
+            RoundEnd::Next(response, payload) => {
                 self.switch_to(response, payload);
-                Ok(RoundEnd::Continue)
+                After::Continue
             }
-        }
+        })
     }
 
     /// Reads the next round's stream from here on.

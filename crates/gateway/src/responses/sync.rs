@@ -1,15 +1,16 @@
 //! A non-streamed answer: the whole upstream response through the same state machine.
 
-use super::decode::decode_whole;
-use super::*;
+use axum::body::Bytes;
+use toolbridge_core::assemble::Assembler;
+use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::profile::Profile;
 
-/// The rounds a whole answer may go through besides the first.
-pub(super) struct Rounds {
-    pub(super) echo: Option<EchoRounds>,
-    pub(super) tools: Option<ToolRounds>,
-    pub(super) continuation: Option<Continuation>,
-    pub(super) repair: Option<RepairRounds>,
-}
+use super::decode::decode_whole;
+use super::rounds::{RoundEnd, Rounds};
+use super::sse::estimate_missing_usage;
+use crate::error::GatewayError;
+use crate::time;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 
 /// A whole answer, round after round; a call still invalid under the `fail` policy is an
 /// `invalid_tool_call` error (HTTP 502: nothing was sent yet).
@@ -21,12 +22,7 @@ pub(super) async fn sync_response(
     mut usage_basis: Option<Bytes>,
     rounds: Rounds,
 ) -> Result<toolbridge_wire::responses::Response, GatewayError> {
-    let Rounds {
-        mut echo,
-        mut tools,
-        mut continuation,
-        mut repair,
-    } = rounds;
+    let mut rounds = rounds;
     let mut upstream = upstream;
     let mut sink = Vec::new();
     loop {
@@ -43,72 +39,28 @@ pub(super) async fn sync_response(
             }
             Ok::<(), GatewayError>(())
         })?;
-        if let (Some(rounds), Some(continuation)) = (tools.as_mut(), continuation.as_mut()) {
-            // Client calls beside gateway calls are shown before the gateway's run, and the
-            // round cannot be asked again: the after-re-ask policy applies to them now.
-            if let Some(repair) = repair.as_mut()
-                && assembler.has_gateway_calls()
-                && let Review::Fail(message) = repair.review(&mut assembler, false, &mut sink)
-            {
-                return Err(GatewayError::InvalidToolCall(message));
+        // Nothing is shown before the whole answer: the round's events are dropped as they come.
+        let mut end = rounds.end_round(&mut assembler, false, &mut sink).await?;
+        sink.clear();
+        if let RoundEnd::Tools(pending) = end {
+            if !rounds.runs_tools() {
+                break;
             }
-            let (calls, round) = assembler.take_gateway_calls(&mut sink);
-            if !calls.is_empty() {
-                if !rounds.allows(calls.len()) {
-                    assembler.stop_incomplete(OUT_OF_STEPS);
-                    break;
-                }
-                let mut pending = rounds.start(calls, round, &mut assembler, &mut sink);
-                let results = rounds.run(&pending.calls).await;
-                ToolRounds::finish_items(&mut pending, &results, &mut assembler, &mut sink);
-                sink.clear();
-                if assembler.has_client_calls() || pending.ends {
-                    // The gateway's calls ran beside the client's: this round cannot be asked
-                    // again, so an invalid client call follows the after-re-ask policy.
-                    if let Some(repair) = repair.as_mut()
-                        && let Review::Fail(message) =
-                            repair.review(&mut assembler, false, &mut sink)
-                    {
-                        return Err(GatewayError::InvalidToolCall(message));
-                    }
-                    break;
-                }
-                let payload;
-                (upstream, payload) = rounds.send_next(continuation, pending, results).await?;
-                if usage_basis.is_some() {
-                    usage_basis = Some(payload);
-                }
-                assembler.next_round();
-                continue;
-            }
-        }
-        if let Some(rounds) = echo.as_mut().filter(|r| r.left > 0)
-            && let Some(echoes) = assembler.take_echoes(&mut sink)
-        {
+            let results = rounds.run_tools(&pending).await;
+            end = rounds
+                .after_tools(pending, results, &mut assembler, &mut sink)
+                .await?;
             sink.clear();
-            let payload;
-            (upstream, payload) = rounds.send(echoes).await?;
-            usage_basis = Some(payload);
-            continue;
         }
-        let Some(repair) = repair.as_mut() else {
-            break;
-        };
-        match repair.review(&mut assembler, continuation.is_some(), &mut sink) {
-            Review::Pass => break,
-            Review::Fail(message) => return Err(GatewayError::InvalidToolCall(message)),
-            Review::Reask(reask) => {
-                sink.clear();
-                let Some(continuation) = continuation.as_mut() else {
-                    break;
-                };
-                let payload;
-                (upstream, payload) = continuation.send(reask.turn, reask.results).await?;
+        match end {
+            RoundEnd::Next(next, payload) => {
+                upstream = next;
                 if usage_basis.is_some() {
                     usage_basis = Some(payload);
                 }
-                assembler.next_round();
             }
+            RoundEnd::Fail(message) => return Err(GatewayError::InvalidToolCall(message)),
+            RoundEnd::Finish | RoundEnd::Tools(_) => break,
         }
     }
     estimate_missing_usage(&mut assembler, usage_basis.as_deref(), &mut sink);

@@ -10,13 +10,24 @@
 //! repair's re-ask): the conversation so far, the plan and the provider, and one `send` that
 //! appends an exchange and sends the next request.
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use toolbridge_core::assemble::Assembler;
+use toolbridge_providers::dialect::Source;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::{CreateResponse, StreamEvent};
+
+use super::meter::Meter;
+use super::{sealed_by_gateway, translate};
+use crate::error::GatewayError;
+
 use std::time::Duration;
 
 use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
 use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
 use toolbridge_core::plan::ToolPlan;
 
-use super::*;
 use crate::gateway_tools::GatewayTools;
 
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
