@@ -16,7 +16,12 @@ use toolbridge_providers::dialect::{Dialect, Raw, Source};
 
 use crate::responses::sealed_by_gateway;
 
-/// The tool of every type a Codex or SDK request may carry, one each.
+/// The MCP probe's server. A constant, so the probe table below holds no `//` inside a string
+/// (`rust_shape.py` strips from `//` to the end of a line before counting braces, and took the
+/// table for a function of several hundred lines).
+const MCP_PROBE_URL: &str = "https://mcp.example/";
+
+/// The tool of every type a Codex or SDK request may carry, one each: the probes as data.
 fn probe_tools() -> Vec<Value> {
     vec![
         json!({"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}),
@@ -27,7 +32,7 @@ fn probe_tools() -> Vec<Value> {
         json!({"type": "apply_patch"}),
         json!({"type": "web_search"}),
         json!({"type": "file_search", "vector_store_ids": ["vs_1"]}),
-        json!({"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example/"}),
+        json!({"type": "mcp", "server_label": "docs", "server_url": MCP_PROBE_URL}),
         json!({"type": "code_interpreter", "container": {"type": "auto"}}),
         json!({"type": "image_generation"}),
         json!({"type": "computer_use_preview", "display_width": 1024, "display_height": 768, "environment": "linux"}),
@@ -234,44 +239,65 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
     }
     out.push_str("\ntools:\n");
     for probe in probe_tools() {
-        let kind = probe["type"].as_str().unwrap_or_default().to_owned();
-        let tool: Tool = match serde_json::from_value(probe) {
-            Ok(t) => t,
-            Err(e) => {
-                out.push_str(&format!("  {kind:<22} (probe did not parse: {e})\n"));
-                continue;
-            }
-        };
-        match plan(std::slice::from_ref(&tool), None, &profile.tools) {
-            Ok(p) => {
-                // A namespace has an entry per member after its own; the members say what
-                // reaches the provider.
-                let entry = p.entries.last();
-                let line = match entry {
-                    Some(e) => format!(
-                        "{:<9} as {:<24} ({})",
-                        decision_word(e.decision),
-                        e.provider_name
-                            .clone()
-                            .or_else(|| native_form(profile, &kind))
-                            .unwrap_or_else(|| "-".to_owned()),
-                        e.reason
-                    ),
-                    None => "nothing planned".to_owned(),
-                };
-                let flags = if p.request_flags.is_empty() {
-                    String::new()
-                } else {
-                    format!(" + request fields {}", Value::Object(p.request_flags))
-                };
-                out.push_str(&format!("  {kind:<22} {line}{flags}\n"));
-            }
-            Err(e) => out.push_str(&format!("  {kind:<22} {:<9} ({})\n", "rejected", e.code())),
-        }
+        out.push_str(&tool_row(profile, probe));
     }
-
     out.push_str("\ntool_choice (with one function declared; what the translator sends):\n");
-    let base = json!({"model": "m", "input": "hi", "tools": [probe_tools()[0]]});
+    out.push_str(&choice_rows(profile, dialect));
+    out.push_str(&limits_line(profile));
+    out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
+    out.push_str(&parameter_rows(profile, dialect));
+    if dialect.reads_chat_profile() {
+        out.push_str("\nprofile (Chat dialect):\n");
+        out.push_str(&chat_profile_rows(profile));
+    }
+    out
+}
+
+/// One probe tool planned on its own: the planner's decision for it, the name it reaches the
+/// provider under, and the request fields it sets.
+fn tool_row(profile: &Profile, probe: Value) -> String {
+    let kind = probe["type"].as_str().unwrap_or_default().to_owned();
+    let tool: Tool = match serde_json::from_value(probe) {
+        Ok(t) => t,
+        Err(e) => return format!("  {kind:<22} (probe did not parse: {e})\n"),
+    };
+    match plan(std::slice::from_ref(&tool), None, &profile.tools) {
+        Ok(p) => {
+            // A namespace has an entry per member after its own; the members say what
+            // reaches the provider.
+            let entry = p.entries.last();
+            let line = match entry {
+                Some(e) => format!(
+                    "{:<9} as {:<24} ({})",
+                    decision_word(e.decision),
+                    e.provider_name
+                        .clone()
+                        .or_else(|| native_form(profile, &kind))
+                        .unwrap_or_else(|| "-".to_owned()),
+                    e.reason
+                ),
+                None => "nothing planned".to_owned(),
+            };
+            let flags = if p.request_flags.is_empty() {
+                String::new()
+            } else {
+                format!(" + request fields {}", Value::Object(p.request_flags))
+            };
+            format!("  {kind:<22} {line}{flags}\n")
+        }
+        Err(e) => format!("  {kind:<22} {:<9} ({})\n", "rejected", e.code()),
+    }
+}
+
+/// The baseline every translation row is compared with: one function tool declared.
+fn baseline() -> Value {
+    json!({"model": "m", "input": "hi", "tools": [probe_tools()[0]]})
+}
+
+/// What the translator sends for each `tool_choice` form.
+fn choice_rows(profile: &Profile, dialect: Dialect) -> String {
+    let base = baseline();
+    let mut out = String::new();
     for (label, choice) in probe_choices() {
         let mut probe = base.clone();
         probe["tool_choice"] = choice;
@@ -280,7 +306,12 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
             translation_row(profile, dialect, &base, &probe)
         ));
     }
-    out.push_str(&format!(
+    out
+}
+
+/// The profile's limits on tools: how many, their names, strict schemas.
+fn limits_line(profile: &Profile) -> String {
+    format!(
         "\nlimits: max tools {}, names up to {} chars of [A-Za-z0-9{}], strict {}\n",
         profile
             .tools
@@ -289,10 +320,13 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
         profile.tools.name_max_len,
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
-    ));
+    )
+}
 
-    out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
-    let base = json!({"model": "m", "input": "hi", "tools": [probe_tools()[0]]});
+/// What the translator sends for each parameter probe, set one at a time on the baseline.
+fn parameter_rows(profile: &Profile, dialect: Dialect) -> String {
+    let base = baseline();
+    let mut out = String::new();
     for (label, change) in probe_parameters() {
         let mut probe = base.clone();
         if let (Some(p), Some(c)) = (probe.as_object_mut(), change.as_object()) {
@@ -303,12 +337,46 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
             translation_row(profile, dialect, &base, &probe)
         ));
     }
-    if !dialect.reads_chat_profile() {
-        return out;
+    out
+}
+
+/// The Chat profile's own switches, one row each, then its extra body and finish reasons when
+/// it has them.
+fn chat_profile_rows(profile: &Profile) -> String {
+    let mut out = String::new();
+    for (name, value) in chat_profile_table(profile) {
+        out.push_str(&format!("  {name:<22} {value}\n"));
     }
-    out.push_str("\nprofile (Chat dialect):\n");
-    let word = |v: Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    let rows: Vec<(&str, String)> = vec![
+    if !profile.extra_body.is_empty() {
+        out.push_str(&format!(
+            "  {:<22} {}\n",
+            "extra body",
+            Value::Object(profile.extra_body.clone())
+        ));
+    }
+    if !profile.finish_reasons.is_empty() {
+        let reasons: Vec<String> = profile
+            .finish_reasons
+            .iter()
+            .map(|(r, k)| format!("{r}={}", word(json!(k))))
+            .collect();
+        out.push_str(&format!(
+            "  {:<22} {}\n",
+            "finish reasons",
+            reasons.join(", ")
+        ));
+    }
+    out
+}
+
+/// A serialized profile value as a word: a string as itself, anything else as JSON.
+fn word(v: Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// The Chat profile's switches as `(row name, value)`, in the order printed.
+fn chat_profile_table(profile: &Profile) -> Vec<(&'static str, String)> {
+    vec![
         (
             "developer role",
             if profile.developer_role {
@@ -351,30 +419,7 @@ pub fn report(profile: &Profile, dialect: Dialect) -> String {
         ("reasoning replay", word(json!(profile.reasoning_replay))),
         ("<think> tags", yes(profile.think_tags).to_owned()),
         ("tool_stream flag", yes(profile.tool_stream).to_owned()),
-    ];
-    for (name, value) in rows {
-        out.push_str(&format!("  {name:<22} {value}\n"));
-    }
-    if !profile.extra_body.is_empty() {
-        out.push_str(&format!(
-            "  {:<22} {}\n",
-            "extra body",
-            Value::Object(profile.extra_body.clone())
-        ));
-    }
-    if !profile.finish_reasons.is_empty() {
-        let reasons: Vec<String> = profile
-            .finish_reasons
-            .iter()
-            .map(|(r, k)| format!("{r}={}", word(json!(k))))
-            .collect();
-        out.push_str(&format!(
-            "  {:<22} {}\n",
-            "finish reasons",
-            reasons.join(", ")
-        ));
-    }
-    out
+    ]
 }
 
 fn yes(b: bool) -> &'static str {
