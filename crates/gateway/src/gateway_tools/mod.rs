@@ -11,78 +11,38 @@
 //! checked on every call). A tool's failure is a short structured result the model reads
 //! (`{"error":{"code","message"}}`), never a failed request.
 
-use std::path::PathBuf;
+//!
+//! The module is split by job: `file` holds `[gateway_tools]` as written and the two pieces
+//! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `mcp`
+//! one connected MCP server and its approval rule; this file the tools of a running gateway,
+//! what each request is offered, and the running of one call.
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use toolbridge_core::plan::{GatewayOffer, GatewayTool, ToolCapabilities};
 use toolbridge_tools::builtins::web::{SafeClient, SsrfPolicy};
-use toolbridge_tools::builtins::{self, BuiltinsConfig, JqIsolation, SearchBackend, WebConfig};
-use toolbridge_tools::mcp::{McpServerConfig, McpTool, McpTransport};
-use toolbridge_tools::{Tool as _, ToolContext, ToolRegistry};
+use toolbridge_tools::builtins::{self, BuiltinsConfig, WebConfig};
+use toolbridge_tools::mcp::{McpServerConfig, McpTransport};
+use toolbridge_tools::{ToolContext, ToolRegistry};
 use toolbridge_wire::responses::Tool;
+
+mod file;
+mod mcp;
+
+pub use file::{SearchFile, ToolsFile};
+pub use mcp::McpServer;
+
+use file::{jq_worker, search_backend};
+use mcp::Approval;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
 pub const BUILTIN_SERVER: &str = "toolbridge";
 
 /// The built-in that serves a declared `web_search` the provider lacks.
 const WEB_SEARCH: &str = "web_search";
-
-/// `[gateway_tools]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolsFile {
-    /// Built-in tools offered to every request of the matching models (`calculator`, `hash`,
-    /// `strings`, `ids`, `regex`, `json`, `files`, `pdf`, `web_fetch`, `web_search`), or `*`.
-    #[serde(default)]
-    pub builtins: Vec<String>,
-    /// Client model names (globs) whose requests get the gateway's tools. Default: all.
-    #[serde(default)]
-    pub models: Vec<String>,
-    /// Show gateway calls as hosted items (`mcp_call`, `web_search_call`). Default true.
-    pub show: Option<bool>,
-    /// The most upstream rounds the loop makes after the first. Default 8.
-    pub max_steps: Option<u32>,
-    /// The most seconds the loop may take in all. Default 120.
-    pub time_budget_secs: Option<u64>,
-    /// The most seconds one call may take. Default 30.
-    pub tool_timeout_secs: Option<u64>,
-    /// The largest result of one call, in bytes. Default 64 KiB.
-    pub max_output_bytes: Option<usize>,
-    /// The directory `files` and `pdf` are confined to.
-    pub sandbox_dir: Option<PathBuf>,
-    /// Run jq queries of the `json` tool in a worker process. Default true.
-    pub jq_isolation: Option<bool>,
-    /// The search backend serving `web_search` (declared by the client, or listed above).
-    pub web_search: Option<SearchFile>,
-    /// MCP servers whose tools every matching request gets (shown under their label).
-    #[serde(default)]
-    pub mcp: Vec<McpServerConfig>,
-    /// Serve a request's own `mcp` tool (`server_url`) when the provider has no MCP of its own.
-    /// Default false: the URL comes from the client.
-    pub request_mcp: Option<bool>,
-    /// Loopback ports a request's MCP server may be on (tests, a local server). Empty by default.
-    #[serde(default)]
-    pub mcp_allow_loopback_ports: Vec<u16>,
-}
-
-/// `[gateway_tools.web_search]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchFile {
-    /// `searxng`, `brave` or `tavily`.
-    pub backend: String,
-    pub url: String,
-    /// The environment variable holding the backend's key (Brave, Tavily).
-    pub api_key_env: Option<String>,
-    /// Loopback ports the web tools may reach: for a search backend on this machine (tests, a
-    /// local SearXNG). Empty by default; model-supplied URLs are checked like any other.
-    #[serde(default)]
-    pub allow_loopback_ports: Vec<u16>,
-}
 
 /// The limits of one response's tool loop.
 #[derive(Debug, Clone, Copy)]
@@ -91,135 +51,6 @@ pub struct LoopLimits {
     pub time_budget: Duration,
     pub tool_timeout: Duration,
     pub max_output_bytes: usize,
-}
-
-/// One connected MCP server: its tools by their name on the server.
-#[derive(Debug, Clone)]
-pub struct McpServer {
-    pub label: String,
-    /// Which calls wait for the client's approval (a request's own server; configured servers
-    /// are the operator's and never ask).
-    approval: Approval,
-    registry: ToolRegistry,
-    /// (the offered tool, its registry name).
-    tools: Vec<(GatewayTool, String)>,
-}
-
-impl McpServer {
-    /// Connects to `config`'s server and lists its tools (`client` for streamable HTTP).
-    pub async fn connect(
-        config: &McpServerConfig,
-        client: Option<reqwest::Client>,
-    ) -> Result<Self, String> {
-        let tools = toolbridge_tools::mcp::connect_with_http_client(config, client)
-            .await
-            .map_err(|e| e.to_string())?;
-        Self::from_tools(&config.label, tools)
-    }
-
-    fn from_tools(label: &str, tools: Vec<McpTool>) -> Result<Self, String> {
-        let offered = tools
-            .iter()
-            .map(|t| {
-                (
-                    GatewayTool {
-                        server: label.to_owned(),
-                        name: t.tool_name().to_owned(),
-                        description: Some(t.description().to_owned()),
-                        parameters: t.parameters(),
-                    },
-                    t.name().to_owned(),
-                )
-            })
-            .collect();
-        let registry = ToolRegistry::with_tools(
-            tools
-                .into_iter()
-                .map(|t| Arc::new(t) as Arc<dyn toolbridge_tools::Tool>),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(Self {
-            label: label.to_owned(),
-            approval: Approval::Never,
-            registry,
-            tools: offered,
-        })
-    }
-
-    /// Whether a call to `name` waits for the client's approval.
-    pub fn needs_approval(&self, name: &str) -> bool {
-        self.approval.needs(name)
-    }
-
-    /// The server's tools as an `mcp_list_tools` listing (`name`, `description`,
-    /// `input_schema`).
-    pub fn listing(&self) -> Vec<Value> {
-        self.tools
-            .iter()
-            .map(|(t, _)| {
-                json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
-            })
-            .collect()
-    }
-
-    fn offered(&self) -> impl Iterator<Item = &GatewayTool> {
-        self.tools.iter().map(|(t, _)| t)
-    }
-
-    async fn run(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<String, String> {
-        let Some((_, registered)) = self.tools.iter().find(|(t, _)| t.name == name) else {
-            return Err(unavailable(name));
-        };
-        match self.registry.execute(registered, args, ctx).await {
-            Ok(output) => Ok(output_text(output)),
-            Err(e) => Err(error_result(e.code(), &e.to_string())),
-        }
-    }
-}
-
-/// A Responses `mcp` tool's `require_approval`: `"always"` (OpenAI's default), `"never"`, or
-/// `{"always": {"tool_names": […]}, "never": {"tool_names": […]}}` (names not listed ask).
-#[derive(Debug, Clone, PartialEq)]
-enum Approval {
-    Never,
-    Always,
-    Listed {
-        always: Vec<String>,
-        never: Vec<String>,
-    },
-}
-
-impl Approval {
-    fn parse(value: Option<&Value>) -> Self {
-        let names = |v: &Value, key: &str| -> Vec<String> {
-            v[key]["tool_names"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|n| n.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        match value {
-            Some(Value::String(s)) if s == "never" => Self::Never,
-            Some(v @ Value::Object(_)) => Self::Listed {
-                always: names(v, "always"),
-                never: names(v, "never"),
-            },
-            _ => Self::Always,
-        }
-    }
-
-    fn needs(&self, name: &str) -> bool {
-        match self {
-            Self::Never => false,
-            Self::Always => true,
-            Self::Listed { always, never } => {
-                always.iter().any(|n| n == name) || !never.iter().any(|n| n == name)
-            }
-        }
-    }
 }
 
 /// The gateway's tools, built once at start.
@@ -443,7 +274,7 @@ impl GatewayTools {
         Some(
             McpServer::connect(&config, Some(client.http_client()))
                 .await
-                .map(|server| McpServer { approval, ..server }),
+                .map(|server| server.with_approval(approval)),
         )
     }
 
@@ -570,76 +401,9 @@ fn unavailable(name: &str) -> String {
     )
 }
 
-/// How the `json` tool runs jq out of process: this binary's `jq-worker` subcommand, or, from
-/// a program that is not `toolbridge` (a test binary, an embedding), a `toolbridge` (with
-/// `jq-worker`) or `toolbridge-jq-worker` binary beside it or one folder up (a test binary lives
-/// in `target/<profile>/deps`, the `toolbridge` binary cargo builds for it in `target/<profile>`).
-fn jq_worker() -> Result<JqIsolation, String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("gateway_tools: the running program cannot be found: {e}"))?;
-    let is_gateway = exe
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .is_some_and(|s| s == "toolbridge");
-    if is_gateway {
-        return Ok(JqIsolation::new(exe).with_args(["jq-worker"]));
-    }
-    let beside = |dir: &std::path::Path| {
-        let gateway = dir.join("toolbridge");
-        let worker = dir.join("toolbridge-jq-worker");
-        if gateway.is_file() {
-            Some(JqIsolation::new(gateway).with_args(["jq-worker"]))
-        } else if worker.is_file() {
-            Some(JqIsolation::new(worker))
-        } else {
-            None
-        }
-    };
-    let dir = exe.parent();
-    dir.and_then(beside)
-        .or_else(|| dir.and_then(|d| d.parent()).and_then(beside))
-        .ok_or_else(|| {
-            "gateway_tools.jq_isolation: no jq worker beside this program (toolbridge or toolbridge-jq-worker); set jq_isolation = false to run jq in process".to_owned()
-        })
-}
-
 /// The structured error a model reads in place of a tool's result.
 pub fn error_result(code: &str, message: &str) -> String {
     json!({"error": {"code": code, "message": message}}).to_string()
-}
-
-fn search_backend(
-    file: &SearchFile,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SearchBackend, String> {
-    let base_url = url::Url::parse(&file.url)
-        .map_err(|e| format!("gateway_tools.web_search.url: `{}`: {e}", file.url))?;
-    let key = || {
-        file.api_key_env
-            .as_deref()
-            .and_then(env)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "gateway_tools.web_search.api_key_env: the `{}` backend needs a key",
-                    file.backend
-                )
-            })
-    };
-    match file.backend.as_str() {
-        "searxng" => Ok(SearchBackend::Searxng { base_url }),
-        "brave" => Ok(SearchBackend::Brave {
-            base_url,
-            api_key: key()?,
-        }),
-        "tavily" => Ok(SearchBackend::Tavily {
-            base_url,
-            api_key: key()?,
-        }),
-        other => Err(format!(
-            "gateway_tools.web_search.backend: `{other}` is not one of searxng, brave, tavily"
-        )),
-    }
 }
 
 /// The tools of a running gateway, shared by every request.

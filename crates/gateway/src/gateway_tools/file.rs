@@ -1,0 +1,131 @@
+//! `[gateway_tools]` as written (plain serde), and the two pieces of it that are resolved
+//! outside [`GatewayTools::build`](super::GatewayTools::build): the search backend serving
+//! `web_search` and the jq worker process of the `json` tool.
+//!
+//! Not here: which tools a request is offered, or running them (the parent module).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toolbridge_tools::builtins::{JqIsolation, SearchBackend};
+use toolbridge_tools::mcp::McpServerConfig;
+
+/// `[gateway_tools]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsFile {
+    /// Built-in tools offered to every request of the matching models (`calculator`, `hash`,
+    /// `strings`, `ids`, `regex`, `json`, `files`, `pdf`, `web_fetch`, `web_search`), or `*`.
+    #[serde(default)]
+    pub builtins: Vec<String>,
+    /// Client model names (globs) whose requests get the gateway's tools. Default: all.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Show gateway calls as hosted items (`mcp_call`, `web_search_call`). Default true.
+    pub show: Option<bool>,
+    /// The most upstream rounds the loop makes after the first. Default 8.
+    pub max_steps: Option<u32>,
+    /// The most seconds the loop may take in all. Default 120.
+    pub time_budget_secs: Option<u64>,
+    /// The most seconds one call may take. Default 30.
+    pub tool_timeout_secs: Option<u64>,
+    /// The largest result of one call, in bytes. Default 64 KiB.
+    pub max_output_bytes: Option<usize>,
+    /// The directory `files` and `pdf` are confined to.
+    pub sandbox_dir: Option<PathBuf>,
+    /// Run jq queries of the `json` tool in a worker process. Default true.
+    pub jq_isolation: Option<bool>,
+    /// The search backend serving `web_search` (declared by the client, or listed above).
+    pub web_search: Option<SearchFile>,
+    /// MCP servers whose tools every matching request gets (shown under their label).
+    #[serde(default)]
+    pub mcp: Vec<McpServerConfig>,
+    /// Serve a request's own `mcp` tool (`server_url`) when the provider has no MCP of its own.
+    /// Default false: the URL comes from the client.
+    pub request_mcp: Option<bool>,
+    /// Loopback ports a request's MCP server may be on (tests, a local server). Empty by default.
+    #[serde(default)]
+    pub mcp_allow_loopback_ports: Vec<u16>,
+}
+
+/// `[gateway_tools.web_search]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFile {
+    /// `searxng`, `brave` or `tavily`.
+    pub backend: String,
+    pub url: String,
+    /// The environment variable holding the backend's key (Brave, Tavily).
+    pub api_key_env: Option<String>,
+    /// Loopback ports the web tools may reach: for a search backend on this machine (tests, a
+    /// local SearXNG). Empty by default; model-supplied URLs are checked like any other.
+    #[serde(default)]
+    pub allow_loopback_ports: Vec<u16>,
+}
+
+/// How the `json` tool runs jq out of process: this binary's `jq-worker` subcommand, or, from
+/// a program that is not `toolbridge` (a test binary, an embedding), a `toolbridge` (with
+/// `jq-worker`) or `toolbridge-jq-worker` binary beside it or one folder up (a test binary lives
+/// in `target/<profile>/deps`, the `toolbridge` binary cargo builds for it in `target/<profile>`).
+pub(super) fn jq_worker() -> Result<JqIsolation, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("gateway_tools: the running program cannot be found: {e}"))?;
+    let is_gateway = exe
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s == "toolbridge");
+    if is_gateway {
+        return Ok(JqIsolation::new(exe).with_args(["jq-worker"]));
+    }
+    let beside = |dir: &std::path::Path| {
+        let gateway = dir.join("toolbridge");
+        let worker = dir.join("toolbridge-jq-worker");
+        if gateway.is_file() {
+            Some(JqIsolation::new(gateway).with_args(["jq-worker"]))
+        } else if worker.is_file() {
+            Some(JqIsolation::new(worker))
+        } else {
+            None
+        }
+    };
+    let dir = exe.parent();
+    dir.and_then(beside)
+        .or_else(|| dir.and_then(|d| d.parent()).and_then(beside))
+        .ok_or_else(|| {
+            "gateway_tools.jq_isolation: no jq worker beside this program (toolbridge or toolbridge-jq-worker); set jq_isolation = false to run jq in process".to_owned()
+        })
+}
+
+pub(super) fn search_backend(
+    file: &SearchFile,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SearchBackend, String> {
+    let base_url = url::Url::parse(&file.url)
+        .map_err(|e| format!("gateway_tools.web_search.url: `{}`: {e}", file.url))?;
+    let key = || {
+        file.api_key_env
+            .as_deref()
+            .and_then(env)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "gateway_tools.web_search.api_key_env: the `{}` backend needs a key",
+                    file.backend
+                )
+            })
+    };
+    match file.backend.as_str() {
+        "searxng" => Ok(SearchBackend::Searxng { base_url }),
+        "brave" => Ok(SearchBackend::Brave {
+            base_url,
+            api_key: key()?,
+        }),
+        "tavily" => Ok(SearchBackend::Tavily {
+            base_url,
+            api_key: key()?,
+        }),
+        other => Err(format!(
+            "gateway_tools.web_search.backend: `{other}` is not one of searxng, brave, tavily"
+        )),
+    }
+}
