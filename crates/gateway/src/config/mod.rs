@@ -358,3 +358,6 @@ fn store_options(file: &FileConfig) -> toolbridge_store::StoreOptions {
         circuit_cooldown: ms(file.store_circuit_cooldown_ms, defaults.circuit_cooldown),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+//! Loading tests: secrets stay out of `Debug`, and every section's validation names its field.
+
+use super::*;
+
+#[test]
+fn debug_output_never_shows_secrets() {
+    let env = |k: &str| match k {
+        "TOOLBRIDGE_UPSTREAM_URL" => Some("http://127.0.0.1:1/v1".to_owned()),
+        "TOOLBRIDGE_UPSTREAM_API_KEY" => Some("sk-very-secret".to_owned()),
+        "TOOLBRIDGE_API_KEYS" => Some("tb-gateway-secret".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_env(&env).unwrap();
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("sk-very-secret"), "{shown}");
+    assert!(!shown.contains("tb-gateway-secret"), "{shown}");
+    assert!(shown.contains("[redacted]"));
+}
+
+fn with_dialect(dialect: &str) -> Result<Config, ConfigError> {
+    let text = format!(
+        "[providers.up]\ndialect = \"{dialect}\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    Config::from_file(file, &|_: &str| None)
+}
+
+#[test]
+fn the_dialect_is_read_and_an_unknown_one_names_the_field() {
+    assert_eq!(
+        with_dialect("chat").unwrap().providers["up"].dialect,
+        Dialect::Chat
+    );
+    assert_eq!(
+        with_dialect("anthropic").unwrap().providers["up"].dialect,
+        Dialect::Anthropic
+    );
+    assert_eq!(
+        with_dialect("gemini").unwrap().providers["up"].dialect,
+        Dialect::Gemini
+    );
+    let responses = with_dialect("responses").unwrap();
+    assert_eq!(responses.providers["up"].dialect, Dialect::Responses);
+    assert_eq!(responses.providers["up"].profile.name, "responses");
+    assert!(responses.providers["up"].profile.tools.responses_native);
+    let error = with_dialect("bedrock").unwrap_err();
+    assert_eq!(
+        error,
+        ConfigError::invalid(
+            "providers.up.dialect",
+            "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini, responses)"
+        )
+    );
+}
+
+/// A profile patch is checked at load, against the whole profile it makes: a field no
+/// profile has is refused with the patch's path, the provider's or the model's.
+#[test]
+fn a_profile_patch_is_checked_at_load_with_its_path() {
+    let load = |patch: &str| {
+        let text = format!(
+            "[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\npreset = \"glm\"\n{patch}\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+        );
+        let file: FileConfig = toml::from_str(&text).unwrap();
+        Config::from_file(file, &|_: &str| None)
+    };
+    let ok = load("[providers.up.models.m.profile.tools]\nweb_search = \"none\"\n").unwrap();
+    let up = &ok.providers["up"];
+    assert!(up.profile_for("other").tools.web_search.is_some());
+    assert_eq!(up.profile_for("m").tools.web_search, None);
+    assert_eq!(up.profile_for("m").name, "glm");
+    for (patch, field) in [
+        (
+            "[providers.up.profile]\ndeveloper_rol = true\n",
+            "providers.up.profile",
+        ),
+        (
+            "[providers.up.models.m.profile.tools.tool_types]\nshell = \"gateway\"\n",
+            "providers.up.models.m.profile",
+        ),
+    ] {
+        match load(patch) {
+            Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{patch}"),
+            other => panic!("{patch}: {other:?}"),
+        }
+    }
+}
+
+fn with_keys(keys: &str, store: &str) -> Result<Config, ConfigError> {
+    let text = format!(
+        "{keys}\n[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    let store = store.to_owned();
+    Config::from_file(file, &move |k: &str| {
+        (k == "TOOLBRIDGE_STORE_URL").then(|| store.clone())
+    })
+}
+
+#[test]
+fn keys_and_limits_are_validated_with_the_field_named() {
+    let hash = crate::auth::keys::hash_secret("tb-x");
+    let ok = with_keys(
+        &format!("api_keys = [\"plain\"]\n[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmodels = [\"gpt-*\"]\ndaily_tokens = 5\n"),
+        "sqlite://x.db",
+    )
+    .unwrap();
+    assert_eq!(ok.keys.len(), 2);
+    assert_eq!(ok.keys[0].id, "api_keys[0]");
+    assert_eq!(ok.keys[0].hash, crate::auth::keys::hash_secret("plain"));
+    assert_eq!(ok.keys[1].id, "ci");
+    assert!(
+        !format!("{ok:?}").contains(&hash),
+        "hashes stay out of Debug"
+    );
+
+    let bad_hash = with_keys("[[keys]]\nname = \"ci\"\nhash = \"tb-plain\"\n", "none");
+    assert!(matches!(bad_hash, Err(ConfigError::Invalid { field, .. }) if field == "keys[0].hash"));
+    let no_store = with_keys(
+        &format!("[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmonthly_tokens = 5\n"),
+        "none",
+    );
+    assert!(matches!(no_store, Err(ConfigError::Invalid { field, .. }) if field == "keys[0]"));
+    let bad_glob = with_keys(
+        &format!("[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmodels = [\"[\"]\n"),
+        "none",
+    );
+    assert!(matches!(bad_glob, Err(ConfigError::Invalid { field, .. }) if field == "keys[0]"));
+    let twice = with_keys(
+        &format!(
+            "[[keys]]\nname = \"a\"\nhash = \"{hash}\"\n[[keys]]\nname = \"b\"\nhash = \"{hash}\"\n"
+        ),
+        "none",
+    );
+    assert!(matches!(twice, Err(ConfigError::Invalid { field, .. }) if field == "keys[1].hash"));
+    let limit = with_keys("[limits.providers.nope]\nrequests_per_minute = 5\n", "none");
+    assert!(
+        matches!(limit, Err(ConfigError::Invalid { field, .. }) if field == "limits.providers.nope")
+    );
+}
