@@ -44,22 +44,13 @@ impl SqlStore {
         tenant: &Tenant,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
+        self.delete_owned(
             "DELETE FROM toolbridge_conversation_items WHERE conversation_id = $1 AND tenant = $2",
+            "DELETE FROM toolbridge_conversations WHERE id = $1 AND tenant = $2",
+            tenant,
+            id,
         )
-        .bind(id)
-        .bind(tenant.name())
-        .execute(&mut *tx)
-        .await?;
-        let n = sqlx::query("DELETE FROM toolbridge_conversations WHERE id = $1 AND tenant = $2")
-            .bind(id)
-            .bind(tenant.name())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(n > 0)
+        .await
     }
 
     pub(crate) async fn append_conversation_items_inner(

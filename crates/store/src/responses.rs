@@ -201,20 +201,13 @@ impl SqlStore {
     }
 
     pub(crate) async fn delete_inner(&self, t: &Tenant, id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
-            .bind(id)
-            .bind(t.name())
-            .execute(&mut *tx)
-            .await?;
-        let deleted = sqlx::query("DELETE FROM toolbridge_responses WHERE id = $1 AND tenant = $2")
-            .bind(id)
-            .bind(t.name())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(deleted > 0)
+        self.delete_owned(
+            "DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2",
+            "DELETE FROM toolbridge_responses WHERE id = $1 AND tenant = $2",
+            t,
+            id,
+        )
+        .await
     }
 
     pub(crate) async fn input_items_inner(

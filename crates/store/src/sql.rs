@@ -98,6 +98,32 @@ impl SqlStore {
         self.circuit.run(operation).await
     }
 
+    /// Deletes an object of the tenant's own and its items in one transaction: `items` and
+    /// `object` are the two `DELETE`s, each `WHERE <owner> = $1 AND tenant = $2`. True when the
+    /// object existed.
+    pub(crate) async fn delete_owned(
+        &self,
+        items: &'static str,
+        object: &'static str,
+        tenant: &Tenant,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(items)
+            .bind(id)
+            .bind(tenant.name())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query(object)
+            .bind(id)
+            .bind(tenant.name())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted > 0)
+    }
+
     /// One page of an ordered list of items (a response's inputs, a conversation's items).
     pub(crate) async fn page(
         &self,
