@@ -8,9 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
+use toolbridge_testkit::tempdir::TempDir;
 
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -51,36 +52,6 @@ async fn run(mut cmd: Command) -> (ExitStatus, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A temporary directory with a unique name, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let path = std::env::temp_dir().join(format!(
-            "toolbridge-binary-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-
-    fn write(&self, file: &str, text: &str) -> PathBuf {
-        let path = self.0.join(file);
-        std::fs::write(&path, text).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A running `toolbridge serve` in zero-config mode, pointed at a fake upstream.
@@ -154,7 +125,7 @@ async fn version_prints_the_crate_version() {
 #[tokio::test]
 async fn check_prints_the_routes_of_a_valid_config() {
     bounded(async {
-        let dir = TempDir::new("check-valid");
+        let dir = TempDir::new("binary-check-valid");
         let path = dir.write(
             "toolbridge.toml",
             r#"
@@ -226,7 +197,7 @@ provider = "main"
 #[tokio::test]
 async fn check_rejects_an_unknown_preset_naming_the_field() {
     bounded(async {
-        let dir = TempDir::new("check-invalid");
+        let dir = TempDir::new("binary-check-invalid");
         let path = dir.write(
             "toolbridge.toml",
             r#"
@@ -522,7 +493,7 @@ async fn providers_prints_every_presets_matrix() {
 #[tokio::test]
 async fn providers_applies_config_patches_and_refuses_unknown_names() {
     bounded(async {
-        let dir = TempDir::new("providers");
+        let dir = TempDir::new("binary-providers");
         let path = dir.write(
             "toolbridge.toml",
             r#"

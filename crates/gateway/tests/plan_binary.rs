@@ -7,44 +7,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
+use toolbridge_testkit::tempdir::TempDir;
 
 use serde_json::{Value, json};
 use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
-
-/// A temporary directory with a unique name, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let path = std::env::temp_dir().join(format!(
-            "toolbridge-plan-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-
-    fn write(&self, file: &str, text: &str) -> PathBuf {
-        let path = self.0.join(file);
-        std::fs::write(&path, text).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A request with a system text, a user turn, a function tool and sampling parameters: every
 /// dialect has a place of its own for each.
@@ -177,7 +147,7 @@ async fn plan_for_responses_prints_the_passed_through_body() {
 
 #[tokio::test]
 async fn plan_with_a_config_follows_the_configured_providers_dialect() {
-    let dir = TempDir::new("config");
+    let dir = TempDir::new("plan-config");
     let config = dir.write(
         "toolbridge.toml",
         r#"

@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod process;
 pub mod schema;
 pub mod sse;
+pub mod tempdir;
 pub mod tools;
 pub mod upstream;
 
