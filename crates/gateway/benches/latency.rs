@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::serve::serve_on;
+use toolbridge_gateway::serve_on;
 use toolbridge_testkit::chat::text_stream;
 use toolbridge_testkit::{FakeUpstream, Reply};
 

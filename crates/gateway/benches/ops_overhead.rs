@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::serve::serve_on;
+use toolbridge_gateway::serve_on;
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
 use tracing_subscriber::layer::SubscriberExt;
@@ -137,10 +137,10 @@ fn main() {
         .build()
         .unwrap();
     use opentelemetry_otlp::WithExportConfig;
-    let (span_layer, spans_guard) = toolbridge_gateway::ops::spans::start(
+    let (span_layer, spans_guard) = toolbridge_gateway::spans::start(
         exporter,
-        toolbridge_gateway::ops::spans::Batching::from_env(),
-        toolbridge_gateway::ops::spans::Sampler::default(),
+        toolbridge_gateway::spans::Batching::from_env(),
+        toolbridge_gateway::spans::Sampler::default(),
     )
     .unwrap();
     let traced = tracing::Dispatch::new(
@@ -185,7 +185,7 @@ fn main() {
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     for round in 0..=rounds {
         for m in &mut modes {
-            toolbridge_gateway::ops::metrics::set_enabled(m.metrics);
+            toolbridge_gateway::set_metrics_enabled(m.metrics);
             let dispatch = if m.traced { &traced } else { &plain };
             let (o, w) = tracing::dispatcher::with_default(dispatch, || {
                 rt.block_on(batch(&client, m.addr, batch_size))

@@ -31,7 +31,7 @@ use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skelet
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::plan::{NameMap, plan as plan_tools};
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_gateway::responses::{frame, parse_request};
+use toolbridge_gateway::{frame, parse_request};
 use toolbridge_providers::chat::request::build;
 use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
 use toolbridge_providers::profile::Profile;

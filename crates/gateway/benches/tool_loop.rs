@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::serve::serve_on;
+use toolbridge_gateway::serve_on;
 use toolbridge_testkit::chat::{completion, usage};
 use toolbridge_testkit::{FakeUpstream, Recorded, Reply};
 use toolbridge_tools::{ToolContext, ToolRegistry};

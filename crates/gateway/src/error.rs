@@ -4,6 +4,8 @@
 //! Errors are turned into responses without side effects; the one place that logs them is the
 //! request handler's completion log line.
 
+use std::time::Duration;
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_wire::error::{ErrorBody, ErrorObject};
@@ -225,7 +227,7 @@ impl GatewayError {
     ) -> Self {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Self::BodyTooLarge { limit }
-        } else if let Some(timeout) = crate::serve::limits::body_timeout(rejection) {
+        } else if let Some(timeout) = body_timeout(rejection) {
             Self::BodyTimeout {
                 secs: timeout.as_secs(),
             }
@@ -305,3 +307,21 @@ fn rejected_message(status: u16) -> &'static str {
 /// The error code of a failed request, carried in response extensions for the access log.
 #[derive(Debug, Clone)]
 pub struct ErrorCode(pub String);
+
+/// The error a request body yields once its read deadline has passed.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {} s", .0.as_secs())]
+pub struct BodyTimedOut(pub Duration);
+
+/// The deadline that a failed body read ran past, when that is why it failed (found among
+/// the error's sources).
+pub fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(BodyTimedOut(timeout)) = e.downcast_ref::<BodyTimedOut>() {
+            return Some(*timeout);
+        }
+        current = e.source();
+    }
+    None
+}

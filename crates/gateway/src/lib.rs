@@ -1,33 +1,48 @@
 //! The toolbridge gateway: the axum application, configuration, the upstream HTTP clients and
 //! the `toolbridge` command line.
 //!
-//! This crate is the only one that does I/O. It holds no translation logic: requests are
-//! normalised by `toolbridge-core`, translated and decoded by `toolbridge-providers`, and
-//! reconstructed by the core's assembler; the handlers here only wire those steps to HTTP.
+//! The folders follow the architecture (see ARCHITECTURE.md):
+//!
+//! - `http`: the router, one router per route module, and the `/v1/responses` pipeline;
+//! - `upstream`: the pooled HTTP clients of the providers, retries and the send;
+//! - `tools`: the tools the gateway runs itself (built-ins, MCP servers);
+//! - `platform`: authentication, limits, observability, sessions, sealing and serving;
+//! - `launch`: the layers put together: state, router, accept loop, reload and shutdown;
+//! - `config`: the config file and environment, resolved into [`Config`];
+//! - `cli`: the `toolbridge` command line; `state`: the application state; `error`: the
+//!   crate's error type.
+//!
+//! Everything is private to the crate except the small face below, which the binary, the
+//! integration tests and the benches use: build a [`Config`], an [`AppState`] and the router
+//! ([`app`]), or serve a config on a listener ([`serve_on`]); the CLI's entry point; the wire
+//! helpers the benches measure; the session event types the side-channel tests read.
+#![warn(unreachable_pub)]
 
-pub mod app;
-pub mod auth;
 pub mod cli;
-pub mod compact;
 pub mod config;
-pub mod conversations;
-pub mod error;
-pub mod gateway_tools;
-pub mod history;
-pub mod ids;
-pub mod inflight;
-pub mod limits;
-pub mod matrix;
-pub mod models;
-pub mod ops;
-pub mod responses;
-pub mod seal;
-pub mod serve;
-pub mod sessions;
-pub mod stored;
-pub mod time;
-pub mod upstream;
-pub mod usage;
+mod error;
+mod http;
+mod launch;
+mod platform;
+mod state;
+mod tools;
+mod upstream;
 
-pub use app::{AppState, app};
+pub use error::GatewayError;
+pub use http::responses::{frame, parse_request};
+pub use http::{app, authenticate};
+pub use platform::auth::keys::hash_secret;
+pub use platform::auth::budget::labels as budget_labels;
+pub use platform::ops::metrics::set_enabled as set_metrics_enabled;
+pub use platform::ops::spans;
+pub use launch::serve_on;
+pub use platform::sessions::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
+pub use platform::time::now;
+pub use state::AppState;
 pub use config::Config;
+
+/// The `/v1/responses` handler's admission and charge against the caller's key, for tests that
+/// mount them on a minimal route beside the real middleware.
+pub mod admission {
+    pub use crate::http::responses::admission::{admit, charge};
+}

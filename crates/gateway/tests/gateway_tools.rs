@@ -393,8 +393,8 @@ async fn a_gateway_key_sees_only_the_gateway_tools_its_scope_allows() {
     let open = "tb-0000000000000000000000000000000000000000000000000000000000000002";
     let keys = format!(
         "\n[[keys]]\nid = \"narrow\"\nname = \"narrow\"\nhash = \"{}\"\ntools = [\"function\"]\n\n[[keys]]\nid = \"wide\"\nname = \"wide\"\nhash = \"{}\"\ntools = [\"function\", \"mcp:toolbridge\"]\n",
-        toolbridge_gateway::auth::keys::hash_secret(secret),
-        toolbridge_gateway::auth::keys::hash_secret(open),
+        toolbridge_gateway::hash_secret(secret),
+        toolbridge_gateway::hash_secret(open),
     );
     let h = Harness::with_toml(move |url| {
         format!(

@@ -2,8 +2,8 @@
 //! against a temporary SQLite store; in-process gateways on 127.0.0.1:0 reading that store; the
 //! real Redis at 127.0.0.1:6379 shared by two gateways.
 //!
-//! The model, tool and budget checks run through the real middleware and [`auth::admit`] /
-//! [`auth::charge`], the functions the `/v1/responses` handler calls, mounted on a minimal
+//! The model, tool and budget checks run through the real middleware and [`admission::admit`] /
+//! [`admission::charge`], the functions the `/v1/responses` handler calls, mounted on a minimal
 //! handler here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::process::Command;
 use toolbridge_gateway::AppState;
-use toolbridge_gateway::auth::{self, keys::hash_secret};
+use toolbridge_gateway::hash_secret;
+use toolbridge_gateway::admission;
 use toolbridge_gateway::config::{Config, FileConfig};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
@@ -44,7 +45,7 @@ async fn serve(config: Config) -> (SocketAddr, tokio::sync::oneshot::Sender<()>)
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(toolbridge_gateway::serve::serve_on(
+    tokio::spawn(toolbridge_gateway::serve_on(
         listener,
         config,
         async move {
@@ -158,16 +159,16 @@ async fn keys_are_created_listed_and_revoked_by_the_binary_and_a_revoked_key_is_
     assert!(!ok && err.contains("no active key"), "{err}");
 }
 
-/// The handler's part, as `/v1/responses` does it: parse, [`auth::admit`], then
-/// [`auth::charge`] with the usage (60 tokens here).
+/// The handler's part, as `/v1/responses` does it: parse, [`admission::admit`], then
+/// [`admission::charge`] with the usage (60 tokens here).
 async fn admit_and_charge(State(state): State<AppState>, body: Bytes) -> Response {
-    let req = match toolbridge_gateway::responses::parse_request(&body) {
+    let req = match toolbridge_gateway::parse_request(&body) {
         Ok(req) => req,
-        Err(e) => return toolbridge_gateway::error::GatewayError::from(e).into_response(),
+        Err(e) => return toolbridge_gateway::GatewayError::from(e).into_response(),
     };
-    match auth::admit(&state, &req).await {
+    match admission::admit(&state, &req).await {
         Ok(key) => {
-            auth::charge(&state, key.as_ref(), "up", 60).await;
+            admission::charge(&state, key.as_ref(), "up", 60).await;
             "admitted".into_response()
         }
         Err(e) => e.into_response(),
@@ -180,7 +181,7 @@ async fn scoped_app(config: Config) -> SocketAddr {
         .route("/v1/responses", axum::routing::post(admit_and_charge))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            toolbridge_gateway::app::authenticate,
+            toolbridge_gateway::authenticate,
         ))
         .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use toolbridge_gateway::auth::{budget, keys::hash_secret};
+use toolbridge_gateway::{budget_labels, hash_secret};
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::sessions::{ResponseInfo, SessionEvent};
+use toolbridge_gateway::{ResponseInfo, SessionEvent};
 use toolbridge_store::{KeyStore, SqlStore};
 use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
 use toolbridge_testkit::postgres::fresh_database;
@@ -140,7 +140,7 @@ async fn gateway(upstream: &FakeUpstream, store_url: &str, extra: &str) -> Socke
     let config = Config::from_file(file, &env).expect("test config is valid");
     let listener = TcpListener::bind(config.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolbridge_gateway::serve::serve_on(
+    tokio::spawn(toolbridge_gateway::serve_on(
         listener,
         config,
         std::future::pending::<()>(),
@@ -349,7 +349,7 @@ fn budget_key(daily: u64) -> String {
 /// The key's count today.
 async fn used_today(url: &str) -> i64 {
     let store = SqlStore::open(url).await.unwrap();
-    let labels = budget::labels(toolbridge_gateway::time::now());
+    let labels = budget_labels(toolbridge_gateway::now());
     store.usage("budgeted", &labels).await.unwrap()[0]
 }
 

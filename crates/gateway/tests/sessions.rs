@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::sessions::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
+use toolbridge_gateway::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
 use toolbridge_gateway::{AppState, app};
 use toolbridge_store::Tenant;
 

@@ -32,7 +32,7 @@ use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skelet
 use toolbridge_core::plan::plan;
 use toolbridge_core::reasoning::ReasoningDisplay;
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_gateway::responses::parse_request;
+use toolbridge_gateway::parse_request;
 use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::Response;

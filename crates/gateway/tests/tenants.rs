@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolbridge_gateway::auth::keys::hash_secret;
+use toolbridge_gateway::hash_secret;
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
@@ -57,7 +57,7 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve::serve_on(
+        tokio::spawn(toolbridge_gateway::serve_on(
             listener,
             config,
             async move {
@@ -481,7 +481,7 @@ async fn store_keys_made_by_the_cli_carry_their_tenant() {
     let config = Config::from_file(file, &env).unwrap();
     let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolbridge_gateway::serve::serve_on(
+    tokio::spawn(toolbridge_gateway::serve_on(
         listener,
         config,
         std::future::pending(),

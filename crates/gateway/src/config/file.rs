@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toolbridge_providers::profile::ProfilePatch;
 
-use crate::limits::LimitsFile;
+use crate::platform::limits::LimitsFile;
 
 /// What a stored streamed response does when its client goes away (`on_client_disconnect`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -50,7 +50,7 @@ pub struct FileConfig {
     pub shutdown_grace_secs: Option<u64>,
     /// The server's limits on slow clients and connections.
     #[serde(default)]
-    pub server: crate::serve::limits::ServerFile,
+    pub server: crate::platform::serve::limits::ServerFile,
     /// What happens to a stored streamed response whose client goes away: `finish` (default:
     /// the upstream is read to the end and the whole answer stored) or `cancel` (the upstream is
     /// stopped and the response stored `cancelled`).
@@ -90,19 +90,19 @@ pub struct FileConfig {
     #[serde(default)]
     pub routes: Vec<RouteFile>,
     /// Tools the gateway runs itself.
-    pub gateway_tools: Option<crate::gateway_tools::ToolsFile>,
+    pub gateway_tools: Option<crate::tools::ToolsFile>,
     /// Prometheus metrics (`/metrics` by default).
     #[serde(default)]
-    pub metrics: crate::ops::config::MetricsFile,
+    pub metrics: crate::config::ops::MetricsFile,
     /// OpenTelemetry traces over OTLP/HTTP.
     #[serde(default)]
-    pub telemetry: crate::ops::config::TelemetryFile,
+    pub telemetry: crate::config::ops::TelemetryFile,
     /// Log format.
     #[serde(default)]
-    pub logging: crate::ops::config::LoggingFile,
+    pub logging: crate::config::ops::LoggingFile,
     /// Opt-in request capture into the store.
     #[serde(default)]
-    pub capture: crate::ops::config::CaptureFile,
+    pub capture: crate::config::ops::CaptureFile,
 }
 
 /// One `[[keys]]` entry: a key known by its hash.

@@ -1,10 +1,10 @@
 //! Gateway keys declared in the config: plain `api_keys` (hashed at load, every scope open) and
 //! `[[keys]]` entries known by their hash, each with its scopes.
 //!
-//! Not here: keys in the store or the lookup of a presented key (`crate::auth`).
+//! Not here: keys in the store or the lookup of a presented key (`crate::platform::auth`).
 
-use crate::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
-use crate::auth::{ConfiguredKey, cli::MAX_NAME_LEN};
+use crate::platform::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
+use crate::platform::auth::{ConfiguredKey, cli::MAX_NAME_LEN};
 use crate::error::ConfigError;
 
 use super::file::KeyFile;

@@ -21,12 +21,13 @@ use std::time::Duration;
 pub use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::profile::ProfilePatch;
 
-use crate::auth::ConfiguredKey;
+use crate::platform::auth::ConfiguredKey;
 use crate::error::ConfigError;
-use crate::limits::{LimitsConfig, LimitsFile};
+use crate::platform::limits::{LimitsConfig, LimitsFile};
 
 mod file;
 mod keys;
+pub mod ops;
 mod providers;
 mod routes;
 mod sessions;
@@ -58,7 +59,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub shutdown_grace: Duration,
     /// Header, idle and body read timeouts and the connection cap.
-    pub server: crate::serve::limits::ServerLimits,
+    pub server: crate::platform::serve::limits::ServerLimits,
     /// What a stored stream does when its client goes away.
     pub on_client_disconnect: ClientDisconnect,
     /// Silence after which a keep-alive comment is sent; `None`: never.
@@ -78,9 +79,9 @@ pub struct Config {
     pub providers: BTreeMap<String, Provider>,
     pub routes: Vec<Route>,
     /// Tools the gateway runs itself; `None`: none.
-    pub gateway_tools: crate::gateway_tools::Shared,
+    pub gateway_tools: crate::tools::Shared,
     /// Metrics, traces, log format and request capture.
-    pub ops: crate::ops::OpsConfig,
+    pub ops: ops::OpsConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -217,9 +218,9 @@ impl Config {
             .map_err(|(field, message)| ConfigError::invalid(field, message))?;
         let store_url = store_url(file.store_url, env)?;
         check_budgets_have_store(&keys, store_url.is_some())?;
-        let server = crate::serve::limits::ServerLimits::from_file(&file.server)?;
-        let ops = crate::ops::OpsConfig::resolve(
-            crate::ops::config::OpsFiles {
+        let server = crate::platform::serve::limits::ServerLimits::from_file(&file.server)?;
+        let ops = ops::OpsConfig::resolve(
+            crate::config::ops::OpsFiles {
                 metrics: &file.metrics,
                 telemetry: &file.telemetry,
                 logging: &file.logging,
@@ -231,7 +232,7 @@ impl Config {
         let sessions = SessionsConfig::from_file(file.sessions, env)?;
         let gateway_tools = match &file.gateway_tools {
             Some(tools) => Some(std::sync::Arc::new(
-                crate::gateway_tools::GatewayTools::build(tools, env)
+                crate::tools::GatewayTools::build(tools, env)
                     .map_err(|e| ConfigError::invalid("gateway_tools", e))?,
             )),
             None => None,
@@ -302,7 +303,7 @@ fn reasoning_keys(texts: &[String]) -> Result<Vec<[u8; 32]>, ConfigError> {
     let mut keys = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {
         keys.push(
-            crate::seal::AeadSealer::parse_key(text)
+            crate::platform::seal::AeadSealer::parse_key(text)
                 .map_err(|e| ConfigError::invalid(format!("reasoning_keys[{i}]"), e))?,
         );
     }

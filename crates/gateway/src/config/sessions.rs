@@ -1,7 +1,7 @@
 //! The resolved `[sessions]` section (the session event side channel) and the URL redaction its
 //! `Debug` uses.
 //!
-//! Not here: the side channel itself (`crate::sessions`).
+//! Not here: the side channel itself (`crate::platform::sessions`).
 
 use super::Env;
 use super::file::SessionsFile;

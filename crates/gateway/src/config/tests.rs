@@ -99,7 +99,7 @@ fn with_keys(keys: &str, store: &str) -> Result<Config, ConfigError> {
 
 #[test]
 fn keys_and_limits_are_validated_with_the_field_named() {
-    let hash = crate::auth::keys::hash_secret("tb-x");
+    let hash = crate::platform::auth::keys::hash_secret("tb-x");
     let ok = with_keys(
         &format!("api_keys = [\"plain\"]\n[[keys]]\nname = \"ci\"\nhash = \"{hash}\"\nmodels = [\"gpt-*\"]\ndaily_tokens = 5\n"),
         "sqlite://x.db",
@@ -107,7 +107,7 @@ fn keys_and_limits_are_validated_with_the_field_named() {
     .unwrap();
     assert_eq!(ok.keys.len(), 2);
     assert_eq!(ok.keys[0].id, "api_keys[0]");
-    assert_eq!(ok.keys[0].hash, crate::auth::keys::hash_secret("plain"));
+    assert_eq!(ok.keys[0].hash, crate::platform::auth::keys::hash_secret("plain"));
     assert_eq!(ok.keys[1].id, "ci");
     assert!(
         !format!("{ok:?}").contains(&hash),

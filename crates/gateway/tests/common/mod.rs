@@ -77,7 +77,7 @@ provider = "up"
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve::serve_on(
+        tokio::spawn(toolbridge_gateway::serve_on(
             listener,
             config,
             async move {

@@ -1,0 +1,137 @@
+//! The HTTP face of the gateway: [`app`] builds the whole router, for `main` and for tests
+//! alike, from one router per route module (`responses`, `stored`, `conversations`, `models`,
+//! `sessions`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
+//! see [`crate::platform::auth`] and [`crate::platform::limits`]), plus `/healthz` and the
+//! metrics route. Every error answer is OpenAI's JSON, the router's own included
+//! ([`json_errors`]).
+//!
+//! *Architecture invariant*: nothing outside `http` imports from it, and the application state
+//! ([`crate::state`]) imports nothing from it; the route modules are the only callers of the
+//! pipeline in [`responses`].
+
+pub(crate) mod conversations;
+mod health;
+pub(crate) mod json_errors;
+mod models;
+pub(crate) mod responses;
+mod sessions;
+pub(crate) mod stored;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tower_http::decompression::RequestDecompressionLayer;
+
+use crate::error::GatewayError;
+use crate::platform::ops::observe::{Observer, observe};
+use crate::platform::serve::limits::refuse_oversized;
+use crate::state::AppState;
+
+/// The whole router.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(responses::router())
+        .merge(stored::router())
+        .merge(conversations::router())
+        .merge(models::router())
+        .merge(sessions::router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
+    // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).
+    let mut router = Router::new()
+        .nest("/v1", api)
+        .route("/healthz", get(health::healthz));
+    let metrics = &state.config.ops.metrics;
+    if metrics.enabled {
+        router = router.route(&metrics.path, get(crate::platform::ops::metrics_handler));
+    }
+    let observer = Observer {
+        config: state.config.clone(),
+        captures: state.captures.clone(),
+    };
+    // The observer sees every route (request id, span, metrics, overhead header, capture).
+    // Outermost, a declared length over the body limit is refused before anything reads the
+    // body (the observer does, for a capture).
+    router
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            json_errors::json_errors,
+        ))
+        .layer(middleware::from_fn_with_state(observer, observe))
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(RequestDecompressionLayer::new())
+        .layer(middleware::from_fn(known_encoding))
+        .layer(middleware::from_fn_with_state(
+            state.config.body_limit,
+            refuse_oversized,
+        ))
+        .with_state(state)
+}
+
+/// Request body encodings the gateway decodes.
+const ENCODINGS: &[&str] = &["gzip", "x-gzip", "br", "zstd", "deflate", "identity"];
+
+async fn known_encoding(request: Request, next: Next) -> Response {
+    let unknown = request
+        .headers()
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(|e| e.trim().to_ascii_lowercase())
+        .find(|e| !e.is_empty() && !ENCODINGS.contains(&e.as_str()));
+    match unknown {
+        Some(encoding) => GatewayError::UnsupportedEncoding(encoding).into_response(),
+        None => next.run(request).await,
+    }
+}
+
+async fn not_found(request: Request) -> Response {
+    GatewayError::RouteNotFound(format!("{} {}", request.method(), request.uri().path()))
+        .into_response()
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110), so `bearer` and `BEARER` work too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// Resolves the gateway key (401 when one is required and missing, unknown or revoked), counts
+/// the request against the key's limit (429), and hands the key to the handler: as an
+/// [`crate::platform::auth::Authenticated`] in the request's extensions and through
+/// [`crate::platform::auth::current`].
+pub async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    let auth = match state.keys.resolve(presented).await {
+        Ok(auth) => auth,
+        Err(e) => return e.into_response(),
+    };
+    let key = auth
+        .as_ref()
+        .map_or(crate::platform::limits::ANONYMOUS, |a| a.key_id.as_str());
+    if let Err(e) = state.limits.check_request(key).await {
+        return e.into_response();
+    }
+    if let Some(ctx) = crate::platform::ops::observe::current() {
+        ctx.set_tenant(crate::platform::auth::tenant_of(auth.as_ref()));
+    }
+    if let Some(auth) = &auth {
+        request.extensions_mut().insert(auth.clone());
+    }
+    crate::platform::auth::scoped(auth, next.run(request)).await
+}

@@ -1,0 +1,371 @@
+//! The answer stage: what the client gets from the upstream that took the request. A native
+//! Responses upstream's answer is relayed (`passthrough`); any other goes through the
+//! assembler, streamed (`sse`) or whole (`sync`), with the rounds of the gateway's own (echoed
+//! builtins, the tool loop, repair re-asks). The response's identity, its meter, its storing
+//! and its place in flight are set up here. Not here: choosing the upstream (`dispatch`).
+
+use std::sync::Arc;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_wire::responses::{OutputItem, ResponseStatus};
+
+use super::detach::{Detach, Flight};
+use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
+use super::meter::Meter;
+use super::passthrough::Passthrough;
+use super::persist::Persist;
+use super::repair::{RepairRounds, record_repairs};
+use super::rounds::Rounds;
+use super::sse::{Pump, stream_response, wait_for};
+use super::sync::sync_response;
+use super::tool_loop::{Continuation, ToolRounds};
+use super::{
+    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, decode,
+    diagnostics_header,
+};
+use crate::state::AppState;
+use crate::error::GatewayError;
+use crate::platform::{ids, time};
+
+/// What the answer needs besides the request and the upstream: its identity, meter and store.
+struct Setup {
+    meta: ResponseMeta,
+    meter: Meter,
+    persist: Option<Persist>,
+    flight: Flight,
+    detach: Option<Detach>,
+}
+
+/// Answers the client from the upstream that took the request.
+pub(super) async fn answer(
+    state: &AppState,
+    prepared: Prepared<'_>,
+    dispatched: Dispatched<'_>,
+    caller: &Caller,
+    run: Option<&BackgroundRun>,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let setup = setup(state, &prepared, &dispatched, caller, run);
+    let header = diagnostics_header(&dispatched.routed.diagnostics);
+    let mut response = if dispatched.routed.provider.dialect.passes_through() {
+        relay(state, &prepared, dispatched, setup, request_id).await?
+    } else {
+        assemble(state, prepared, dispatched, setup, request_id).await?
+    };
+    if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
+        response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
+    }
+    Ok(response)
+}
+
+/// The response's identity (a background run's is fixed before it starts), meter, storing and
+/// place in flight.
+fn setup(
+    state: &AppState,
+    prepared: &Prepared<'_>,
+    dispatched: &Dispatched<'_>,
+    caller: &Caller,
+    run: Option<&BackgroundRun>,
+) -> Setup {
+    let stored = prepared.stored;
+    let meta = match run {
+        Some(run) => ResponseMeta {
+            id: run.id.clone(),
+            created_at: run.created_at,
+            stored,
+        },
+        None => ResponseMeta {
+            id: ids::new("resp"),
+            created_at: time::now(),
+            stored,
+        },
+    };
+    let meter = Meter::start(
+        state,
+        caller.key.clone(),
+        (&dispatched.routed.provider.name, &prepared.canonical.model),
+        caller.session.clone(),
+        &meta.id,
+    );
+    let conversation = toolbridge_core::assemble::conversation_id(&prepared.req);
+    let persist = match &state.store {
+        Some(store) if stored || conversation.is_some() => Some(Persist {
+            store: store.clone(),
+            tenant: prepared.tenant.clone(),
+            input_items: prepared.turn_items.clone(),
+            expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
+            // Every write is guarded: a cancel (of any response in progress) is never undone.
+            guarded: true,
+            max_bytes: state.config.store_max_bytes,
+            keep_response: stored,
+            conversation,
+        }),
+        _ => None,
+    };
+    let flight = Flight::start(
+        state,
+        persist.as_ref().is_some_and(|p| p.keep_response),
+        &skeleton(&prepared.req, &meta),
+        prepared.tenant.name().to_owned(),
+    );
+    let detach = flight.detach(state, persist.is_some());
+    Setup {
+        meta,
+        meter,
+        persist,
+        flight,
+        detach,
+    }
+}
+
+/// A native Responses upstream's answer, relayed.
+async fn relay(
+    state: &AppState,
+    prepared: &Prepared<'_>,
+    dispatched: Dispatched<'_>,
+    setup: Setup,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let Dispatched { routed, answer } = dispatched;
+    let limits = setup.flight.limits(state, routed.provider);
+    let relay = Passthrough {
+        skeleton: skeleton(&prepared.req, &setup.meta),
+        diagnostics: routed.diagnostics,
+        persist: setup.persist,
+        meter: setup.meter,
+        request_id: request_id.to_owned(),
+        tolerate_unterminated: routed.profile.tolerate_unterminated,
+        registration: setup.flight.registration,
+    };
+    Ok(match answer {
+        Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,
+        Answer::Whole(upstream) => {
+            relay
+                .whole(upstream, setup.flight.cancel.subscribe())
+                .await?
+        }
+    })
+}
+
+/// An answer through the assembler, with the rounds of the gateway's own.
+async fn assemble(
+    state: &AppState,
+    prepared: Prepared<'_>,
+    dispatched: Dispatched<'_>,
+    setup: Setup,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let Dispatched { routed, answer } = dispatched;
+    let provider = routed.provider;
+    // Provider builtin calls answered by echoing them back (Kimi's `$web_search`) are a
+    // Chat round trip; for other dialects such calls stay ordinary function calls.
+    let (echo_tools, echo) =
+        if !routed.plan.echo_tools.is_empty() && routed.outgoing.echoes_builtins() {
+            (
+                routed.plan.echo_tools.clone(),
+                Some(EchoRounds {
+                    upstreams: state.upstreams.clone(),
+                    provider: provider.clone(),
+                    upstream_model: routed.upstream_model.clone(),
+                    outgoing: routed.outgoing,
+                    left: MAX_ECHO_ROUNDS,
+                }),
+            )
+        } else {
+            (Vec::new(), None)
+        };
+    let tools = match &state.config.gateway_tools {
+        Some(tools) if routed.gateway_tools_offered => Some(ToolRounds {
+            tools: tools.clone(),
+            steps_left: tools.limits.max_steps,
+            calls_left: prepared.req.max_tool_calls,
+            deadline: tokio::time::Instant::now() + tools.limits.time_budget,
+            meter: setup.meter.clone(),
+            step: 0,
+            listed: prepared.listed.clone(),
+        }),
+        _ => None,
+    };
+    let repair = routed
+        .repair_checks
+        .is_some()
+        .then(|| RepairRounds::new(provider.repair));
+    // Rounds of the gateway's own (the tool loop, a re-ask) continue the same conversation.
+    let reasks =
+        routed.repairs && provider.repair.invalid_calls == crate::config::InvalidCalls::Reask;
+    let skeleton_response = skeleton(&prepared.req, &setup.meta);
+    let continuation = (tools.is_some() || reasks).then(|| Continuation {
+        upstreams: state.upstreams.clone(),
+        provider: provider.clone(),
+        profile: routed.profile.clone(),
+        upstream_model: routed.upstream_model.clone(),
+        req: prepared.req.clone(),
+        canonical: prepared.canonical.clone(),
+        plan: routed.plan.clone(),
+    });
+    let assembler = Assembler::new(
+        skeleton_response,
+        AssembleOptions {
+            contract: prepared.canonical.output.clone(),
+            diagnostics: routed.diagnostics,
+            names: Arc::new(routed.plan.names),
+            reasoning: prepared.display,
+            sealer: Some(state.sealer.clone()),
+            echo_tools,
+            repair: routed.repair_checks,
+        },
+    );
+    // Listings of the request's MCP servers come first in the output.
+    let prelude: Vec<OutputItem> = if listed_shown(state) {
+        prepared.listings
+    } else {
+        Vec::new()
+    };
+    let rounds = Rounds {
+        echo,
+        tools,
+        continuation,
+        repair,
+    };
+    let assembled = Assembled {
+        assembler,
+        prelude,
+        rounds,
+        profile: routed.profile,
+        usage_basis: routed.usage_basis,
+        provider,
+        upstream_model: routed.upstream_model,
+    };
+    match answer {
+        Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
+        Answer::Whole(upstream) => {
+            let cancelled = skeleton(&prepared.req, &setup.meta);
+            whole(upstream, assembled, setup, cancelled, request_id).await
+        }
+    }
+}
+
+/// The assembler and what its rounds need, for either transport.
+struct Assembled<'a> {
+    assembler: Assembler,
+    prelude: Vec<OutputItem>,
+    rounds: Rounds,
+    profile: toolbridge_providers::profile::Profile,
+    usage_basis: Option<axum::body::Bytes>,
+    provider: &'a crate::config::Provider,
+    upstream_model: String,
+}
+
+/// A streamed answer: the pump, its first snapshot stored first.
+async fn stream(
+    state: &AppState,
+    upstream: super::sse::UpstreamSse,
+    assembled: Assembled<'_>,
+    setup: Setup,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let provider = assembled.provider;
+    let decoder = decode::decoder(provider.dialect, &assembled.profile).ok_or_else(|| {
+        GatewayError::UpstreamUnreachable(format!(
+            "the {} dialect has no stream decoder",
+            provider.dialect.as_str()
+        ))
+    })?;
+    if let Some(persist) = &setup.persist {
+        let _ = persist
+            .save_started(&assembled.assembler.snapshot(), request_id)
+            .await;
+    }
+    let limits = setup.flight.limits(state, provider);
+    let pump = Pump {
+        upstream,
+        decoder,
+        profile: assembled.profile,
+        assembler: Some(assembled.assembler),
+        limits,
+        usage_basis: assembled.usage_basis,
+        rounds: assembled.rounds,
+        provider_name: provider.name.clone(),
+        upstream_model: assembled.upstream_model,
+        pending_tools: None,
+        prelude: assembled.prelude,
+        meter: Some(setup.meter),
+        persist: setup.persist,
+        final_response: None,
+        terminal: None,
+        used: None,
+        pending: Vec::new(),
+        diagnostics: Vec::new(),
+        request_id: request_id.to_owned(),
+        _registration: setup.flight.registration,
+    };
+    Ok(stream_response(pump, setup.detach))
+}
+
+/// A whole answer; a cancel ends it at once (the upstream request is dropped).
+async fn whole(
+    upstream: reqwest::Response,
+    assembled: Assembled<'_>,
+    setup: Setup,
+    mut cancelled: toolbridge_wire::responses::Response,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let Assembled {
+        mut assembler,
+        prelude,
+        rounds,
+        profile,
+        usage_basis,
+        provider,
+        upstream_model,
+    } = assembled;
+    for item in prelude {
+        assembler.gateway_item(item, &mut Vec::new());
+    }
+    let mut cancel = setup.flight.cancel.subscribe();
+    let mut response = tokio::select! {
+        biased;
+        () = wait_for(&mut cancel) => {
+            cancelled.status = ResponseStatus::Cancelled;
+            cancelled
+        }
+        response = sync_response(
+            upstream,
+            assembler,
+            provider.dialect,
+            &profile,
+            usage_basis,
+            rounds,
+        ) => response?,
+    };
+    record_repairs(
+        &provider.name,
+        &upstream_model,
+        &response.toolbridge_diagnostics,
+    );
+    let mut stored = serde_json::to_value(&response).unwrap_or_default();
+    if let Some(persist) = setup.persist
+        && let Err(unsaved) = persist.save(&stored, request_id).await
+    {
+        unsaved.mark(&mut response);
+        stored = serde_json::to_value(&response).unwrap_or_default();
+    }
+    setup.meter.finish(&stored).await;
+    let body = serde_json::to_vec(&response).unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+/// Whether gateway-run tools are shown as hosted items.
+fn listed_shown(state: &AppState) -> bool {
+    state.config.gateway_tools.as_ref().is_some_and(|t| t.show)
+}

@@ -1,0 +1,271 @@
+//! `POST /v1/responses/compact` (Open Responses): the upstream model condenses a conversation;
+//! the answer keeps the user's messages and adds a `compaction` item whose `encrypted_content`
+//! seals the summary. A later request sends that item back as input, and the gateway expands it
+//! into a developer message carrying the summary ([`expand_compactions`]).
+//!
+//! A client of the response stages, not a copy: the history and compactions are expanded by
+//! the prepare stage's `expand`, the route is the route stage's `lookup`, the body is built by
+//! `responses::translate` and the answer read by `decode_whole`. What is its own: the summary
+//! request (no tools, the route's primary only, not streamed) and the answer's shape.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toolbridge_core::diagnostics::{ITEM_DROPPED, diag};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::reasoning::Sealer;
+use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::dialect::Source;
+use toolbridge_wire::responses::{
+    ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
+};
+
+use crate::state::AppState;
+use crate::error::GatewayError;
+use crate::http::responses::{decode_whole, expand, lookup, sealed_by_gateway, translate};
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+use crate::platform::{ids, time};
+
+/// What a sealed compaction blob starts with, so it is never taken for reasoning.
+const MARK: &str = "toolbridge-compaction\n";
+
+const INSTRUCTION: &str = "Summarize the conversation so far so that you can continue it later from the summary alone: keep the goals, decisions, facts, names of files and tools, results that matter and open tasks. Answer with the summary only.";
+
+/// The request body.
+#[derive(Debug, Deserialize)]
+pub struct CompactRequest {
+    model: Option<String>,
+    input: Option<Input>,
+    previous_response_id: Option<String>,
+    instructions: Option<String>,
+    prompt_cache_key: Option<String>,
+}
+
+/// The handler.
+pub async fn compact(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = match body {
+        Ok(body) => run(&state, &body).await,
+        Err(r) => Err(GatewayError::from_body_rejection(
+            &r,
+            state.config.body_limit,
+        )),
+    };
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
+    let request: CompactRequest = serde_json::from_slice(body).map_err(|e| {
+        GatewayError::Request(toolbridge_core::Error::InvalidJson {
+            param: None,
+            message: format!("the request body is not a compact request: {e}"),
+        })
+    })?;
+    let Some(model) = request.model.filter(|m| !m.is_empty()) else {
+        return Err(GatewayError::Request(
+            toolbridge_core::Error::MissingParameter {
+                param: "model".to_owned(),
+            },
+        ));
+    };
+    let mut req = CreateResponse {
+        model: Some(model.clone()),
+        input: request.input,
+        previous_response_id: request.previous_response_id,
+        instructions: request.instructions,
+        prompt_cache_key: request.prompt_cache_key,
+        ..CreateResponse::default()
+    };
+    // The same key scopes and budget as a response, and the same expansion of its history
+    // and compactions (the prepare stage's).
+    crate::http::responses::admission::admit(state, &req).await?;
+    let tenant = crate::platform::auth::current_tenant();
+    let (_, mut diagnostics) = expand(state, &tenant, &mut req, false).await?;
+    let kept_users: Vec<Value> = match &req.input {
+        Some(Input::Items(items)) => items
+            .iter()
+            .filter(|i| matches!(i, InputItem::Message(m) if m.role == "user"))
+            .filter_map(|i| serde_json::to_value(i).ok())
+            .map(with_id)
+            .collect(),
+        Some(Input::Text(text)) => vec![with_id(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+        )],
+        None => Vec::new(),
+    };
+    // The summary request: the conversation, then the instruction as the last user turn.
+    let mut items = match req.input.take() {
+        Some(Input::Items(items)) => items,
+        Some(Input::Text(text)) => vec![user(text)],
+        None => Vec::new(),
+    };
+    items.push(user(INSTRUCTION.to_owned()));
+    req.input = Some(Input::Items(items));
+    let (summary, usage, payload) = summarize(state, &model, &req, &mut diagnostics).await?;
+    if summary.trim().is_empty() {
+        return Err(GatewayError::Upstream(
+            toolbridge_providers::Error::Decode {
+                message: "the upstream returned an empty summary".to_owned(),
+            },
+        ));
+    }
+    let sealed = state
+        .sealer
+        .seal(&format!("{MARK}{summary}"))
+        .ok_or_else(|| GatewayError::Store("the summary could not be sealed".to_owned()))?;
+    let mut output = kept_users;
+    output.push(json!({"id": ids::new("cmp"), "type": "compaction", "encrypted_content": sealed}));
+    let usage = usage.unwrap_or_else(|| crate::http::responses::usage::estimate(&payload, &summary));
+    let mut body = json!({
+        "id": ids::new("resp"),
+        "object": "response.compaction",
+        "created_at": time::now(),
+        "output": output,
+        "usage": usage_json(&usage),
+    });
+    if !diagnostics.is_empty()
+        && let Some(obj) = body.as_object_mut()
+    {
+        obj.insert("toolbridge_diagnostics".to_owned(), json!(diagnostics));
+    }
+    Ok(body)
+}
+
+/// Sends the summary request to the route's primary provider (no tools, not streamed) and
+/// reads its text and usage; the payload is returned for a usage estimate.
+async fn summarize(
+    state: &AppState,
+    model: &str,
+    req: &CreateResponse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<(String, Option<Usage>, Bytes), GatewayError> {
+    let mut canonical = normalize(req, &Limits::default())?;
+    canonical.stream = false;
+    let targets = lookup(state, model).ok_or_else(|| GatewayError::ModelNotFound {
+        model: model.to_owned(),
+        known: String::new(),
+    })?;
+    let target = targets
+        .first()
+        .ok_or_else(|| GatewayError::UpstreamUnreachable("no provider".to_owned()))?;
+    let profile = target.provider.profile_for(&target.upstream_model);
+    let plan = toolbridge_core::plan::ToolPlan::default();
+    let dialect = target.provider.dialect;
+    let payload = Bytes::from(
+        translate(
+            dialect,
+            &Source {
+                req,
+                raw: None,
+                canonical: &canonical,
+                stored: false,
+                sealed_by_gateway: &sealed_by_gateway,
+            },
+            &plan,
+            &profile,
+            &target.upstream_model,
+            diagnostics,
+        )
+        .payload(),
+    );
+    let upstream = state
+        .upstreams
+        .send(target.provider, &target.upstream_model, &payload, false)
+        .await?;
+    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    let events = decode_whole(dialect, &profile, &body, diagnostics)?;
+    let mut summary = String::new();
+    let mut usage = None;
+    for event in events {
+        match event {
+            UpstreamEvent::Text(t) => summary.push_str(&t),
+            UpstreamEvent::Usage(u) => usage = Some(u),
+            _ => {}
+        }
+    }
+    Ok((summary, usage, payload))
+}
+
+fn usage_json(usage: &Usage) -> Value {
+    serde_json::to_value(usage).unwrap_or_default()
+}
+
+fn with_id(mut item: Value) -> Value {
+    if let Value::Object(map) = &mut item
+        && !map.contains_key("id")
+    {
+        map.insert("id".to_owned(), Value::String(ids::new("msg")));
+    }
+    item
+}
+
+fn user(text: String) -> InputItem {
+    InputItem::Message(MessageItem {
+        id: None,
+        role: "user".to_owned(),
+        content: MessageContent::Parts(vec![ContentPart::InputText { text }]),
+        status: None,
+        extra: Map::new(),
+    })
+}
+
+/// Replaces every `compaction` input item this gateway sealed with a developer message carrying
+/// its summary; a blob that is not ours (or was altered) is left out with a diagnostic.
+pub fn expand_compactions(
+    req: &mut CreateResponse,
+    sealer: &dyn Sealer,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let Some(Input::Items(items)) = &mut req.input else {
+        return;
+    };
+    let mut kept = Vec::with_capacity(items.len());
+    for (i, item) in std::mem::take(items).into_iter().enumerate() {
+        let InputItem::Other(map) = &item else {
+            kept.push(item);
+            continue;
+        };
+        if map.get("type").and_then(Value::as_str) != Some("compaction") {
+            kept.push(item);
+            continue;
+        }
+        let blob = map
+            .get("encrypted_content")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match sealer
+            .open(blob)
+            .map(|text| text.strip_prefix(MARK).map(str::to_owned))
+        {
+            Ok(Some(summary)) => kept.push(InputItem::Message(MessageItem {
+                id: None,
+                role: "developer".to_owned(),
+                content: MessageContent::Text(format!(
+                    "Summary of the earlier conversation, which was compacted:\n{summary}"
+                )),
+                status: None,
+                extra: Map::new(),
+            })),
+            Ok(None) => diagnostics.push(diag(
+                ITEM_DROPPED,
+                Some(&format!("input[{i}]")),
+                "a compaction item holds no compaction summary; it was left out",
+            )),
+            Err(why) => diagnostics.push(diag(
+                ITEM_DROPPED,
+                Some(&format!("input[{i}]")),
+                format!("a compaction item could not be opened ({why}); it was left out"),
+            )),
+        }
+    }
+    *items = kept;
+}

@@ -1,0 +1,155 @@
+//! What a response reports when it starts and ends, besides its own events: its tokens charged
+//! to the gateway key and the provider's limits, and its progress on the session's side channel
+//! (`GET /v1/sessions/{id}/events`, for requests that carry Codex's `session-id` header). The
+//! side channel never slows the request: publishing does not wait.
+
+use std::sync::Arc;
+
+use crate::state::AppState;
+use crate::platform::time;
+
+use std::time::Instant;
+
+use crate::platform::auth::Authenticated;
+use crate::platform::sessions::{ResponseInfo, SessionEvent, ToolInfo};
+
+/// One response's accounting and side channel.
+#[derive(Clone)]
+pub(super) struct Meter {
+    state: AppState,
+    key: Option<Authenticated>,
+    provider: String,
+    session: Option<String>,
+    response_id: String,
+    /// The model label (a route pattern, bounded).
+    model: String,
+    /// The request's observer, kept for the end of a stream (polled outside the handler).
+    observed: Option<Arc<crate::platform::ops::observe::RequestCtx>>,
+}
+
+impl Meter {
+    /// Starts metering `response_id` (publishing `response.started` on the session).
+    pub(super) fn start(
+        state: &AppState,
+        key: Option<Authenticated>,
+        (provider, model): (&str, &str),
+        session: Option<String>,
+        response_id: &str,
+    ) -> Self {
+        let model = crate::platform::ops::metrics::model_label(&state.config, model);
+        let observed = crate::platform::ops::observe::current();
+        if let Some(ctx) = &observed {
+            ctx.set_labels(provider, model.clone());
+        }
+        let meter = Self {
+            model,
+            observed,
+            state: state.clone(),
+            key,
+            provider: provider.to_owned(),
+            session,
+            response_id: response_id.to_owned(),
+        };
+        meter.publish(SessionEvent::ResponseStarted(ResponseInfo::new(
+            &meter.response_id,
+            time::now_ms(),
+        )));
+        meter
+    }
+
+    /// Ends metering with the final response object: its tokens are charged, and
+    /// `response.completed` (with the status) goes to the session.
+    pub(super) async fn finish(&self, response: &serde_json::Value) {
+        self.finish_using(response, None).await;
+    }
+
+    /// [`Self::finish`], charging `used` (an estimate of what the upstream consumed) when the
+    /// response reports no usage: a failed stream is charged as providers charge it.
+    pub(super) async fn finish_using(&self, response: &serde_json::Value, used: Option<u64>) {
+        let tokens = response["usage"]["total_tokens"]
+            .as_u64()
+            .or(used)
+            .unwrap_or(0);
+        crate::platform::ops::metrics::tokens(
+            &self.provider,
+            &self.model,
+            response["usage"]["input_tokens"].as_u64().unwrap_or(0),
+            response["usage"]["output_tokens"].as_u64().unwrap_or(0),
+        );
+        if let Some(ctx) = &self.observed {
+            ctx.write_capture(Some(response), 200).await;
+        }
+        crate::http::responses::admission::charge(&self.state, self.key.as_ref(), &self.provider, tokens).await;
+        let status = response["status"].as_str().unwrap_or("unknown");
+        self.publish(SessionEvent::ResponseCompleted(
+            ResponseInfo::new(&self.response_id, time::now_ms()).status(status),
+        ));
+    }
+
+    /// The client went away before the end: the tokens used so far (an estimate) are charged,
+    /// and the session hears that the response ended `cancelled`.
+    pub(super) async fn abandoned(&self, used: u64) {
+        crate::http::responses::admission::charge(&self.state, self.key.as_ref(), &self.provider, used).await;
+        self.publish(SessionEvent::ResponseCompleted(
+            ResponseInfo::new(&self.response_id, time::now_ms()).status("cancelled"),
+        ));
+    }
+
+    /// A gateway call starting at `step`; the returned handle reports its end.
+    pub(super) fn tool_started(
+        &self,
+        call_id: &str,
+        server: &str,
+        tool: &str,
+        step: u32,
+    ) -> ToolTimer {
+        let info = ToolInfo::new(&self.response_id, call_id, tool, step, time::now_ms())
+            .server_label(server);
+        self.publish(SessionEvent::ToolStarted(info.clone()));
+        ToolTimer {
+            info,
+            started: Instant::now(),
+        }
+    }
+
+    /// A gateway call's end: `tool.completed` with a short summary, or `tool.failed`.
+    pub(super) fn tool_finished(&self, timer: ToolTimer, result: &Result<String, String>) {
+        crate::platform::ops::metrics::tool_call(
+            timer.info.server_label.as_deref().unwrap_or(""),
+            result.is_ok(),
+        );
+        let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let info = timer.info.at(time::now_ms(), elapsed);
+        self.publish(match result {
+            Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output))),
+            Err(error) => SessionEvent::ToolFailed(info.error(summary(error))),
+        });
+    }
+
+    /// One step of the gateway's tool loop.
+    pub(super) fn tool_step(&self) {
+        crate::platform::ops::metrics::tool_loop_step(&self.provider);
+    }
+
+    fn publish(&self, event: SessionEvent) {
+        if let Some(session) = &self.session {
+            let tenant = crate::platform::auth::tenant_of(self.key.as_ref());
+            self.state.sessions.publish(&tenant, session, event);
+        }
+    }
+}
+
+/// A gateway call in progress, for its end event.
+pub(super) struct ToolTimer {
+    info: ToolInfo,
+    started: Instant,
+}
+
+/// The start of a result, for a side-channel event (the bus bounds it again).
+fn summary(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,239 @@
+//! `POST /v1/responses`: parse, normalise, route, translate, send, reconstruct, emit.
+//!
+//! The handler holds no translation logic: it strings together the pure steps of the core and
+//! the provider dialect with the I/O of [`crate::upstream`]. Failures before the upstream
+//! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
+//! failure ends the stream with `response.failed` and a specific code.
+//!
+//! The path is a pipeline of stages, one file each, each taking the previous one's typed
+//! hand-off (the types are here):
+//!
+//! - `ingress`: parse, admit the key, split a background request off (`background`);
+//! - `prepare` → [`Prepared`]: history and compaction expansion, the request's MCP servers and
+//!   approvals (`request_mcp`), normalisation, sealed reasoning opened, the route looked up —
+//!   once per request, whatever the number of targets;
+//! - `route` → [`Routed`]: per target, the gateway tools offered, the plan, the tool checks and
+//!   the translated body;
+//! - `dispatch` → [`Dispatched`]: per target in order, the provider's limits, the send, the
+//!   first-event peek and the fallback to the next;
+//! - `answer`: the relayed or assembled answer, streamed (`sse`) or whole (`sync`), metered
+//!   (`meter`), stored (`persist`) and tracked in flight (`detach`); both transports hand the end
+//!   of every upstream round to the one round driver (`rounds`: the gateway's own rounds —
+//!   `echo`, `tool_loop`, `repair`).
+//!
+//! Background runs (`background`) and compaction (`compact`) are clients of the stages; the
+//! request's admission against its key (`admission`), its history (`history`) and usage
+//! estimates (`usage`) are the helpers the stages share.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use toolbridge_core::reasoning::ReasoningDisplay;
+use toolbridge_core::repair::ToolSchemas;
+use toolbridge_providers::dialect::{Dialect, Outgoing, Source};
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
+
+use crate::state::AppState;
+use crate::error::GatewayError;
+
+mod abandoned;
+pub(crate) mod admission;
+mod answer;
+mod background;
+mod chunks;
+pub(crate) mod compact;
+mod decode;
+mod detach;
+mod dispatch;
+mod echo;
+pub(crate) mod history;
+mod ingress;
+mod meter;
+mod passthrough;
+mod persist;
+mod prepare;
+mod repair;
+mod request_mcp;
+mod rounds;
+mod route;
+mod sse;
+mod sync;
+mod tool_loop;
+pub(crate) mod usage;
+
+pub(crate) use decode::decode_whole;
+use ingress::ingress;
+use axum::Router;
+use axum::routing::post;
+pub use ingress::parse_request;
+pub(crate) use prepare::expand;
+pub(crate) use route::lookup;
+pub use sse::{frame, frames};
+
+/// The routes that create responses: `POST /responses` and `POST /responses/compact`.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/responses", post(create))
+        .route("/responses/compact", post(compact::compact))
+}
+
+/// What the upstream accepted: a stream (its first event already read) or a whole answer.
+enum Answer {
+    Stream(sse::UpstreamSse),
+    Whole(reqwest::Response),
+}
+
+/// The header listing the diagnostics known when the answer started.
+pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
+
+/// Translates the request into `dialect`'s, in the `translate` span: every caller (the first
+/// round, the gateway's own rounds, compaction, the CLI's plan and matrix) goes through here.
+pub(crate) fn translate(
+    dialect: Dialect,
+    source: &Source<'_>,
+    plan: &toolbridge_core::plan::ToolPlan,
+    profile: &Profile,
+    upstream_model: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Outgoing {
+    let _span = tracing::info_span!("translate", dialect = dialect.as_str()).entered();
+    dialect.build(source, plan, profile, upstream_model, diagnostics)
+}
+
+/// Whether an `encrypted_content` blob was sealed by this gateway (reasoning of another
+/// provider, which a Responses upstream cannot open).
+pub(crate) fn sealed_by_gateway(blob: &str) -> bool {
+    blob.starts_with(crate::platform::seal::PREFIX)
+}
+
+/// The handler.
+pub async fn create(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request_id = crate::platform::ops::observe::request_id();
+    let started = Instant::now();
+    let session = crate::platform::sessions::session_id_from_headers(&headers);
+    let mut response = match ingress(&state, body, &request_id, session).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::info!(
+                request_id,
+                status = error.status().as_u16(),
+                code = error.code(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "request refused: {error}"
+            );
+            error.into_response()
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// Who asked: the gateway key (charged for the tokens) and the session whose side channel
+/// shows the response's progress.
+#[derive(Clone, Default)]
+struct Caller {
+    key: Option<crate::platform::auth::Authenticated>,
+    session: Option<String>,
+}
+
+/// A background run's identity, fixed before it starts.
+#[derive(Debug, Clone)]
+struct BackgroundRun {
+    id: String,
+    created_at: i64,
+}
+
+/// The prepare stage's hand-off: the request as every target sees it, and where it goes.
+struct Prepared<'a> {
+    /// The request with its history and compactions expanded and approved calls run (the
+    /// response skeleton and the gateway's own rounds read it).
+    req: CreateResponse,
+    canonical: toolbridge_core::canonical::CanonicalRequest,
+    /// The items this turn adds to the conversation, stored with the response.
+    turn_items: Vec<serde_json::Value>,
+    /// The request's own MCP servers the gateway serves, connected once.
+    listed: Arc<Vec<crate::tools::McpServer>>,
+    /// Their `mcp_list_tools` items and the approved calls that ran, shown first.
+    listings: Vec<toolbridge_wire::responses::OutputItem>,
+    /// Whether the response is kept.
+    stored: bool,
+    tenant: toolbridge_store::Tenant,
+    display: ReasoningDisplay,
+    /// The route's provider, then its fallbacks (looked up once).
+    targets: Vec<crate::config::Target<'a>>,
+}
+
+/// The route stage's hand-off: the request for one target.
+struct Routed<'a> {
+    provider: &'a crate::config::Provider,
+    upstream_model: String,
+    profile: Profile,
+    /// Whether the gateway offered tools of its own (then it runs the tool loop).
+    gateway_tools_offered: bool,
+    plan: toolbridge_core::plan::ToolPlan,
+    /// The request's diagnostics, the plan's and the checks'.
+    diagnostics: Vec<Diagnostic>,
+    outgoing: Outgoing,
+    payload: Bytes,
+    /// The payload again, when the dialect needs a usage estimate.
+    usage_basis: Option<Bytes>,
+    /// Whether calls are repaired (never for a native Responses upstream).
+    repairs: bool,
+    repair_checks: Option<Arc<ToolSchemas>>,
+}
+
+/// The dispatch stage's hand-off: the target that took the request, and its answer.
+struct Dispatched<'a> {
+    routed: Routed<'a>,
+    answer: Answer,
+}
+
+/// Serves one request (not a background start): the stages in order.
+async fn respond(
+    state: &AppState,
+    req: CreateResponse,
+    request_id: &str,
+    run: Option<BackgroundRun>,
+    body: Option<&Bytes>,
+    caller: Caller,
+) -> Result<Response, GatewayError> {
+    let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
+    let (prepared, raw) = prepare::prepare(state, req, &caller, stored, body).await?;
+    let dispatched = dispatch::dispatch(state, &prepared, raw, &caller, request_id).await?;
+    answer::answer(
+        state,
+        prepared,
+        dispatched,
+        &caller,
+        run.as_ref(),
+        request_id,
+    )
+    .await
+}
+
+/// `code` or `code:param` for each diagnostic, comma-separated; `None` when there are none.
+pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
+    if diagnostics.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = diagnostics
+        .iter()
+        .map(|d| match &d.param {
+            Some(p) => format!("{}:{p}", d.code),
+            None => d.code.clone(),
+        })
+        .collect();
+    Some(parts.join(","))
+}

@@ -1,0 +1,261 @@
+//! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
+//! gateway's identity, diagnostics and storage, and nothing translated. The handler comes here
+//! at its one dispatch point on the dialect (`Dialect::passes_through`); every other dialect
+//! goes through the decoders.
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
+use toolbridge_providers::dialect::Flow;
+use toolbridge_wire::responses::Diagnostic;
+
+use super::meter::Meter;
+use super::persist::Persist;
+use super::sse::{self, PumpLimits};
+use crate::error::GatewayError;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+
+use super::chunks::{Chunk, skipped_diagnostic};
+use toolbridge_providers::responses::relay::{Relay, whole};
+
+/// What relaying one answer needs.
+pub(super) struct Passthrough {
+    /// The gateway's response object (`in_progress`), whose identity the answer takes.
+    pub(super) skeleton: toolbridge_wire::responses::Response,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    pub(super) persist: Option<Persist>,
+    pub(super) meter: Meter,
+    pub(super) request_id: String,
+    /// The profile's `tolerate_unterminated`: a stream cut before its terminal event completes.
+    pub(super) tolerate_unterminated: bool,
+    /// The response's place among those in flight, left when the pump is dropped.
+    pub(super) registration: Option<crate::platform::inflight::Registration>,
+}
+
+impl Passthrough {
+    /// The whole answer, made the gateway's and stored; a cancel (`cancel` turning true) ends it
+    /// `cancelled` at once.
+    pub(super) async fn whole(
+        self,
+        upstream: reqwest::Response,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<Response, GatewayError> {
+        let body = tokio::select! {
+            biased;
+            () = sse::wait_for(&mut cancel) => None,
+            body = read_capped(upstream, MAX_RESPONSE_BODY) => Some(body?),
+        };
+        let Some(body) = body else {
+            let mut cancelled = self.skeleton.clone();
+            cancelled.status = toolbridge_wire::responses::ResponseStatus::Cancelled;
+            let mut cancelled = serde_json::to_value(&cancelled).unwrap_or_default();
+            if let Some(persist) = self.persist
+                && let Err(unsaved) = persist.save(&cancelled, &self.request_id).await
+            {
+                unsaved.mark_value(&mut cancelled);
+            }
+            self.meter.finish(&cancelled).await;
+            return Ok(axum::Json(cancelled).into_response());
+        };
+        let answer: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+            GatewayError::Upstream(toolbridge_providers::Error::Decode {
+                message: format!("not a Responses response: {e}"),
+            })
+        })?;
+        let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
+        let response = whole(
+            answer,
+            &skeleton,
+            &self.diagnostics,
+            self.tolerate_unterminated,
+        )
+        .map_err(GatewayError::Upstream)?;
+        let mut response = response;
+        if let Some(persist) = self.persist
+            && let Err(unsaved) = persist.save(&response, &self.request_id).await
+        {
+            unsaved.mark_value(&mut response);
+        }
+        self.meter.finish(&response).await;
+        let body = serde_json::to_vec(&response).unwrap_or_default();
+        Ok((
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response())
+    }
+
+    /// The stream, relayed event by event.
+    pub(super) async fn stream(
+        self,
+        upstream: sse::UpstreamSse,
+        limits: PumpLimits,
+        detach: Option<super::detach::Detach>,
+    ) -> Response {
+        if let Some(persist) = &self.persist {
+            let _ = persist.save_started(&self.skeleton, &self.request_id).await;
+        }
+        let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
+        let mut relay = Relay::new(skeleton, self.diagnostics);
+        let mut start = Vec::new();
+        relay.start(&mut start);
+        let pump = RelayPump {
+            upstream,
+            relay,
+            limits,
+            persist: self.persist,
+            meter: Some(self.meter),
+            request_id: self.request_id,
+            tolerate_unterminated: self.tolerate_unterminated,
+            _registration: self.registration,
+        };
+        sse::sse_answer(
+            value_frames(&start),
+            super::detach::Detachable::new(pump, detach),
+        )
+    }
+}
+
+/// Pulls the upstream lazily (no task, no channel) through the relay.
+struct RelayPump {
+    upstream: sse::UpstreamSse,
+    relay: Relay,
+    limits: PumpLimits,
+    persist: Option<Persist>,
+    meter: Option<Meter>,
+    request_id: String,
+    tolerate_unterminated: bool,
+    _registration: Option<crate::platform::inflight::Registration>,
+}
+
+impl super::detach::Pumped for RelayPump {
+    async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
+        self.next().await
+    }
+
+    fn needs_ending(&self) -> bool {
+        !self.relay.is_done()
+    }
+
+    fn request_id(&self) -> &str {
+        &self.request_id
+    }
+}
+
+impl RelayPump {
+    /// The next batch of frames; `None` after the terminal event. A stored response is written
+    /// before its terminal event goes out.
+    async fn next(&mut self) -> Option<Vec<Bytes>> {
+        if self.relay.is_done() {
+            return None;
+        }
+        let mut out = Vec::new();
+        loop {
+            let step = tokio::select! {
+                biased;
+                () = sse::wait_for(&mut self.limits.shutdown) => sse::Step::Shutdown,
+                () = sse::wait_for(&mut self.limits.cancel) => sse::Step::Cancelled,
+                () = tokio::time::sleep_until(self.limits.deadline) => sse::Step::Deadline,
+                item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
+            };
+            match step {
+                sse::Step::Item(Some(Ok(Chunk::Skipped))) => {
+                    self.relay.add_diagnostic(skipped_diagnostic());
+                    continue;
+                }
+                sse::Step::Item(Some(Ok(Chunk::Event(event)))) => {
+                    let Some(data) = event.data else { continue };
+                    match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
+                        Ok(Flow::Continue) if out.is_empty() => continue,
+                        Ok(Flow::Continue) => return Some(value_frames(&out)),
+                        Ok(Flow::Done) => break,
+                        Err(e) => {
+                            self.relay.fail("server_error", e.to_string(), &mut out);
+                            break;
+                        }
+                    }
+                }
+                sse::Step::Item(Some(Err(e))) => {
+                    let (code, message) = sse::stream_failure(&e);
+                    self.relay.fail(code, message, &mut out);
+                    break;
+                }
+                sse::Step::Item(None) => {
+                    self.relay.finish(&mut out, self.tolerate_unterminated);
+                    break;
+                }
+                sse::Step::Silence => {
+                    let mut batch = value_frames(&out);
+                    batch.push(Bytes::from_static(sse::KEEPALIVE));
+                    return Some(batch);
+                }
+                sse::Step::Deadline => {
+                    self.relay.fail(
+                        "server_error",
+                        "the upstream stream went on past its deadline (stream_timeout_secs)"
+                            .to_owned(),
+                        &mut out,
+                    );
+                    break;
+                }
+                sse::Step::Cancelled => {
+                    self.relay.cancel(&mut out);
+                    break;
+                }
+                sse::Step::Shutdown => {
+                    self.relay.fail(
+                        "server_shutting_down",
+                        "the gateway is shutting down; retry the request".to_owned(),
+                        &mut out,
+                    );
+                    break;
+                }
+            }
+        }
+        if let Some(response) = self.relay.final_response() {
+            tracing::info!(request_id = self.request_id, status = %response["status"], "stream ended");
+            let mut response = response.clone();
+            if let Some(persist) = self.persist.take()
+                && let Err(unsaved) = persist.save(&response, &self.request_id).await
+            {
+                // The durability rule: the terminal event (the last one) says what was kept.
+                unsaved.mark_value(&mut response);
+                if let Some(terminal) = out.last_mut()
+                    && terminal.get("response").is_some()
+                {
+                    unsaved.mark_value(&mut terminal["response"]);
+                }
+            }
+            if let Some(meter) = self.meter.take() {
+                meter.finish(&response).await;
+            }
+        }
+        Some(value_frames(&out))
+    }
+}
+
+/// One SSE frame per relayed event, named by its `type`.
+fn value_frames(events: &[serde_json::Value]) -> Vec<Bytes> {
+    events
+        .iter()
+        .map(|event| {
+            let mut buf = Vec::with_capacity(256);
+            buf.extend_from_slice(b"event: ");
+            // An upstream's event name never breaks the framing.
+            let name = event["type"]
+                .as_str()
+                .filter(|t| !t.contains(['\n', '\r']))
+                .unwrap_or("message");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+            let _ = serde_json::to_writer(&mut buf, event);
+            buf.extend_from_slice(b"\n\n");
+            Bytes::from(buf)
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! The prepare stage: the request as every target sees it, computed once. History
+//! (`previous_response_id`, `conversation`) and compaction items are expanded, the request's own
+//! MCP servers connected and the approved calls run, the request normalised and sealed reasoning
+//! opened; the route is looked up here, once. Not here: anything that depends on the target
+//! (plans, tool checks, translation: `route`).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use toolbridge_core::plan::plan as plan_tools;
+use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
+use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::dialect::Raw;
+use toolbridge_store::Tenant;
+use toolbridge_wire::responses::{CreateResponse, Diagnostic};
+
+use super::request_mcp::{connect_request_mcp, resolve_approvals};
+use super::route::{known_list, lookup};
+use super::{Caller, Prepared};
+use crate::state::AppState;
+use crate::error::GatewayError;
+
+/// Prepares `req` for the route. `stored` is whether the response is kept (history items are
+/// then stored with it); `body` the client's bytes, for a native Responses upstream, which gets
+/// them instead of a re-serialisation (returned beside the prepared request: only the route
+/// stage reads it).
+pub(super) async fn prepare<'a>(
+    state: &'a AppState,
+    mut req: CreateResponse,
+    caller: &Caller,
+    stored: bool,
+    body: Option<&Bytes>,
+) -> Result<(Prepared<'a>, Option<Raw>), GatewayError> {
+    let tenant = crate::platform::auth::tenant_of(caller.key.as_ref());
+    let (turn_items, compaction_diagnostics) = expand(state, &tenant, &mut req, stored).await?;
+    // The one lookup of the route (history never changes the model).
+    let targets = req.model.as_deref().and_then(|m| lookup(state, m));
+    let raw = raw_request(targets.as_deref(), body);
+    // The request's own MCP servers the gateway serves, connected and listed once; then the
+    // calls the client approved run, before the model's turn.
+    let (listed, mut listings) =
+        connect_request_mcp(state, &req, targets.as_deref().unwrap_or_default()).await;
+    listings.extend(resolve_approvals(state, &mut req, &listed).await);
+    let mut canonical = normalize(&req, &Limits::default())?;
+    canonical.diagnostics.extend(compaction_diagnostics);
+    open_sealed(
+        &mut canonical.turns,
+        state.sealer.as_ref(),
+        &mut canonical.diagnostics,
+    );
+    let targets = targets.ok_or_else(|| GatewayError::ModelNotFound {
+        model: canonical.model.clone(),
+        known: known_list(state),
+    })?;
+    let display = ReasoningDisplay::for_request(&req);
+    let prepared = Prepared {
+        req,
+        canonical,
+        turn_items,
+        listed: Arc::new(listed),
+        listings,
+        stored,
+        tenant,
+        display,
+        targets,
+    };
+    Ok((prepared, raw))
+}
+
+/// The request's history (`previous_response_id`, item references, a conversation) and its
+/// compaction items expanded: the items this turn adds (kept when `stored`), and the
+/// diagnostics of compaction items that could not be opened. Every path that reads a
+/// conversation — a response, a background check, a compaction — starts here.
+pub(crate) async fn expand(
+    state: &AppState,
+    tenant: &Tenant,
+    req: &mut CreateResponse,
+    stored: bool,
+) -> Result<(Vec<serde_json::Value>, Vec<Diagnostic>), GatewayError> {
+    let turn_items = crate::http::responses::history::expand(state.store.as_deref(), tenant, req, stored).await?;
+    let mut diagnostics = Vec::new();
+    crate::http::responses::compact::expand_compactions(req, state.sealer.as_ref(), &mut diagnostics);
+    Ok((turn_items, diagnostics))
+}
+
+/// The checks a request fails before any answer, without running anything: its history, its
+/// shape, its model and the primary provider's plan (a background start, so a bad request is
+/// a 400 now rather than a failed run later).
+pub(super) async fn check(
+    state: &AppState,
+    tenant: &Tenant,
+    req: &CreateResponse,
+) -> Result<(), GatewayError> {
+    let mut probe = req.clone();
+    expand(state, tenant, &mut probe, false).await?;
+    let canonical = normalize(&probe, &Limits::default())?;
+    let targets = lookup(state, &canonical.model).ok_or_else(|| GatewayError::ModelNotFound {
+        model: canonical.model.clone(),
+        known: known_list(state),
+    })?;
+    if let Some(primary) = targets.first() {
+        let profile = primary.provider.profile_for(&primary.upstream_model);
+        plan_tools(
+            &canonical.tools,
+            canonical.tool_choice.as_ref(),
+            &profile.tools,
+        )?;
+    }
+    Ok(())
+}
+
+/// The client's JSON, parsed again only when the model routes to a Responses upstream.
+fn raw_request(targets: Option<&[crate::config::Target<'_>]>, body: Option<&Bytes>) -> Option<Raw> {
+    let body = body?;
+    if !targets?.iter().any(|t| t.provider.dialect.passes_through()) {
+        return None;
+    }
+    let serde_json::Value::Object(request) = serde_json::from_slice(body).ok()? else {
+        return None;
+    };
+    Some(Raw::new(request))
+}

@@ -1,0 +1,127 @@
+//! The route stage: where a request goes (looked up once, by `prepare`) and, per target, what
+//! goes there: the gateway tools offered, the one tool plan, the tool checks and the translated
+//! body. Not here: sending, limits and fallback (`dispatch`).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use toolbridge_core::plan::plan_with;
+use toolbridge_core::repair::ToolSchemas;
+use toolbridge_providers::dialect::{Raw, Source};
+
+use super::{Caller, Prepared, Routed, sealed_by_gateway, translate};
+use crate::state::AppState;
+use crate::config::Target;
+
+/// Where a request for `model` goes: the route's provider, then its fallbacks.
+pub(crate) fn lookup<'a>(state: &'a AppState, model: &str) -> Option<Vec<Target<'a>>> {
+    state.config.targets(model)
+}
+
+/// The models this gateway serves, for a `model_not_found` error.
+pub(super) fn known_list(state: &AppState) -> String {
+    let known: Vec<String> = state
+        .config
+        .known_models()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.join(", ")
+    }
+}
+
+/// The request for one target: the offer, the plan, the checks and the outgoing body. A plan
+/// the target refuses is the error (the caller decides whether it is the client's answer).
+/// `schemas` holds the request's tool checks, compiled once whatever the target (on first need).
+pub(super) fn route<'a>(
+    state: &AppState,
+    prepared: &Prepared<'a>,
+    raw: Option<&Raw>,
+    caller: &Caller,
+    target: &Target<'a>,
+    schemas: &mut Option<Arc<ToolSchemas>>,
+) -> Result<Routed<'a>, toolbridge_core::Error> {
+    let provider = target.provider;
+    let upstream_model = &target.upstream_model;
+    let canonical = &prepared.canonical;
+    let profile = provider.profile_for(upstream_model);
+    // What the gateway runs itself for this request, if anything.
+    let mut offer = state
+        .config
+        .gateway_tools
+        .as_ref()
+        .map(|t| {
+            t.offer_for(
+                &canonical.model,
+                &canonical.tools,
+                &profile.tools,
+                &prepared.listed,
+            )
+        })
+        .unwrap_or_default();
+    // A gateway key sees only the gateway tools its scope allows: a search as
+    // `web_search`, any other as `mcp:<server label>` (built-ins: `mcp:toolbridge`).
+    if let Some(key) = &caller.key {
+        offer.tools.retain(|t| {
+            if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
+                key.scopes.allows_tool("web_search", None)
+            } else {
+                key.scopes.allows_tool("mcp", Some(&t.server))
+            }
+        });
+    }
+    // The one plan of this request for this provider: the translator and the
+    // reconstruction both read it.
+    let plan = tracing::info_span!("plan").in_scope(|| {
+        plan_with(
+            &canonical.tools,
+            canonical.tool_choice.as_ref(),
+            &profile.tools,
+            &offer,
+        )
+    })?;
+    let plan = crate::platform::ops::metrics::plan(&provider.name, plan);
+    let mut diagnostics = canonical.diagnostics.clone();
+    diagnostics.extend(plan.diagnostics.iter().cloned());
+    // A native Responses upstream's calls are relayed as they come, never repaired.
+    let repairs = provider.repair.enabled && !provider.dialect.passes_through();
+    let repair_checks = repairs.then(|| {
+        Arc::clone(schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.tools)))
+    });
+    if let Some(checks) = &repair_checks {
+        diagnostics.extend(checks.diagnostics());
+    }
+    let outgoing = translate(
+        provider.dialect,
+        &Source {
+            req: &prepared.req,
+            raw,
+            canonical,
+            stored: prepared.stored,
+            sealed_by_gateway: &sealed_by_gateway,
+        },
+        &plan,
+        &profile,
+        upstream_model,
+        &mut diagnostics,
+    );
+    let payload = Bytes::from(outgoing.payload());
+    // Kept (shared, not copied) for a usage estimate should the upstream report none.
+    let usage_basis = outgoing.estimates_usage().then(|| payload.clone());
+    Ok(Routed {
+        provider,
+        upstream_model: upstream_model.clone(),
+        profile,
+        gateway_tools_offered: !offer.tools.is_empty(),
+        plan,
+        diagnostics,
+        outgoing,
+        payload,
+        usage_basis,
+        repairs,
+        repair_checks,
+    })
+}

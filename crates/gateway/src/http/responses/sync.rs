@@ -1,0 +1,69 @@
+//! A non-streamed answer: the whole upstream response through the same state machine.
+
+use axum::body::Bytes;
+use toolbridge_core::assemble::Assembler;
+use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::profile::Profile;
+
+use super::decode::decode_whole;
+use super::rounds::{RoundEnd, Rounds};
+use super::sse::estimate_missing_usage;
+use crate::error::GatewayError;
+use crate::platform::time;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+
+/// A whole answer, round after round; a call still invalid under the `fail` policy is an
+/// `invalid_tool_call` error (HTTP 502: nothing was sent yet).
+pub(super) async fn sync_response(
+    upstream: reqwest::Response,
+    mut assembler: Assembler,
+    dialect: Dialect,
+    profile: &Profile,
+    mut usage_basis: Option<Bytes>,
+    rounds: Rounds,
+) -> Result<toolbridge_wire::responses::Response, GatewayError> {
+    let mut rounds = rounds;
+    let mut upstream = upstream;
+    let mut sink = Vec::new();
+    loop {
+        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+        tracing::info_span!("reconstruct", stream = false).in_scope(|| {
+            let mut diagnostics = Vec::new();
+            let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
+            for d in diagnostics {
+                assembler.add_diagnostic(d);
+            }
+            for event in events {
+                assembler.on_event(event, &mut sink);
+                sink.clear();
+            }
+            Ok::<(), GatewayError>(())
+        })?;
+        // Nothing is shown before the whole answer: the round's events are dropped as they come.
+        let mut end = rounds.end_round(&mut assembler, false, &mut sink).await?;
+        sink.clear();
+        if let RoundEnd::Tools(pending) = end {
+            if !rounds.runs_tools() {
+                break;
+            }
+            let results = rounds.run_tools(&pending).await;
+            end = rounds
+                .after_tools(pending, results, &mut assembler, &mut sink)
+                .await?;
+            sink.clear();
+        }
+        match end {
+            RoundEnd::Next(next, payload) => {
+                upstream = next;
+                if usage_basis.is_some() {
+                    usage_basis = Some(payload);
+                }
+            }
+            RoundEnd::Fail(message) => return Err(GatewayError::InvalidToolCall(message)),
+            RoundEnd::Finish | RoundEnd::Tools(_) => break,
+        }
+    }
+    estimate_missing_usage(&mut assembler, usage_basis.as_deref(), &mut sink);
+    // A whole answer without a finish reason was cut off, as a stream without one is.
+    Ok(assembler.finish_unterminated(time::now(), &mut sink, profile.tolerate_unterminated))
+}

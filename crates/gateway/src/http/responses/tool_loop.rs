@@ -1,0 +1,284 @@
+//! The gateway's tool loop: when the upstream calls tools the gateway runs itself, the gateway
+//! runs them (concurrently when the calls are parallel), shows them as hosted items, appends the
+//! calls and their results to the request, and calls the upstream again — within the same
+//! response, up to a step limit and a time budget. A round that also calls client tools ends the
+//! response after its gateway calls ran: the client gets its calls, and the gateway's exchange is
+//! in the output as `mcp_call` items, which a stateless client replays (they become the call and
+//! its result upstream again).
+//!
+//! [`Continuation`] is what every gateway-sent round shares (the tool loop's rounds and the
+//! repair's re-ask): the conversation so far, the plan and the provider, and one `send` that
+//! appends an exchange and sends the next request.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use toolbridge_core::assemble::Assembler;
+use toolbridge_providers::dialect::Source;
+use toolbridge_providers::profile::Profile;
+use toolbridge_wire::responses::{CreateResponse, StreamEvent};
+
+use super::meter::Meter;
+use super::{sealed_by_gateway, translate};
+use crate::error::GatewayError;
+
+use std::time::Duration;
+
+use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
+use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
+use toolbridge_core::plan::ToolPlan;
+
+use crate::tools::GatewayTools;
+
+/// Why a loop stopped short: the response's `incomplete_details.reason`.
+pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
+
+/// What a response needs to send another upstream round of its own: the conversation so far
+/// and where to send it.
+pub(super) struct Continuation {
+    pub(super) upstreams: Arc<crate::upstream::Upstreams>,
+    pub(super) provider: crate::config::Provider,
+    pub(super) profile: Profile,
+    pub(super) upstream_model: String,
+    /// The client's request (its non-history fields are read by the translators).
+    pub(super) req: CreateResponse,
+    /// The conversation so far, growing by one exchange per round.
+    pub(super) canonical: CanonicalRequest,
+    pub(super) plan: ToolPlan,
+}
+
+impl Continuation {
+    /// Appends one exchange (an assistant turn, then a result per call) to the conversation and
+    /// sends the next request: the upstream's answer and the body sent.
+    pub(super) async fn send(
+        &mut self,
+        turn: AssistantTurn,
+        results: Vec<(String, String)>,
+    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        self.canonical.turns.push(Turn::Assistant(turn));
+        for (call_id, output) in results {
+            self.canonical
+                .turns
+                .push(Turn::ToolResult { call_id, output });
+        }
+        // The first round's translation diagnostics are already on the response.
+        let mut diagnostics = Vec::new();
+        let outgoing = translate(
+            self.provider.dialect,
+            &Source {
+                req: &self.req,
+                raw: None,
+                canonical: &self.canonical,
+                stored: false,
+                sealed_by_gateway: &sealed_by_gateway,
+            },
+            &self.plan,
+            &self.profile,
+            &self.upstream_model,
+            &mut diagnostics,
+        );
+        let payload = Bytes::from(outgoing.payload());
+        let response = self
+            .upstreams
+            .send(
+                &self.provider,
+                &self.upstream_model,
+                &payload,
+                outgoing.stream(),
+            )
+            .await?;
+        Ok((response, payload))
+    }
+}
+
+/// What one response's tool loop needs besides its [`Continuation`].
+pub(super) struct ToolRounds {
+    pub(super) tools: Arc<GatewayTools>,
+    pub(super) steps_left: u32,
+    /// What is left of the request's `max_tool_calls`, when it set one.
+    pub(super) calls_left: Option<u64>,
+    pub(super) deadline: tokio::time::Instant,
+    /// Reports each call on the session's side channel.
+    pub(super) meter: Meter,
+    /// The loop's step, from 1 for the first round's calls.
+    pub(super) step: u32,
+    /// The request's own MCP servers the gateway connected.
+    pub(super) listed: Arc<Vec<crate::tools::McpServer>>,
+}
+
+/// Calls of one round, shown as started and waiting to run.
+pub(super) struct PendingTools {
+    pub(super) calls: Vec<GatewayCall>,
+    /// Each call's hosted item; `None` when gateway calls are hidden.
+    pub(super) slots: Vec<Option<HostedSlot>>,
+    pub(super) round: RoundOutput,
+    /// Some calls wait for the client's approval: the response ends after this round.
+    pub(super) ends: bool,
+}
+
+impl ToolRounds {
+    /// Whether the loop may run these calls and go on: steps, `max_tool_calls` and time left.
+    pub(super) fn allows(&self, calls: usize) -> bool {
+        self.steps_left > 0
+            && self.calls_left.is_none_or(|left| left >= calls as u64)
+            && tokio::time::Instant::now() < self.deadline
+    }
+
+    /// Shows the calls as started (unless hidden): the hosted items go out before the calls
+    /// run. A call that waits for the client's approval is not run: it becomes an
+    /// `mcp_approval_request` item (shown whatever `show` says: the client must act on it), and
+    /// the response ends after the round.
+    pub(super) fn start(
+        &self,
+        calls: Vec<GatewayCall>,
+        round: RoundOutput,
+        assembler: &mut Assembler,
+        out: &mut Vec<StreamEvent>,
+    ) -> PendingTools {
+        let (asks, calls): (Vec<GatewayCall>, Vec<GatewayCall>) = calls
+            .into_iter()
+            .partition(|c| GatewayTools::needs_approval(&c.server, &c.name, &self.listed));
+        for call in &asks {
+            let id = assembler.item_id("mcpr");
+            assembler.gateway_item(
+                toolbridge_wire::responses::OutputItem::McpApprovalRequest(
+                    toolbridge_wire::responses::McpApprovalRequestItem {
+                        id,
+                        server_label: call.server.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    },
+                ),
+                out,
+            );
+        }
+        let slots = calls
+            .iter()
+            .map(|call| {
+                self.tools
+                    .show
+                    .then(|| assembler.hosted_start(hosted(call), out))
+            })
+            .collect();
+        PendingTools {
+            calls,
+            slots,
+            round,
+            ends: !asks.is_empty(),
+        }
+    }
+
+    /// Runs the round's calls concurrently (in this task), each within the tool timeout and
+    /// what is left of the time budget.
+    pub(super) async fn run(&mut self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+        self.step += 1;
+        self.meter.tool_step();
+        let timers: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                self.meter
+                    .tool_started(&c.call_id, &c.server, &c.name, self.step)
+            })
+            .collect();
+        let results = self.run_calls(calls).await;
+        for (timer, result) in timers.into_iter().zip(&results) {
+            self.meter.tool_finished(timer, result);
+        }
+        results
+    }
+
+    async fn run_calls(&self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+        let left = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        let timeout = self
+            .tools
+            .limits
+            .tool_timeout
+            .min(left)
+            .max(Duration::from_millis(1));
+        futures::future::join_all(calls.iter().map(|call| {
+            let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
+            tracing::Instrument::instrument(
+                self.tools.run(
+                    &call.server,
+                    &call.name,
+                    &call.arguments,
+                    timeout,
+                    &self.listed,
+                ),
+                span,
+            )
+        }))
+        .await
+    }
+
+    /// Finishes the hosted items with the results.
+    pub(super) fn finish_items(
+        pending: &mut PendingTools,
+        results: &[Result<String, String>],
+        assembler: &mut Assembler,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        for (slot, result) in std::mem::take(&mut pending.slots).into_iter().zip(results) {
+            if let Some(slot) = slot {
+                assembler.hosted_finish(slot, result.clone(), out);
+            }
+        }
+    }
+
+    /// Appends the round (its text, reasoning and calls, then each result) to the conversation
+    /// and sends the next request: the upstream's answer and the body sent.
+    pub(super) async fn send_next(
+        &mut self,
+        continuation: &mut Continuation,
+        pending: PendingTools,
+        results: Vec<Result<String, String>>,
+    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        self.steps_left = self.steps_left.saturating_sub(1);
+        if let Some(left) = &mut self.calls_left {
+            *left = left.saturating_sub(pending.calls.len() as u64);
+        }
+        let PendingTools { calls, round, .. } = pending;
+        let turn = AssistantTurn {
+            text: round.text,
+            reasoning: round.reasoning,
+            reasoning_signature: round.reasoning_signature,
+            sealed_reasoning: Vec::new(),
+            tool_calls: calls
+                .iter()
+                .map(|c| ToolCall {
+                    call_id: c.call_id.clone(),
+                    kind: CallKind::Gateway {
+                        server: c.server.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    },
+                })
+                .collect(),
+        };
+        let results = calls
+            .into_iter()
+            .zip(results)
+            .map(|(call, result)| (call.call_id, result.unwrap_or_else(|error| error)))
+            .collect();
+        continuation.send(turn, results).await
+    }
+}
+
+/// The hosted item a gateway call shows as: a search as `web_search_call`, any other tool as
+/// `mcp_call` under its server label.
+fn hosted(call: &GatewayCall) -> Hosted {
+    if GatewayTools::is_search(&call.server, &call.name) {
+        let query = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v["query"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        return Hosted::WebSearch { query };
+    }
+    Hosted::Mcp {
+        server_label: call.server.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+    }
+}

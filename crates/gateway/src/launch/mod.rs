@@ -1,0 +1,161 @@
+//! Running the server, where the layers are put together: build the state and the router,
+//! bind, serve through the accept loop, reload on SIGHUP ([`reload`]) and shut down gracefully.
+//!
+//! On SIGTERM or SIGINT the listener closes and in-flight requests may finish; when the grace
+//! period runs out, streams still open end with `response.failed` (`server_shutting_down`) so
+//! that every client sees a terminal event.
+//!
+//! The connections themselves (the cap, header, idle and body timeouts, hyper) are the accept
+//! loop's, in [`crate::platform::serve::accept`]; the limits and their config are in
+//! [`crate::platform::serve::limits`].
+
+pub(crate) mod reload;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::state::AppState;
+use crate::config::Config;
+use reload::{Live, Loader};
+
+/// Serves `config` on an already bound listener until `shutdown` resolves.
+pub async fn serve_on(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_reloadable(listener, config, None, shutdown).await
+}
+
+/// Serves like [`serve_on`]; with a `loader`, SIGHUP reloads the config (see
+/// [`reload`]).
+pub async fn serve_reloadable(
+    listener: TcpListener,
+    config: Config,
+    loader: Option<Loader>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let grace = config.shutdown_grace;
+    let server = config.server;
+    let routes = config.routes.len();
+    let (state, force) = AppState::new(config).await.map_err(std::io::Error::other)?;
+    // Announced only once the store is open: a client that reads this line can use the gateway.
+    // Tests and scripts read it to find the port when listening on port 0.
+    let addr: SocketAddr = listener.local_addr()?;
+    eprintln!("toolbridge listening on http://{addr}");
+    tracing::info!(%addr, routes, "listening");
+    // Histogram buffers are drained periodically, or their memory grows.
+    tokio::spawn(crate::platform::ops::metrics::upkeep(std::time::Duration::from_secs(
+        5,
+    )));
+    let captures = state.captures.clone();
+    if let Some(store) = state.store.clone() {
+        // In the background: a heartbeat (so other processes know this one's runs are alive),
+        // failing runs that dead processes left behind, and deleting expired responses.
+        tokio::spawn(async move {
+            let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
+            // The first beat is a period away: opening the store already beat and failed what
+            // dead processes left.
+            let period = std::time::Duration::from_secs(secs);
+            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            let mut ticks: u64 = 0;
+            loop {
+                every.tick().await;
+                ticks += 1;
+                let now = crate::platform::time::now();
+                if let Err(e) = store.heartbeat(now).await {
+                    tracing::warn!("store heartbeat failed: {e}");
+                }
+                match store.fail_interrupted(now).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        failed = n,
+                        "responses left by a stopped process marked failed"
+                    ),
+                    Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
+                }
+                if ticks % 20 == 1 {
+                    match store.purge_expired(now).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
+                        Err(e) => tracing::warn!("purging expired responses failed: {e}"),
+                    }
+                    if let Some(captures) = &captures {
+                        match captures.purge_captures(now).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(purged = n, "expired request captures deleted"),
+                            Err(e) => tracing::warn!("purging expired captures failed: {e}"),
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down; in-flight requests have {grace:?} to finish");
+        let _ = stopping_tx.send(true);
+    };
+    // Once shutdown starts, give in-flight streams the grace period, then force them to end.
+    tokio::spawn(async move {
+        if stopping_rx.wait_for(|s| *s).await.is_ok() {
+            tokio::time::sleep(grace).await;
+            let _ = force.send(true);
+        }
+    });
+    let drains = state.drains.clone();
+    let live = Live::new(state);
+    if let Some(loader) = loader {
+        tokio::spawn(reload::on_sighup(live.clone(), loader));
+    }
+    // Streams end when the grace period runs out; their connections get a few more seconds
+    // to send that last event and close.
+    let drain = grace + std::time::Duration::from_secs(5);
+    crate::platform::serve::accept::serve_connections(listener, live.dispatcher(), server, drain, signal).await?;
+    // Streams whose clients left are still being finished: they end by the forced stop at the
+    // latest (stored as failed), so this wait is bounded by the grace period.
+    if drains.running() > 0 {
+        tracing::info!(
+            running = drains.running(),
+            "waiting for streams whose clients left to end"
+        );
+        if !drains
+            .idle(grace + std::time::Duration::from_secs(10))
+            .await
+        {
+            tracing::warn!("streams whose clients left did not end in time");
+        }
+    }
+    Ok(())
+}
+
+/// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the
+/// config through `loader`.
+pub async fn run(config: Config, loader: Option<Loader>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(config.listen).await?;
+    serve_reloadable(listener, config, loader, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,18 @@
+//! What every route stands on and no route owns: gateway keys and their scopes (`auth`),
+//! per-minute limits (`limits`), observability (`ops`: metrics, logs, traces, captures, config
+//! reload), the session side channel (`sessions`), sealing of reasoning blobs (`seal`), the
+//! server itself (`serve`: accept loop, connection and body limits, graceful shutdown), the
+//! registry of responses in flight (`inflight`), ids and the clock.
+//!
+//! *Architecture invariant*: nothing here imports from `crate::http` or `crate::state`; the
+//! layers that need the application take the parts they use as arguments.
+
+pub(crate) mod auth;
+pub(crate) mod ids;
+pub(crate) mod inflight;
+pub(crate) mod limits;
+pub(crate) mod ops;
+pub(crate) mod seal;
+pub(crate) mod serve;
+pub(crate) mod sessions;
+pub(crate) mod time;

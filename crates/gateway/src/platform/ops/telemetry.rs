@@ -1,0 +1,136 @@
+//! Logs and traces: the process's `tracing` subscriber (text or JSON lines on stderr, filtered
+//! by `RUST_LOG`), and, when an OTLP endpoint is configured, the span layer ([`super::spans`])
+//! exporting spans over OTLP/HTTP (protobuf, the blocking reqwest client on the exporter's own
+//! thread: the async client has no reactor there) with W3C trace context: an incoming
+//! `traceparent` continues its trace, and upstream requests carry the current one.
+//!
+//! The subscriber is installed once, at start; a reload does not change the log format or the
+//! exporter (the operator restarts for that). JSON lines carry their spans, so every line
+//! logged while a request is served names its `request_id`. Headers are never logged, and
+//! neither are prompts or completions (see the request capture for those, opt-in).
+
+use std::sync::Arc;
+
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SpanExporter as _;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::config::ops::{LogFormat, OpsConfig};
+use super::spans::{self, Batching, SpansGuard, TraceContext};
+
+/// Flushes and stops the span exporter when dropped (at the end of `main`).
+pub struct TelemetryGuard {
+    _spans: Option<SpansGuard>,
+}
+
+/// Installs the process's subscriber. Call it outside any async runtime (the blocking exporter
+/// client builds its own).
+pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fmt = match ops.log_format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        // Colour codes only for a person at a terminal: a log file or collector gets plain
+        // text (and skips the escape-code formatting work).
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let (layer, guard) = match &ops.telemetry.traces_url {
+        None => (None, None),
+        Some(url) => {
+            let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .with_endpoint(url.clone())
+                .build()
+                .map_err(|e| format!("cannot build the OTLP exporter: {e}"))?;
+            let resource = opentelemetry_sdk::Resource::builder()
+                .with_service_name(ops.telemetry.service_name.clone())
+                .build();
+            exporter.set_resource(&resource);
+            let (layer, guard) =
+                spans::start(exporter, Batching::from_env(), ops.telemetry.sampler)
+                    .map_err(|e| format!("cannot start the span exporter: {e}"))?;
+            (Some(layer), Some(guard))
+        }
+    };
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(layer)
+        .with(filter)
+        .try_init()
+        .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
+    Ok(TelemetryGuard { _spans: guard })
+}
+
+/// Installs the subscriber of commands that do not serve: text, or JSON with
+/// `TOOLBRIDGE_LOG_FORMAT=json`; no traces.
+pub fn init_default() {
+    let mut ops = OpsConfig::default();
+    if let Some(format) = std::env::var("TOOLBRIDGE_LOG_FORMAT")
+        .ok()
+        .and_then(|f| LogFormat::parse(&f))
+    {
+        ops.log_format = format;
+    }
+    let _ = init(&ops);
+}
+
+struct HeaderReader<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderReader<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// Makes `span` continue the trace of an incoming `traceparent` (and `tracestate`), if any.
+/// Without the span layer (no traces exported) this does nothing.
+pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+    if !headers.contains_key("traceparent") {
+        return;
+    }
+    let parent = TraceContextPropagator::new().extract(&HeaderReader(headers));
+    let remote = parent.span().span_context().clone();
+    if !remote.is_valid() {
+        return;
+    }
+    let state = remote.trace_state().header();
+    spans::set_remote_parent(
+        span,
+        &TraceContext {
+            trace_id: u128::from_be_bytes(remote.trace_id().to_bytes()),
+            span_id: u64::from_be_bytes(remote.span_id().to_bytes()),
+            sampled: remote.is_sampled(),
+            trace_state: (!state.is_empty()).then(|| Arc::from(state)),
+        },
+    );
+}
+
+/// The current span's trace context as upstream request headers: `traceparent`, and
+/// `tracestate` when the trace came with one; nothing without the span layer.
+pub fn outgoing() -> Option<(http::HeaderValue, Option<http::HeaderValue>)> {
+    let context = spans::current_context()?;
+    let parent = http::HeaderValue::from_str(&context.traceparent()).ok()?;
+    let state = context
+        .trace_state
+        .as_deref()
+        .and_then(|s| http::HeaderValue::from_str(s).ok());
+    Some((parent, state))
+}

@@ -1,0 +1,200 @@
+//! The server's own limits on slow and greedy clients, so that no proxy in front is needed for
+//! them: the `[server]` config section, the request body's read deadline, and the refusal of a
+//! `Content-Length` over the body limit from the header alone.
+//!
+//! The connection-level limits (header and idle timeouts, the connection cap) are enforced by
+//! the accept loop in [`super::accept`]; this module holds their settings and the two limits
+//! that act on a request: [`DeadlineBody`] (the body must arrive within
+//! `body_read_timeout_secs` of its head) and [`refuse_oversized`] (a declared length over
+//! `body_limit_bytes` is a 413 before a byte of the body is read). Not here: the body limit
+//! itself while a body streams in, which axum's `DefaultBodyLimit` applies (see
+//! [`crate::http`]).
+
+use std::future::Future as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Body, Frame, SizeHint};
+use serde::Deserialize;
+
+use crate::error::{BodyTimedOut, ConfigError, GatewayError};
+
+/// `[server]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    /// Seconds a client has to send a request's whole head (request line and headers), from
+    /// its first byte, or from the connection's opening for its first request. Default 10.
+    pub header_read_timeout_secs: Option<u64>,
+    /// Seconds a kept-alive connection may wait, with no request in flight and no byte of a
+    /// new one, before it is closed. Default 75: longer than a proxy's usual upstream
+    /// keep-alive (nginx's 60 s), so the proxy closes first and never sends on a connection
+    /// the gateway is closing.
+    pub idle_timeout_secs: Option<u64>,
+    /// Seconds a request's body has to arrive in full, from the end of its head. Default 60.
+    pub body_read_timeout_secs: Option<u64>,
+    /// The most client connections open at once; past it, new connections wait in the
+    /// listen backlog until one closes. Default 4096.
+    pub max_connections: Option<usize>,
+}
+
+/// The resolved `[server]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(75),
+            body_read_timeout: Duration::from_secs(60),
+            max_connections: 4096,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Resolves `[server]`: absent keys take the defaults; zero is refused (a limit of zero
+    /// would close every connection, and "no limit" is what this section exists to prevent).
+    pub fn from_file(file: &ServerFile) -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let secs = |value: Option<u64>, default: Duration, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(ConfigError::invalid(
+                format!("server.{field}"),
+                "must be at least 1",
+            )),
+            Some(secs) => Ok(Duration::from_secs(secs)),
+        };
+        let max_connections = match file.max_connections {
+            None => defaults.max_connections,
+            Some(0) => {
+                return Err(ConfigError::invalid(
+                    "server.max_connections",
+                    "must be at least 1",
+                ));
+            }
+            Some(n) => n,
+        };
+        Ok(Self {
+            header_read_timeout: secs(
+                file.header_read_timeout_secs,
+                defaults.header_read_timeout,
+                "header_read_timeout_secs",
+            )?,
+            idle_timeout: secs(
+                file.idle_timeout_secs,
+                defaults.idle_timeout,
+                "idle_timeout_secs",
+            )?,
+            body_read_timeout: secs(
+                file.body_read_timeout_secs,
+                defaults.body_read_timeout,
+                "body_read_timeout_secs",
+            )?,
+            max_connections,
+        })
+    }
+
+    /// What `toolbridge check` prints.
+    pub fn describe(&self) -> String {
+        format!(
+            "server: header read timeout {} s, idle timeout {} s, body read timeout {} s, at most {} connections\n",
+            self.header_read_timeout.as_secs(),
+            self.idle_timeout.as_secs(),
+            self.body_read_timeout.as_secs(),
+            self.max_connections
+        )
+    }
+}
+
+/// Refuses a request whose `Content-Length` is over the body limit with a 413, before any of
+/// its body is read (a client announcing 10 GB gets its answer at once, and hyper closes the
+/// connection instead of draining it). A body without a length is limited while it streams.
+pub async fn refuse_oversized(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) if length > limit as u64 => {
+            GatewayError::BodyTooLarge { limit }.into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// A request body that fails with [`BodyTimedOut`] when it is not complete by its deadline.
+/// The deadline runs from the end of the head, whether or not anyone is reading yet, so a
+/// handler that reads late does not extend it.
+pub struct DeadlineBody<B> {
+    inner: B,
+    timeout: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    done: bool,
+}
+
+impl<B> DeadlineBody<B> {
+    pub fn new(inner: B, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            done: false,
+        }
+    }
+}
+
+impl<B> Body for DeadlineBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(frame)) => Poll::Ready(Some(frame.map_err(Into::into))),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.done = true;
+                    Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.timeout)))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+

@@ -1,0 +1,168 @@
+//! The application state every handler shares ([`AppState`]): configuration, upstream clients,
+//! the store, keys, limits, the session bus and the caches, built once at start and rebuilt on a
+//! config reload. It depends on the platform and upstream layers and on nothing under `http`,
+//! which is what keeps the handlers out of an import circle.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::platform::auth::KeyResolver;
+use crate::platform::limits::Limits;
+use crate::platform::seal::AeadSealer;
+use crate::platform::sessions::EventBus;
+use crate::upstream::Upstreams;
+use toolbridge_core::reasoning::Sealer;
+use toolbridge_store::{CaptureStore, KeyStore, ResponseStore, SqlStore};
+
+/// Shared, read-only state of the application.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub upstreams: Arc<Upstreams>,
+    /// Turns true when in-flight streams must end now (the shutdown grace period ran out).
+    pub shutdown: watch::Receiver<bool>,
+    /// Seals and opens reasoning blobs.
+    pub sealer: Arc<dyn Sealer>,
+    /// Stored responses; `None` when storage is off.
+    pub store: Option<Arc<dyn ResponseStore>>,
+    /// Background runs of this process, so a cancel landing here stops them at once (a cancel
+    /// landing on another process still wins through the store).
+    pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    /// Stored responses in flight here (foreground and background), so a cancel stops them.
+    pub in_flight: Arc<crate::platform::inflight::InFlight>,
+    /// Streams being finished after their clients left; shutdown waits for them.
+    pub drains: Arc<crate::platform::inflight::Drains>,
+    /// Gateway keys: config keys and store keys through a cache.
+    pub keys: Arc<KeyResolver>,
+    /// Store keys and their token ledger; `None` when storage is off.
+    pub key_store: Option<Arc<dyn KeyStore>>,
+    /// Requests and tokens per minute, per key and per provider.
+    pub limits: Arc<Limits>,
+    /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
+    pub sessions: EventBus,
+    /// Request captures (`[capture]`); `None` when storage is off.
+    pub captures: Option<Arc<dyn CaptureStore>>,
+    /// Compiled tool checks shared by every request (kept across reloads: they depend only on
+    /// the tools a request declares).
+    pub schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
+}
+
+impl AppState {
+    /// State for `config`; the returned sender forces in-flight streams to end.
+    pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
+        let mut key_store: Option<Arc<dyn KeyStore>> = None;
+        let mut captures: Option<Arc<dyn CaptureStore>> = None;
+        let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
+            None => None,
+            Some(url) => {
+                let store = SqlStore::open_with(url, config.store_options)
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
+                // Responses a dead process left running will never finish: say so.
+                let now = crate::platform::time::now();
+                store
+                    .heartbeat(now)
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
+                let failed = store
+                    .fail_interrupted(now)
+                    .await
+                    .map_err(|e| format!("cannot open the response store: {e}"))?;
+                if failed > 0 {
+                    tracing::warn!(
+                        failed,
+                        "marked responses interrupted by a restart as failed"
+                    );
+                }
+                key_store = Some(Arc::new(store.clone()));
+                captures = Some(Arc::new(store.clone()));
+                Some(Arc::new(store))
+            }
+        };
+        let keys = KeyResolver::new(
+            config.keys.clone(),
+            config.require_keys,
+            key_store.clone(),
+            config.key_cache,
+        );
+        let limits = Limits::new(config.limits.clone())?;
+        if let Some(tools) = &config.gateway_tools {
+            tools.connect_configured().await;
+        }
+        let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
+        let sealer = if config.reasoning_keys.is_empty() {
+            tracing::warn!(
+                "no reasoning_keys configured: reasoning sealed into encrypted_content will not survive a restart or work across gateway processes"
+            );
+            AeadSealer::random()?
+        } else {
+            AeadSealer::new(&config.reasoning_keys)?
+        };
+        let sessions = EventBus::from_config(&config.sessions).await?;
+        crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
+        let (tx, rx) = watch::channel(false);
+        Ok((
+            Self {
+                config: Arc::new(config),
+                upstreams: Arc::new(upstreams),
+                shutdown: rx,
+                sealer: Arc::new(sealer),
+                store,
+                running: Arc::default(),
+                in_flight: Arc::default(),
+                drains: Arc::default(),
+                keys: Arc::new(keys),
+                key_store,
+                limits: Arc::new(limits),
+                sessions,
+                captures,
+                schema_cache: Arc::default(),
+            },
+            tx,
+        ))
+    }
+
+    /// The state after a config reload: a new config, upstream clients, key resolver and
+    /// reasoning keys; the store, limits, session channels and shutdown signal carry over.
+    pub fn reloaded(&self, config: Config) -> Result<Self, String> {
+        let old = &self.config;
+        for (changed, what) in [
+            (old.listen != config.listen, "listen"),
+            (old.store_url != config.store_url, "store_url"),
+            (
+                old.store_options != config.store_options,
+                "store timeouts and circuit",
+            ),
+            (old.sessions != config.sessions, "[sessions]"),
+            (old.server != config.server, "[server]"),
+            (old.ops.log_format != config.ops.log_format, "[logging]"),
+            (old.ops.telemetry != config.ops.telemetry, "[telemetry]"),
+        ] {
+            if changed {
+                tracing::warn!("`{what}` changed: it applies at the next restart");
+            }
+        }
+        let upstreams = Upstreams::new(&config).map_err(|e| e.to_string())?;
+        let keys = KeyResolver::new(
+            config.keys.clone(),
+            config.require_keys,
+            self.key_store.clone(),
+            config.key_cache,
+        );
+        let sealer: Arc<dyn Sealer> = if config.reasoning_keys.is_empty() {
+            self.sealer.clone()
+        } else {
+            Arc::new(AeadSealer::new(&config.reasoning_keys)?)
+        };
+        crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
+        Ok(Self {
+            config: Arc::new(config),
+            upstreams: Arc::new(upstreams),
+            sealer,
+            keys: Arc::new(keys),
+            ..self.clone()
+        })
+    }
+}

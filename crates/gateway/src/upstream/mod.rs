@@ -1,0 +1,299 @@
+//! Talking HTTP to upstream providers: one pooled client per provider, request sending, error
+//! answers mapped before any byte goes to the client, and bounded bodies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tracing::Instrument;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+
+use toolbridge_providers::dialect::{Auth, HttpShape};
+
+use crate::config::{Config, Provider};
+use crate::error::GatewayError;
+
+/// The most of an upstream error body we read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most of a non-streamed upstream answer we read.
+pub const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
+/// The most bytes one upstream stream may send.
+pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Adds a dialect's fixed headers and the key, sent its way, when the provider has one.
+fn with_auth(
+    mut request: reqwest::RequestBuilder,
+    shape: &HttpShape,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    for (name, value) in shape.headers {
+        request = request.header(*name, *value);
+    }
+    match (shape.auth, key) {
+        (Auth::Bearer, Some(key)) => request.bearer_auth(key),
+        (Auth::Header(name), Some(key)) => request.header(name, key),
+        (_, None) => request,
+    }
+}
+
+/// The HTTP clients of every provider.
+#[derive(Debug, Clone)]
+pub struct Upstreams {
+    clients: BTreeMap<String, reqwest::Client>,
+}
+
+impl Upstreams {
+    /// Builds one client per provider (connection pool, timeouts).
+    pub fn new(config: &Config) -> Result<Self, reqwest::Error> {
+        let mut clients = BTreeMap::new();
+        for (name, p) in &config.providers {
+            let client = reqwest::Client::builder()
+                .connect_timeout(p.connect_timeout)
+                .read_timeout(p.idle_timeout)
+                .user_agent(concat!("toolbridge/", env!("CARGO_PKG_VERSION")))
+                .build()?;
+            clients.insert(name.clone(), client);
+        }
+        Ok(Self { clients })
+    }
+
+    /// Sends a request body in the provider's dialect, for the upstream model `model` (Gemini
+    /// names it in the URL). Returns the answer once its status is 2xx; any other status is
+    /// mapped into an error here, while it can still become an HTTP error for the client.
+    ///
+    /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
+    /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
+    /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
+    /// upstream has answered 2xx.
+    pub async fn send(
+        &self,
+        provider: &Provider,
+        model: &str,
+        payload: &Bytes,
+        stream: bool,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let client = self.clients.get(&provider.name).ok_or_else(|| {
+            GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
+        })?;
+        crate::platform::ops::observe::capture_upstream(&provider.name, payload);
+        let span =
+            tracing::info_span!("upstream", provider = %provider.name, model = %model, stream);
+        self.send_retrying(client, provider, model, payload, stream)
+            .instrument(span)
+            .await
+    }
+
+    async fn send_retrying(
+        &self,
+        client: &reqwest::Client,
+        provider: &Provider,
+        model: &str,
+        payload: &Bytes,
+        stream: bool,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0u32;
+        loop {
+            let result = self
+                .send_once(client, provider, model, stream, payload.clone())
+                .await;
+            let error = match result {
+                Ok(response) => return Ok(response),
+                Err(e) => e,
+            };
+            let Some(wait) = retry_wait(&error, attempt) else {
+                return Err(error);
+            };
+            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
+                return Err(error);
+            }
+            tracing::info!(
+                provider = provider.name,
+                attempt = attempt + 1,
+                wait_ms = wait.as_millis() as u64,
+                code = error.code(),
+                "retrying the upstream request"
+            );
+            let sleeping = std::time::Instant::now();
+            tokio::time::sleep(wait).await;
+            crate::platform::ops::observe::upstream_waited(sleeping.elapsed());
+            waited += wait;
+            attempt += 1;
+        }
+    }
+
+    async fn send_once(
+        &self,
+        client: &reqwest::Client,
+        provider: &Provider,
+        model: &str,
+        stream: bool,
+        payload: bytes::Bytes,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let dialect = provider.dialect;
+        let shape = dialect.http(model, stream);
+        let mut request = client
+            .post(format!("{}{}", provider.base_url, shape.path))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(payload);
+        if stream {
+            request = request.header(reqwest::header::ACCEPT, "text/event-stream");
+        } else {
+            request = request.timeout(provider.request_timeout);
+        }
+        request = with_auth(request, &shape, provider.api_key.as_deref());
+        if let Some((parent, state)) = crate::platform::ops::telemetry::outgoing() {
+            request = request.header("traceparent", parent);
+            if let Some(state) = state {
+                request = request.header("tracestate", state);
+            }
+        }
+        let started = std::time::Instant::now();
+        let sent = request.send().await;
+        // Only the wait on the upstream is not the gateway's overhead: building the request
+        // (trace context included) above and the span around it are.
+        crate::platform::ops::observe::upstream_waited(started.elapsed());
+        crate::platform::ops::metrics::upstream(
+            &provider.name,
+            sent.as_ref().ok().map(|r| r.status().as_u16()),
+            started.elapsed(),
+        );
+        let response = sent.map_err(send_error)?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = read_capped(response, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
+        Err(GatewayError::Upstream(
+            toolbridge_providers::Error::Upstream(Box::new(dialect.map_http_error(
+                status.as_u16(),
+                &body,
+                retry_after,
+            ))),
+        ))
+    }
+}
+
+/// How long to wait before retrying after `error`, or `None` when it must not be retried.
+fn retry_wait(error: &GatewayError, attempt: u32) -> Option<Duration> {
+    let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
+    match error {
+        GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout => Some(backoff),
+        GatewayError::Upstream(toolbridge_providers::Error::Upstream(e)) => match e.status {
+            429 if e.code == "insufficient_quota" => None,
+            429 | 500..=599 => Some(
+                e.retry_after
+                    .as_deref()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs)
+                    .unwrap_or(backoff),
+            ),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn send_error(e: reqwest::Error) -> GatewayError {
+    if e.is_timeout() {
+        GatewayError::UpstreamTimeout
+    } else {
+        GatewayError::UpstreamUnreachable(without_url(&e))
+    }
+}
+
+/// A reqwest error's text without the URL (which could carry a key in its query).
+pub fn without_url(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    if let Some(url) = e.url() {
+        text = text.replace(url.as_str(), "<upstream>");
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Reads a whole body, up to `limit` bytes.
+pub async fn read_capped(
+    response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, GatewayError> {
+    let started = std::time::Instant::now();
+    let read = read_capped_inner(response, limit).await;
+    crate::platform::ops::observe::upstream_waited(started.elapsed());
+    read
+}
+
+async fn read_capped_inner(
+    response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, GatewayError> {
+    let mut out = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            if e.is_timeout() {
+                GatewayError::UpstreamTimeout
+            } else {
+                GatewayError::UpstreamUnreachable(without_url(&e))
+            }
+        })?;
+        if out.len() + chunk.len() > limit {
+            return Err(GatewayError::Upstream(
+                toolbridge_providers::Error::Decode {
+                    message: format!("the answer is larger than {limit} bytes"),
+                },
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// Why an upstream byte stream stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("{0}")]
+    Http(String),
+    #[error("the upstream did not send anything for too long")]
+    Idle,
+    #[error("the upstream stream exceeded {MAX_STREAM_BYTES} bytes")]
+    TooLong,
+}
+
+/// The upstream body as a byte stream bounded to [`MAX_STREAM_BYTES`]. A blank line is added at
+/// the end, so a last event the upstream did not terminate is still dispatched by the SSE parser
+/// instead of being dropped (blank lines between events are harmless).
+pub fn bounded_bytes(
+    response: reqwest::Response,
+) -> impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static {
+    let mut seen: u64 = 0;
+    let body = response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(|e| {
+            if e.is_timeout() {
+                StreamError::Idle
+            } else {
+                StreamError::Http(without_url(&e))
+            }
+        })?;
+        seen += chunk.len() as u64;
+        if seen > MAX_STREAM_BYTES {
+            return Err(StreamError::TooLong);
+        }
+        Ok(chunk)
+    });
+    body.chain(futures::stream::once(async {
+        Ok(Bytes::from_static(b"\n\n"))
+    }))
+}
