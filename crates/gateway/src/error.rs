@@ -304,18 +304,19 @@ fn rejected_message(status: u16) -> &'static str {
     }
 }
 
-/// The error code of a failed request, carried in response extensions for the access log.
+/// The error code of a failed request, carried in response extensions: its presence tells the
+/// JSON error rewriter that the body is already ours; the code is for whoever logs the answer.
 #[derive(Debug, Clone)]
-pub struct ErrorCode(pub String);
+pub(crate) struct ErrorCode(#[allow(dead_code, reason = "read only by loggers")] pub(crate) String);
 
 /// The error a request body yields once its read deadline has passed.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {} s", .0.as_secs())]
-pub struct BodyTimedOut(pub Duration);
+pub(crate) struct BodyTimedOut(pub Duration);
 
 /// The deadline that a failed body read ran past, when that is why it failed (found among
 /// the error's sources).
-pub fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
+pub(crate) fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
     let mut current = Some(error);
     while let Some(e) = current {
         if let Some(BodyTimedOut(timeout)) = e.downcast_ref::<BodyTimedOut>() {

@@ -232,7 +232,7 @@ fn decision_word(decision: Decision) -> &'static str {
 /// planner's, the same for every dialect; the `tool_choice` and parameter rows describe the Chat
 /// translation, so for another dialect they are replaced by a pointer to its own rules rather
 /// than shown wrong.
-pub fn report(profile: &Profile, dialect: Dialect) -> String {
+pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
     let mut out = format!("provider: {}\n", profile.name);
     if dialect != Dialect::default() {
         out.push_str(&format!("dialect: {}\n", dialect.as_str()));

@@ -92,7 +92,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/conversations/{id}/items", routing::get(list_items).post(add_items))
 }
 
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -126,7 +126,7 @@ pub async fn create(
 }
 
 /// `GET /v1/conversations/{id}`.
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     run(async move {
         let tenant = crate::platform::auth::current_tenant();
         let c = store(&state, &id)?
@@ -140,7 +140,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Respo
 }
 
 /// `DELETE /v1/conversations/{id}`.
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     run(async move {
         let tenant = crate::platform::auth::current_tenant();
         if !store(&state, &id)?
@@ -156,7 +156,7 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
 }
 
 /// `POST /v1/conversations/{id}/items` with `items`.
-pub async fn add_items(
+pub(crate) async fn add_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
@@ -185,7 +185,7 @@ pub async fn add_items(
 }
 
 /// `GET /v1/conversations/{id}/items?after&limit&order`.
-pub async fn list_items(
+pub(crate) async fn list_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
     query: ListQuery,

@@ -16,7 +16,7 @@ use crate::state::AppState;
 use crate::error::{ErrorCode, GatewayError};
 
 /// The middleware. See the module documentation.
-pub async fn json_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn json_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;

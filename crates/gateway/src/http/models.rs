@@ -13,7 +13,7 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new().route("/models", get(list))
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<Value> {
+pub(super) async fn list(State(state): State<AppState>) -> Json<Value> {
     let data: Vec<Value> = state
         .config
         .known_models()

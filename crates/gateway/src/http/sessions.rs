@@ -25,10 +25,10 @@ use axum::routing::get;
 /// A session events request that failed, in OpenAI's error shape.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct SessionError(#[from] pub SubscribeError);
+pub(super) struct SessionError(#[from] pub SubscribeError);
 
 impl SessionError {
-    pub fn code(&self) -> &'static str {
+    pub(super) fn code(&self) -> &'static str {
         match self.0 {
             SubscribeError::InvalidSessionId(_) => "invalid_session_id",
             SubscribeError::TooManySessions(_) => "too_many_sessions",
@@ -37,7 +37,7 @@ impl SessionError {
         }
     }
 
-    pub fn status(&self) -> StatusCode {
+    pub(super) fn status(&self) -> StatusCode {
         match self.0 {
             SubscribeError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
             SubscribeError::TooManySessions(_)
@@ -46,7 +46,7 @@ impl SessionError {
         }
     }
 
-    pub fn body(&self) -> ErrorBody {
+    pub(super) fn body(&self) -> ErrorBody {
         let (kind, param) = match self.0 {
             SubscribeError::InvalidSessionId(_) => ("invalid_request_error", Some("session_id")),
             _ => ("server_error", None),
@@ -83,7 +83,7 @@ pub(crate) fn router() -> Router<AppState> {
 }
 
 /// The route's handler.
-pub async fn events(
+pub(super) async fn events(
     State(state): State<AppState>,
     session_id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, SessionError> {

@@ -30,7 +30,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/responses/{id}/cancel", routing::post(cancel))
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
         let tenant = crate::platform::auth::current_tenant();
         let stored = store(&state, &id)?
@@ -47,7 +47,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Respo
 }
 
 /// `DELETE /v1/responses/{id}`.
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
         let tenant = crate::platform::auth::current_tenant();
         let deleted = store(&state, &id)?
@@ -73,7 +73,7 @@ pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Re
 /// types: a bad value here is OpenAI's 400 naming the parameter. Unknown parameters are
 /// ignored, as OpenAI does.
 #[derive(Debug, Default)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     after: Option<String>,
     limit: Option<u32>,
     order: Option<String>,
@@ -81,7 +81,7 @@ pub struct ListQuery {
 
 impl ListQuery {
     /// Reads a query string (`None`: there is none).
-    pub fn parse(query: Option<&str>) -> Result<Self, GatewayError> {
+    pub(crate) fn parse(query: Option<&str>) -> Result<Self, GatewayError> {
         let mut parsed = Self::default();
         let invalid = |param: &str, message: String| {
             GatewayError::Request(toolbridge_core::Error::InvalidValue {
@@ -119,7 +119,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ListQuery {
 
 impl ListQuery {
     /// The store's page for this query.
-    pub fn page(self) -> Result<Page, GatewayError> {
+    pub(crate) fn page(self) -> Result<Page, GatewayError> {
         let order = match self.order.as_deref() {
             None | Some("desc") => Order::Desc,
             Some("asc") => Order::Asc,
@@ -150,7 +150,7 @@ impl ListQuery {
 }
 
 /// A list body: `{"object":"list","data",…,"first_id","last_id","has_more"}`.
-pub fn list_body(items: Vec<Value>, has_more: bool) -> Value {
+pub(crate) fn list_body(items: Vec<Value>, has_more: bool) -> Value {
     let id_of = |v: Option<&Value>| v.and_then(|i| i.get("id")).cloned().unwrap_or(Value::Null);
     json!({
         "object": "list",
@@ -162,7 +162,7 @@ pub fn list_body(items: Vec<Value>, has_more: bool) -> Value {
 }
 
 /// A store error for a page: an unknown `after` is the client's mistake.
-pub fn page_error(e: toolbridge_store::StoreError) -> GatewayError {
+pub(crate) fn page_error(e: toolbridge_store::StoreError) -> GatewayError {
     match e {
         toolbridge_store::StoreError::NotFound(after) => {
             GatewayError::Request(toolbridge_core::Error::InvalidValue {
@@ -175,7 +175,7 @@ pub fn page_error(e: toolbridge_store::StoreError) -> GatewayError {
 }
 
 /// `GET /v1/responses/{id}/input_items?after&limit&order`.
-pub async fn input_items(
+pub(crate) async fn input_items(
     State(state): State<AppState>,
     Path(id): Path<String>,
     query: ListQuery,
@@ -200,7 +200,7 @@ pub async fn input_items(
 /// whole) or background. One running here stops at once and stores itself `cancelled`; one
 /// running on another process is cancelled in the store, which its end does not undo. A
 /// finished background response is answered as it is; a finished foreground one is refused.
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let result = async {
         let tenant = crate::platform::auth::current_tenant();
         let store = store(&state, &id)?;

@@ -31,7 +31,7 @@ pub async fn serve_on(
 
 /// Serves like [`serve_on`]; with a `loader`, SIGHUP reloads the config (see
 /// [`reload`]).
-pub async fn serve_reloadable(
+pub(crate) async fn serve_reloadable(
     listener: TcpListener,
     config: Config,
     loader: Option<Loader>,
@@ -134,7 +134,7 @@ pub async fn serve_reloadable(
 
 /// Binds `addr`, logs the address, and serves until SIGTERM or SIGINT; SIGHUP reloads the
 /// config through `loader`.
-pub async fn run(config: Config, loader: Option<Loader>) -> std::io::Result<()> {
+pub(crate) async fn run(config: Config, loader: Option<Loader>) -> std::io::Result<()> {
     let listener = TcpListener::bind(config.listen).await?;
     serve_reloadable(listener, config, loader, shutdown_signal()).await
 }

@@ -23,28 +23,23 @@ use crate::state::AppState;
 use crate::config::Config;
 
 /// Loads the config again (the same file and overrides as at start).
-pub type Loader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
+pub(crate) type Loader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
 
 /// The router requests go to now, and the state it was built from.
-pub struct Live {
+pub(crate) struct Live {
     current: ArcSwap<(AppState, Router)>,
 }
 
 impl Live {
-    pub fn new(state: AppState) -> Arc<Self> {
+    pub(crate) fn new(state: AppState) -> Arc<Self> {
         let router = app(state.clone());
         Arc::new(Self {
             current: ArcSwap::from_pointee((state, router)),
         })
     }
 
-    /// The state new requests get.
-    pub fn state(&self) -> AppState {
-        self.current.load().0.clone()
-    }
-
     /// A router that hands each request to the current router.
-    pub fn dispatcher(self: &Arc<Self>) -> Router {
+    pub(crate) fn dispatcher(self: &Arc<Self>) -> Router {
         let live = Arc::clone(self);
         Router::new().fallback_service(tower::service_fn(move |request: Request| {
             let router = live.current.load().1.clone();
@@ -53,7 +48,7 @@ impl Live {
     }
 
     /// Applies `config`: a new state and router for new requests.
-    pub fn apply(&self, config: Config) -> Result<(), String> {
+    pub(crate) fn apply(&self, config: Config) -> Result<(), String> {
         let old = self.current.load_full();
         let state = old.0.reloaded(config)?;
         let router = app(state.clone());
@@ -62,7 +57,7 @@ impl Live {
     }
 
     /// Loads with `loader` and applies, or keeps the old config and logs why.
-    pub fn reload(&self, loader: &Loader) {
+    pub(crate) fn reload(&self, loader: &Loader) {
         match loader().and_then(|config| self.apply(config)) {
             Ok(()) => {
                 crate::platform::ops::metrics::reload("applied");
@@ -90,7 +85,7 @@ impl IntoResponseOk for Result<axum::response::Response, Infallible> {
 }
 
 /// Reloads on every SIGHUP, forever (Unix; elsewhere it waits forever).
-pub async fn on_sighup(live: Arc<Live>, loader: Loader) {
+pub(crate) async fn on_sighup(live: Arc<Live>, loader: Loader) {
     #[cfg(unix)]
     {
         let mut hangups =

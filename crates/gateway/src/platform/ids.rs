@@ -2,6 +2,6 @@
 //! responses sort by creation).
 
 /// `prefix_` followed by 32 hex digits.
-pub fn new(prefix: &str) -> String {
+pub(crate) fn new(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }

@@ -25,10 +25,10 @@ const MAX_IN_FLIGHT: usize = 65_536;
 
 /// At most this many streams are finished after their clients left; past it a left stream is
 /// cancelled instead.
-pub const MAX_DRAINS: usize = 1024;
+pub(crate) const MAX_DRAINS: usize = 1024;
 
 /// The cancel signal of one response: turns true once.
-pub type CancelSignal = Arc<watch::Sender<bool>>;
+pub(crate) type CancelSignal = Arc<watch::Sender<bool>>;
 
 /// One response in flight.
 struct Entry {

@@ -25,9 +25,9 @@ use serde::Deserialize;
 use crate::error::GatewayError;
 
 /// The key name requests without a gateway key are counted under.
-pub const ANONYMOUS: &str = "-";
+pub(crate) const ANONYMOUS: &str = "-";
 /// The window of every limit.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 /// How long one Redis round trip may take before the limit fails open.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 /// Past this many tracked keys, forgotten ones are dropped.

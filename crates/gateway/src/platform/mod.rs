@@ -4,7 +4,7 @@
 //! server itself (`serve`: accept loop, connection and body limits, graceful shutdown), the
 //! registry of responses in flight (`inflight`), ids and the clock.
 //!
-//! *Architecture invariant*: nothing here imports from `crate::http` or `crate::state`; the
+//! *Architecture invariant*: nothing here imports from the router (`http`) or the application state; the
 //! layers that need the application take the parts they use as arguments.
 
 pub(crate) mod auth;

@@ -14,15 +14,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use toolbridge_core::reasoning::Sealer;
 
 /// What every sealed blob starts with.
-pub const PREFIX: &str = "tbr1.";
+pub(crate) const PREFIX: &str = "tbr1.";
 const AAD: &[u8] = b"toolbridge-reasoning-v1";
 /// The most reasoning text sealed into one blob.
-pub const MAX_SEALED_TEXT: usize = 1024 * 1024;
+pub(crate) const MAX_SEALED_TEXT: usize = 1024 * 1024;
 /// The longest blob opened.
 const MAX_BLOB: usize = PREFIX.len() + (MAX_SEALED_TEXT + 64) * 4 / 3 + 64;
 
 /// AES-256-GCM sealer with a key ring.
-pub struct AeadSealer {
+pub(crate) struct AeadSealer {
     keys: Vec<(u8, LessSafeKey)>,
     random: SystemRandom,
 }
@@ -36,7 +36,7 @@ impl std::fmt::Debug for AeadSealer {
 
 impl AeadSealer {
     /// A sealer over 32-byte keys; the first one seals.
-    pub fn new(keys: &[[u8; 32]]) -> Result<Self, String> {
+    pub(crate) fn new(keys: &[[u8; 32]]) -> Result<Self, String> {
         if keys.is_empty() {
             return Err("at least one key is needed".to_owned());
         }
@@ -54,7 +54,7 @@ impl AeadSealer {
     }
 
     /// A sealer with a fresh random key.
-    pub fn random() -> Result<Self, String> {
+    pub(crate) fn random() -> Result<Self, String> {
         let mut key = [0u8; 32];
         SystemRandom::new()
             .fill(&mut key)
@@ -63,7 +63,7 @@ impl AeadSealer {
     }
 
     /// Parses a base64 (standard or url-safe) 32-byte key.
-    pub fn parse_key(text: &str) -> Result<[u8; 32], String> {
+    pub(crate) fn parse_key(text: &str) -> Result<[u8; 32], String> {
         let text = text.trim();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)

@@ -9,7 +9,7 @@ pub fn now() -> i64 {
 }
 
 /// Milliseconds since the Unix epoch (session event timestamps).
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

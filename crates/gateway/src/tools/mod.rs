@@ -32,14 +32,14 @@ use toolbridge_wire::responses::Tool;
 mod file;
 mod mcp;
 
-pub use file::{SearchFile, ToolsFile};
-pub use mcp::McpServer;
+pub(crate) use file::ToolsFile;
+pub(crate) use mcp::McpServer;
 
 use file::{jq_worker, search_backend};
 use mcp::Approval;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
-pub const BUILTIN_SERVER: &str = "toolbridge";
+pub(crate) const BUILTIN_SERVER: &str = "toolbridge";
 
 /// The built-in that serves a declared `web_search` the provider lacks.
 const WEB_SEARCH: &str = "web_search";
@@ -402,9 +402,9 @@ fn unavailable(name: &str) -> String {
 }
 
 /// The structured error a model reads in place of a tool's result.
-pub fn error_result(code: &str, message: &str) -> String {
+pub(crate) fn error_result(code: &str, message: &str) -> String {
     json!({"error": {"code": code, "message": message}}).to_string()
 }
 
 /// The tools of a running gateway, shared by every request.
-pub type Shared = Option<Arc<GatewayTools>>;
+pub(crate) type Shared = Option<Arc<GatewayTools>>;

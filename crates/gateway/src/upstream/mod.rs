@@ -16,9 +16,9 @@ use crate::error::GatewayError;
 /// The most of an upstream error body we read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The most of a non-streamed upstream answer we read.
-pub const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BODY: usize = 64 * 1024 * 1024;
 /// The most bytes one upstream stream may send.
-pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Adds a dialect's fixed headers and the key, sent its way, when the provider has one.
 fn with_auth(
@@ -210,7 +210,7 @@ fn send_error(e: reqwest::Error) -> GatewayError {
 }
 
 /// A reqwest error's text without the URL (which could carry a key in its query).
-pub fn without_url(e: &reqwest::Error) -> String {
+pub(crate) fn without_url(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
         text = text.replace(url.as_str(), "<upstream>");
@@ -225,7 +225,7 @@ pub fn without_url(e: &reqwest::Error) -> String {
 }
 
 /// Reads a whole body, up to `limit` bytes.
-pub async fn read_capped(
+pub(crate) async fn read_capped(
     response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, GatewayError> {
@@ -263,7 +263,7 @@ async fn read_capped_inner(
 
 /// Why an upstream byte stream stopped early.
 #[derive(Debug, thiserror::Error)]
-pub enum StreamError {
+pub(crate) enum StreamError {
     #[error("{0}")]
     Http(String),
     #[error("the upstream did not send anything for too long")]
@@ -275,7 +275,7 @@ pub enum StreamError {
 /// The upstream body as a byte stream bounded to [`MAX_STREAM_BYTES`]. A blank line is added at
 /// the end, so a last event the upstream did not terminate is still dispatched by the SSE parser
 /// instead of being dropped (blank lines between events are harmless).
-pub fn bounded_bytes(
+pub(crate) fn bounded_bytes(
     response: reqwest::Response,
 ) -> impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static {
     let mut seen: u64 = 0;

@@ -16,7 +16,7 @@ use crate::state::AppState;
 /// `estimate` tokens on both periods at once (one conditional update per period, so concurrent
 /// requests cannot all pass a check made before any of them is counted). The reservation, for
 /// [`charge`] to settle; `None` when the key has no budget.
-pub async fn check_budget(
+pub(crate) async fn check_budget(
     state: &AppState,
     auth: &Authenticated,
     estimate: u64,
@@ -59,7 +59,7 @@ pub async fn check_budget(
 }
 
 /// Adds `tokens` to the key's daily and monthly ledger rows.
-pub async fn record_usage(state: &AppState, key_id: &str, tokens: u64) -> Result<(), GatewayError> {
+pub(crate) async fn record_usage(state: &AppState, key_id: &str, tokens: u64) -> Result<(), GatewayError> {
     let Some(store) = &state.key_store else {
         return Ok(());
     };
@@ -129,7 +129,7 @@ pub async fn charge(state: &AppState, auth: Option<&Authenticated>, provider: &s
 }
 
 /// Returns a reservation unused (the request was refused before anything was used upstream).
-pub async fn release(state: &AppState, auth: Option<&Authenticated>) {
+pub(crate) async fn release(state: &AppState, auth: Option<&Authenticated>) {
     if let Some(auth) = auth
         && auth.reservation.is_some()
     {

@@ -37,7 +37,7 @@ const INSTRUCTION: &str = "Summarize the conversation so far so that you can con
 
 /// The request body.
 #[derive(Debug, Deserialize)]
-pub struct CompactRequest {
+pub(crate) struct CompactRequest {
     model: Option<String>,
     input: Option<Input>,
     previous_response_id: Option<String>,
@@ -46,7 +46,7 @@ pub struct CompactRequest {
 }
 
 /// The handler.
-pub async fn compact(
+pub(crate) async fn compact(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -220,7 +220,7 @@ fn user(text: String) -> InputItem {
 
 /// Replaces every `compaction` input item this gateway sealed with a developer message carrying
 /// its summary; a blob that is not ours (or was altered) is left out with a diagnostic.
-pub fn expand_compactions(
+pub(crate) fn expand_compactions(
     req: &mut CreateResponse,
     sealer: &dyn Sealer,
     diagnostics: &mut Vec<Diagnostic>,

@@ -11,13 +11,13 @@ use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
 use crate::error::GatewayError;
 
 /// The longest chain of previous responses followed.
-pub const MAX_CHAIN: usize = 256;
+pub(crate) const MAX_CHAIN: usize = 256;
 
 /// Rebuilds `req.input` from the store: the chain's items first, then this turn's items with
 /// every `item_reference` replaced by the stored item. With `keep`, returns this turn's items as
 /// they will be stored (each with an `id`); otherwise nothing is copied. Only `tenant`'s stored
 /// objects are found: another tenant's id reads as not found.
-pub async fn expand(
+pub(crate) async fn expand(
     store: Option<&dyn ResponseStore>,
     tenant: &Tenant,
     req: &mut CreateResponse,
@@ -146,7 +146,7 @@ async fn conversation_items(
 }
 
 /// This turn's items with ids, as stored: messages in OpenAI's stored shape.
-pub fn stored_items(items: Vec<Value>) -> Vec<Value> {
+pub(crate) fn stored_items(items: Vec<Value>) -> Vec<Value> {
     items
         .into_iter()
         .map(|mut value| {

@@ -74,7 +74,7 @@ use axum::routing::post;
 pub use ingress::parse_request;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
-pub use sse::{frame, frames};
+pub use sse::frame;
 
 /// The routes that create responses: `POST /responses` and `POST /responses/compact`.
 pub(crate) fn router() -> Router<AppState> {
@@ -90,7 +90,7 @@ enum Answer {
 }
 
 /// The header listing the diagnostics known when the answer started.
-pub const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
+pub(crate) const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 
 /// Translates the request into `dialect`'s, in the `translate` span: every caller (the first
 /// round, the gateway's own rounds, compaction, the CLI's plan and matrix) goes through here.
@@ -113,7 +113,7 @@ pub(crate) fn sealed_by_gateway(blob: &str) -> bool {
 }
 
 /// The handler.
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -224,7 +224,7 @@ async fn respond(
 }
 
 /// `code` or `code:param` for each diagnostic, comma-separated; `None` when there are none.
-pub fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
+pub(crate) fn diagnostics_header(diagnostics: &[Diagnostic]) -> Option<String> {
     if diagnostics.is_empty() {
         return None;
     }

@@ -524,7 +524,7 @@ pub(super) fn sse_response(body: Body) -> Response {
 }
 
 /// One SSE frame per event: `event:` and `data:` lines, LF endings.
-pub fn frames(events: &[StreamEvent]) -> Vec<Bytes> {
+pub(crate) fn frames(events: &[StreamEvent]) -> Vec<Bytes> {
     events.iter().map(frame).collect()
 }
 

@@ -31,7 +31,7 @@ fn count(text: &str) -> u64 {
 }
 
 /// Estimated usage for a request (as sent upstream, JSON) and the model's output text.
-pub fn estimate(request_json: &[u8], output: &str) -> Usage {
+pub(crate) fn estimate(request_json: &[u8], output: &str) -> Usage {
     let input = match PromptTexts::read(request_json) {
         Some(prompt) => input_tokens(&prompt),
         None => count(&String::from_utf8_lossy(request_json)),

@@ -16,12 +16,12 @@ use toolbridge_wire::responses::CreateResponse;
 use crate::error::GatewayError;
 
 /// The output tokens reserved for a request that sets no `max_output_tokens`.
-pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
+pub(crate) const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
 
 /// What admission reserves for `req`: its input at about four bytes a token (the JSON of its
 /// `input` and `instructions`; history from `previous_response_id` is not counted), plus
 /// `max_output_tokens` or [`DEFAULT_OUTPUT_RESERVE`].
-pub fn estimate(req: &CreateResponse) -> u64 {
+pub(crate) fn estimate(req: &CreateResponse) -> u64 {
     let input = req
         .input
         .as_ref()
@@ -53,13 +53,13 @@ impl Reservation {
 
 /// A budget period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Period {
+pub(crate) enum Period {
     Day,
     Month,
 }
 
 impl Period {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Self::Day => "daily",
             Self::Month => "monthly",
@@ -68,7 +68,7 @@ impl Period {
 
     /// The ledger's name for the period holding `now` (Unix seconds): `day:2025-01-31`,
     /// `month:2025-01`.
-    pub fn label(self, now: i64) -> String {
+    pub(crate) fn label(self, now: i64) -> String {
         let (y, m, d) = civil(now.div_euclid(86_400));
         match self {
             Self::Day => format!("day:{y:04}-{m:02}-{d:02}"),
@@ -77,7 +77,7 @@ impl Period {
     }
 
     /// When the period holding `now` ends (Unix seconds).
-    pub fn end(self, now: i64) -> i64 {
+    pub(crate) fn end(self, now: i64) -> i64 {
         let day = now.div_euclid(86_400);
         match self {
             Self::Day => (day + 1) * 86_400,
@@ -96,7 +96,7 @@ pub fn labels(now: i64) -> [String; 2] {
 }
 
 /// The refusal when `used` reached `limit` in `period`, else nothing.
-pub fn verdict(
+pub(crate) fn verdict(
     period: Period,
     limit: Option<u64>,
     used: i64,

@@ -11,11 +11,11 @@ use toolbridge_store::{KeyRecord, KeyStore, SqlStore};
 use super::keys::{self, Scope, Scopes};
 
 /// The longest key name.
-pub const MAX_NAME_LEN: usize = 128;
+pub(crate) const MAX_NAME_LEN: usize = 128;
 
 /// What `keys create` was asked for.
 #[derive(Debug, Clone, Default)]
-pub struct NewKey {
+pub(crate) struct NewKey {
     pub name: String,
     pub models: Option<Vec<String>>,
     pub tools: Option<Vec<String>>,
@@ -26,7 +26,7 @@ pub struct NewKey {
 }
 
 /// The store URL the gateway would use with `config` (see the module docs).
-pub fn store_url(config: Option<&Path>) -> Result<String, String> {
+pub(crate) fn store_url(config: Option<&Path>) -> Result<String, String> {
     if let Ok(url) = std::env::var("TOOLBRIDGE_STORE_URL")
         && !url.is_empty()
     {
@@ -63,7 +63,7 @@ async fn open(config: Option<&Path>) -> Result<SqlStore, String> {
 }
 
 /// Creates a key; the text printed, which holds the secret (shown this once).
-pub async fn create(config: Option<&Path>, new: NewKey) -> Result<String, String> {
+pub(crate) async fn create(config: Option<&Path>, new: NewKey) -> Result<String, String> {
     let name = new.name.trim().to_owned();
     if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
         return Err(format!(
@@ -100,7 +100,7 @@ pub async fn create(config: Option<&Path>, new: NewKey) -> Result<String, String
 }
 
 /// Every key, one a line, without secrets or hashes.
-pub async fn list(config: Option<&Path>) -> Result<String, String> {
+pub(crate) async fn list(config: Option<&Path>) -> Result<String, String> {
     let store = open(config).await?;
     let keys = store
         .list_keys()
@@ -125,7 +125,7 @@ pub async fn list(config: Option<&Path>) -> Result<String, String> {
 }
 
 /// Revokes a key by id.
-pub async fn revoke(config: Option<&Path>, id: &str) -> Result<String, String> {
+pub(crate) async fn revoke(config: Option<&Path>, id: &str) -> Result<String, String> {
     let store = open(config).await?;
     let revoked = store
         .revoke_key(id, crate::platform::time::now())

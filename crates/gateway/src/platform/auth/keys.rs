@@ -13,21 +13,21 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The prefix of every generated secret.
-pub const SECRET_PREFIX: &str = "tb-";
+pub(crate) const SECRET_PREFIX: &str = "tb-";
 /// The prefix of every stored hash.
-pub const HASH_PREFIX: &str = "sha256:";
+pub(crate) const HASH_PREFIX: &str = "sha256:";
 /// The most model globs or tool rules one key may carry.
-pub const MAX_RULES: usize = 256;
+pub(crate) const MAX_RULES: usize = 256;
 
 /// A new random secret: `tb-` and 64 hex digits.
-pub fn generate_secret() -> Result<String, String> {
+pub(crate) fn generate_secret() -> Result<String, String> {
     let mut bytes = [0u8; 32];
     aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "the system random generator failed")?;
     Ok(format!("{SECRET_PREFIX}{}", hex::encode(bytes)))
 }
 
 /// A new key id: `key_` and 16 random hex digits (not secret).
-pub fn generate_id() -> Result<String, String> {
+pub(crate) fn generate_id() -> Result<String, String> {
     let mut bytes = [0u8; 8];
     aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "the system random generator failed")?;
     Ok(format!("key_{}", hex::encode(bytes)))
@@ -42,7 +42,7 @@ pub fn hash_secret(secret: &str) -> String {
 }
 
 /// Checks a configured hash's form: `sha256:` and 64 hex digits.
-pub fn parse_hash(text: &str) -> Result<String, String> {
+pub(crate) fn parse_hash(text: &str) -> Result<String, String> {
     let hex_part = text
         .strip_prefix(HASH_PREFIX)
         .ok_or_else(|| format!("a key hash starts with `{HASH_PREFIX}`"))?;
@@ -53,7 +53,7 @@ pub fn parse_hash(text: &str) -> Result<String, String> {
 }
 
 /// Compares without an early exit on the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -88,7 +88,7 @@ pub struct Scopes {
 }
 
 /// The longest tenant name.
-pub const MAX_TENANT_LEN: usize = 128;
+pub(crate) const MAX_TENANT_LEN: usize = 128;
 
 /// A compiled tool rule.
 #[derive(Debug, Clone)]

@@ -1,11 +1,12 @@
 //! Gateway keys: who is calling, and what that key may do.
 //!
 //! Keys come from the config (`[[keys]]` with a `sha256:` hash, or the plain `api_keys` list,
-//! hashed at load) or from the store (`toolbridge keys create`). The middleware in
-//! [`crate::http`] resolves the presented secret with [`KeyResolver::resolve`] and puts an
+//! hashed at load) or from the store (`toolbridge keys create`). The authentication middleware
+//! (in `http`) resolves the presented secret with [`KeyResolver::resolve`] and puts an
 //! [`Authenticated`] into the request's extensions (and, for handlers that do not extract it,
-//! into a task-local read by [`current`]). The handler then calls [`admit`] (model scope, tool
-//! scope, budget) once the body is parsed, and [`charge`] once usage is known.
+//! into a task-local read by [`current`]). The handler then admits the request (model scope,
+//! tool scope, budget: [`check_model`], [`check_tools`], the budget in [`budget`]) once the body
+//! is parsed, and charges it once usage is known (`http::responses::admission`).
 //!
 //! Store keys are cached in process for [`KeyResolver`]'s TTL (`key_cache_secs`, default 30):
 //! a revoked key keeps working on a process that resolved it for at most that long, and a
@@ -16,9 +17,9 @@
 //!
 //! Secrets are never kept, logged or compared as such: only their SHA-256 is.
 
-pub mod budget;
-pub mod cli;
-pub mod keys;
+pub(crate) mod budget;
+pub(crate) mod cli;
+pub(crate) mod keys;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,10 +29,10 @@ use toolbridge_store::{KeyStore, Tenant};
 use toolbridge_wire::responses::Tool;
 
 use crate::error::GatewayError;
-pub use keys::{Scope, Scopes};
+pub(crate) use keys::{Scope, Scopes};
 
 /// The longest secret looked up; anything longer is refused unhashed.
-pub const MAX_SECRET_LEN: usize = 512;
+pub(crate) const MAX_SECRET_LEN: usize = 512;
 /// The most cached lookups; past it the cache is emptied (it refills on use).
 const MAX_CACHED: usize = 10_000;
 
@@ -68,12 +69,12 @@ impl Authenticated {
 }
 
 /// The tenant of a request made with `auth`: the key's, or the open gateway's without keys.
-pub fn tenant_of(auth: Option<&Authenticated>) -> Tenant {
+pub(crate) fn tenant_of(auth: Option<&Authenticated>) -> Tenant {
     auth.map_or_else(Tenant::open, |a| a.tenant.clone())
 }
 
 /// The tenant of the request being handled (see [`current`]).
-pub fn current_tenant() -> Tenant {
+pub(crate) fn current_tenant() -> Tenant {
     tenant_of(current().as_ref())
 }
 
@@ -92,13 +93,13 @@ tokio::task_local! {
 }
 
 /// Runs `future` (the rest of the request) with `auth` readable through [`current`].
-pub async fn scoped<F: Future>(auth: Option<Authenticated>, future: F) -> F::Output {
+pub(crate) async fn scoped<F: Future>(auth: Option<Authenticated>, future: F) -> F::Output {
     CURRENT.scope(auth, future).await
 }
 
 /// The key of the request being handled; `None` when the gateway asks for no key, or outside
 /// a request (a spawned task or a response body stream: capture it before).
-pub fn current() -> Option<Authenticated> {
+pub(crate) fn current() -> Option<Authenticated> {
     CURRENT.try_with(Clone::clone).ok().flatten()
 }
 
@@ -252,7 +253,7 @@ impl KeyResolver {
 }
 
 /// 403 `model_not_allowed` when the key may not request `model`.
-pub fn check_model(scopes: &Scope, model: &str) -> Result<(), GatewayError> {
+pub(crate) fn check_model(scopes: &Scope, model: &str) -> Result<(), GatewayError> {
     if scopes.allows_model(model) {
         Ok(())
     } else {
@@ -264,7 +265,7 @@ pub fn check_model(scopes: &Scope, model: &str) -> Result<(), GatewayError> {
 
 /// 403 `tool_not_allowed` (param `tools[i]`, or `tools[i].tools[j]` inside a namespace) for
 /// the first declared tool the key may not expose.
-pub fn check_tools(scopes: &Scope, tools: &[Tool]) -> Result<(), GatewayError> {
+pub(crate) fn check_tools(scopes: &Scope, tools: &[Tool]) -> Result<(), GatewayError> {
     check_tool_list(scopes, tools, "tools")
 }
 

@@ -22,27 +22,27 @@ use toolbridge_core::plan::{Decision, ToolPlan};
 use toolbridge_wire::responses::Diagnostic;
 
 /// Every metric name, in one place.
-pub mod names {
-    pub const REQUESTS: &str = "toolbridge_requests_total";
-    pub const REQUEST_DURATION: &str = "toolbridge_request_duration_seconds";
-    pub const STREAM_DURATION: &str = "toolbridge_stream_duration_seconds";
-    pub const FIRST_BYTE: &str = "toolbridge_time_to_first_byte_seconds";
-    pub const FIRST_TOKEN: &str = "toolbridge_time_to_first_token_seconds";
-    pub const UPSTREAM_LATENCY: &str = "toolbridge_upstream_latency_seconds";
-    pub const OVERHEAD: &str = "toolbridge_overhead_seconds";
-    pub const TOKENS: &str = "toolbridge_tokens_total";
-    pub const PLAN_DECISIONS: &str = "toolbridge_tool_plan_decisions_total";
-    pub const REPAIRS: &str = "toolbridge_repairs_total";
-    pub const TOOL_LOOP_STEPS: &str = "toolbridge_tool_loop_steps_total";
-    pub const TOOL_CALLS: &str = "toolbridge_tool_calls_total";
-    pub const OPEN_STREAMS: &str = "toolbridge_open_streams";
-    pub const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
+pub(crate) mod names {
+    pub(crate) const REQUESTS: &str = "toolbridge_requests_total";
+    pub(crate) const REQUEST_DURATION: &str = "toolbridge_request_duration_seconds";
+    pub(crate) const STREAM_DURATION: &str = "toolbridge_stream_duration_seconds";
+    pub(crate) const FIRST_BYTE: &str = "toolbridge_time_to_first_byte_seconds";
+    pub(crate) const FIRST_TOKEN: &str = "toolbridge_time_to_first_token_seconds";
+    pub(crate) const UPSTREAM_LATENCY: &str = "toolbridge_upstream_latency_seconds";
+    pub(crate) const OVERHEAD: &str = "toolbridge_overhead_seconds";
+    pub(crate) const TOKENS: &str = "toolbridge_tokens_total";
+    pub(crate) const PLAN_DECISIONS: &str = "toolbridge_tool_plan_decisions_total";
+    pub(crate) const REPAIRS: &str = "toolbridge_repairs_total";
+    pub(crate) const TOOL_LOOP_STEPS: &str = "toolbridge_tool_loop_steps_total";
+    pub(crate) const TOOL_CALLS: &str = "toolbridge_tool_calls_total";
+    pub(crate) const OPEN_STREAMS: &str = "toolbridge_open_streams";
+    pub(crate) const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
 }
 
 /// The label value for anything not named by the config.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 /// The label value before a request reached a provider.
-pub const NONE: &str = "none";
+pub(crate) const NONE: &str = "none";
 
 /// Latency buckets (seconds): 0.5 ms to 2 min.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -60,7 +60,7 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the global recorder once (with buckets set, so histograms render as histograms)
 /// and returns its handle; `None` when another recorder was installed first.
-pub fn install() -> Option<PrometheusHandle> {
+pub(crate) fn install() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
@@ -96,17 +96,17 @@ pub fn set_enabled(on: bool) {
 }
 
 /// Whether metrics are recorded.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
 /// The text exposition of every metric.
-pub fn render() -> Option<String> {
+pub(crate) fn render() -> Option<String> {
     HANDLE.get().and_then(|h| h.as_ref()).map(|h| h.render())
 }
 
 /// Runs the recorder's upkeep (histogram buffers drained) every `period`, forever.
-pub async fn upkeep(period: Duration) {
+pub(crate) async fn upkeep(period: Duration) {
     let mut every = tokio::time::interval(period);
     loop {
         every.tick().await;
@@ -232,7 +232,7 @@ fn describe() {
 }
 
 /// The model label: the pattern of the route `model` matches, or `other`.
-pub fn model_label(config: &crate::config::Config, model: &str) -> String {
+pub(crate) fn model_label(config: &crate::config::Config, model: &str) -> String {
     match config.routes.iter().find(|r| r.matcher.is_match(model)) {
         Some(route) => route.pattern.clone(),
         None => OTHER.to_owned(),
@@ -240,7 +240,7 @@ pub fn model_label(config: &crate::config::Config, model: &str) -> String {
 }
 
 /// The labels of one answered request.
-pub struct RequestLabels<'a> {
+pub(crate) struct RequestLabels<'a> {
     pub route: &'a str,
     pub provider: &'a str,
     pub model: &'a str,
@@ -248,7 +248,7 @@ pub struct RequestLabels<'a> {
 }
 
 /// One answered request: its count, its duration and the gateway's overhead.
-pub fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duration) {
+pub(crate) fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duration) {
     if !enabled() {
         return;
     }
@@ -272,17 +272,17 @@ pub fn request(labels: &RequestLabels<'_>, duration: Duration, overhead: Duratio
 }
 
 /// A stream's first body byte, `elapsed` after the request started.
-pub fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
+pub(crate) fn first_byte(route: &str, provider: &str, model: &str, elapsed: Duration) {
     stream_timing(names::FIRST_BYTE, [route, provider, model], elapsed);
 }
 
 /// A stream's first output delta, `elapsed` after the request started.
-pub fn first_token(route: &str, provider: &str, model: &str, elapsed: Duration) {
+pub(crate) fn first_token(route: &str, provider: &str, model: &str, elapsed: Duration) {
     stream_timing(names::FIRST_TOKEN, [route, provider, model], elapsed);
 }
 
 /// A stream's end (completed, failed, or dropped by the client).
-pub fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration) {
+pub(crate) fn stream_ended(route: &str, provider: &str, model: &str, elapsed: Duration) {
     stream_timing(names::STREAM_DURATION, [route, provider, model], elapsed);
 }
 
@@ -301,7 +301,7 @@ fn stream_timing(name: &'static str, [route, provider, model]: [&str; 3], elapse
 /// The open-streams gauge moves by `delta` (+1 when a stream opens, -1 when it ends). Not
 /// gated by [`enabled`]: a stream opened before metrics were switched off still comes back
 /// down (without a recorder this does nothing).
-pub fn open_streams(route: &str, delta: f64) {
+pub(crate) fn open_streams(route: &str, delta: f64) {
     if HANDLE.get().is_none_or(Option::is_none) {
         return;
     }
@@ -314,7 +314,7 @@ pub fn open_streams(route: &str, delta: f64) {
 }
 
 /// One upstream attempt: send until headers (or the transport error).
-pub fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
+pub(crate) fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
     if enabled() {
         static HANDLES: Handles<2, Histogram> = Handles::new();
         let status = status.map_or("error", status_label);
@@ -327,7 +327,7 @@ pub fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
 }
 
 /// A finished response's tokens.
-pub fn tokens(provider: &str, model: &str, input: u64, output: u64) {
+pub(crate) fn tokens(provider: &str, model: &str, input: u64, output: u64) {
     if enabled() {
         static HANDLES: Handles<2, (Counter, Counter)> = Handles::new();
         HANDLES.with(
@@ -347,7 +347,7 @@ pub fn tokens(provider: &str, model: &str, input: u64, output: u64) {
 }
 
 /// Counts every entry of a tool plan, by tool type and decision, and hands the plan back.
-pub fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
+pub(crate) fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
     if enabled() {
         static HANDLES: Handles<3, Counter> = Handles::new();
         for entry in &plan.entries {
@@ -362,7 +362,7 @@ pub fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
 }
 
 /// Repair diagnostics (already filtered to repair codes by the caller).
-pub fn repair(provider: &str, model: &str, diagnostic: &Diagnostic) {
+pub(crate) fn repair(provider: &str, model: &str, diagnostic: &Diagnostic) {
     if enabled() {
         static HANDLES: Handles<3, Counter> = Handles::new();
         let code = toolbridge_core::diagnostics::REPAIR_CODES
@@ -379,7 +379,7 @@ pub fn repair(provider: &str, model: &str, diagnostic: &Diagnostic) {
 }
 
 /// One step of the gateway's tool loop.
-pub fn tool_loop_step(provider: &str) {
+pub(crate) fn tool_loop_step(provider: &str) {
     if enabled() {
         static HANDLES: Handles<1, Counter> = Handles::new();
         HANDLES.with(
@@ -391,7 +391,7 @@ pub fn tool_loop_step(provider: &str) {
 }
 
 /// One gateway tool call's end. `server` is a configured server label.
-pub fn tool_call(server: &str, ok: bool) {
+pub(crate) fn tool_call(server: &str, ok: bool) {
     if enabled() {
         static HANDLES: Handles<2, Counter> = Handles::new();
         let outcome = if ok { "ok" } else { "error" };
@@ -404,7 +404,7 @@ pub fn tool_call(server: &str, ok: bool) {
 }
 
 /// A config reload's outcome: `applied` or `rejected`.
-pub fn reload(outcome: &'static str) {
+pub(crate) fn reload(outcome: &'static str) {
     if enabled() {
         counter!(names::CONFIG_RELOADS, "outcome" => outcome).increment(1);
     }

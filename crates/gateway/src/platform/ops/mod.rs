@@ -2,21 +2,21 @@
 //! OpenTelemetry traces ([`telemetry`], [`spans`]), the per-request observer with its request id, overhead
 //! header and opt-in capture ([`observe`]) and `toolbridge trace show` ([`trace_show`]). Their
 //! config sections live in [`crate::config::ops`]; the config reload
-//! on SIGHUP is [`crate::launch::reload`]'s.
+//! on SIGHUP is `launch::reload`'s.
 //!
 //! Keys, budgets and rate limits are elsewhere (`auth`, `limits`).
 
-pub mod metrics;
-pub mod observe;
+pub(crate) mod metrics;
+pub(crate) mod observe;
 pub mod spans;
-pub mod telemetry;
+pub(crate) mod telemetry;
 
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// `GET /metrics` (or the configured path): the Prometheus text exposition.
-pub async fn metrics_handler() -> Response {
+pub(crate) async fn metrics_handler() -> Response {
     match metrics::render() {
         Some(text) => (
             StatusCode::OK,
@@ -29,7 +29,7 @@ pub async fn metrics_handler() -> Response {
 }
 
 /// `toolbridge trace show ID`: the capture of one request, as indented JSON.
-pub async fn trace_show(config: &crate::Config, request_id: &str) -> Result<String, String> {
+pub(crate) async fn trace_show(config: &crate::Config, request_id: &str) -> Result<String, String> {
     let Some(url) = &config.store_url else {
         return Err("captures live in the store, and no `store_url` is configured".to_owned());
     };

@@ -32,9 +32,9 @@ use crate::config::Config;
 use crate::error::GatewayError;
 
 /// The header carrying the gateway's own time, in milliseconds.
-pub const OVERHEAD_HEADER: &str = "x-toolbridge-overhead-ms";
+pub(crate) const OVERHEAD_HEADER: &str = "x-toolbridge-overhead-ms";
 /// The header naming the request (also the key of its capture).
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-request-id";
 /// The status a capture records for a stream its client closed before the end (nginx's 499).
 const CLIENT_CLOSED: u16 = 499;
 
@@ -43,7 +43,7 @@ tokio::task_local! {
 }
 
 /// What the code serving one request reports to its observer.
-pub struct RequestCtx {
+pub(crate) struct RequestCtx {
     pub request_id: String,
     route: String,
     started: Instant,
@@ -59,7 +59,7 @@ pub struct RequestCtx {
 }
 
 /// The current request's context, if the caller runs under the middleware.
-pub fn current() -> Option<Arc<RequestCtx>> {
+pub(crate) fn current() -> Option<Arc<RequestCtx>> {
     CTX.try_with(Arc::clone).ok()
 }
 
@@ -67,7 +67,7 @@ pub fn current() -> Option<Arc<RequestCtx>> {
 /// its upstream bodies and final response go to the request's capture, which the middleware
 /// then leaves to the background run to write. The hand-over happens when `carry` is called,
 /// before the work is spawned, so the middleware cannot write the capture first.
-pub fn carry<F: std::future::Future>(
+pub(crate) fn carry<F: std::future::Future>(
     ctx: Option<Arc<RequestCtx>>,
     work: F,
 ) -> impl std::future::Future<Output = F::Output> {
@@ -86,14 +86,14 @@ pub fn carry<F: std::future::Future>(
 }
 
 /// The current request's id, or a fresh one outside a request.
-pub fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     CTX.try_with(|c| c.request_id.clone())
         .unwrap_or_else(|_| crate::platform::ids::new("req"))
 }
 
 /// Time spent waiting on an upstream (sending until headers, reading a whole body, waiting for
 /// a stream's first event, retry back-off): it is not the gateway's overhead.
-pub fn upstream_waited(elapsed: Duration) {
+pub(crate) fn upstream_waited(elapsed: Duration) {
     let _ = CTX.try_with(|c| {
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         c.upstream_nanos.fetch_add(nanos, Ordering::Relaxed);
@@ -101,7 +101,7 @@ pub fn upstream_waited(elapsed: Duration) {
 }
 
 /// Records an upstream request body in the current capture (when capture is on).
-pub fn capture_upstream(provider: &str, payload: &Bytes) {
+pub(crate) fn capture_upstream(provider: &str, payload: &Bytes) {
     let _ = CTX.try_with(|c| {
         if let Some(capture) = &c.capture
             && let Ok(mut parts) = capture.parts.lock()
@@ -119,16 +119,16 @@ impl RequestCtx {
     /// request's labels; the first call wins (a fallback is labelled by the provider that took
     /// the request, since only that one starts metering).
     /// Records the request's tenant, which owns its capture.
-    pub fn set_tenant(&self, tenant: toolbridge_store::Tenant) {
+    pub(crate) fn set_tenant(&self, tenant: toolbridge_store::Tenant) {
         let _ = self.tenant.set(tenant);
     }
 
-    pub fn set_labels(&self, provider: &str, model: String) {
+    pub(crate) fn set_labels(&self, provider: &str, model: String) {
         let _ = self.labels.set((provider.to_owned(), model));
     }
 
     /// The `(provider, model)` labels, `none` before a provider took the request.
-    pub fn labels(&self) -> (&str, &str) {
+    pub(crate) fn labels(&self) -> (&str, &str) {
         match self.labels.get() {
             Some((p, m)) => (p, m),
             None => (metrics::NONE, metrics::NONE),
@@ -136,7 +136,7 @@ impl RequestCtx {
     }
 
     /// Time not spent waiting on upstreams so far.
-    pub fn overhead(&self) -> Duration {
+    pub(crate) fn overhead(&self) -> Duration {
         let upstream = Duration::from_nanos(self.upstream_nanos.load(Ordering::Relaxed));
         self.started.elapsed().saturating_sub(upstream)
     }
@@ -149,7 +149,7 @@ impl RequestCtx {
     }
 
     /// Writes the capture with the final response (once; later calls do nothing).
-    pub async fn write_capture(&self, response: Option<&Value>, status: u16) {
+    pub(crate) async fn write_capture(&self, response: Option<&Value>, status: u16) {
         let Some(capture) = &self.capture else {
             return;
         };
@@ -222,13 +222,13 @@ fn capped(bytes: &[u8], max_bytes: usize) -> Value {
 /// limit) and the capture store. Its own small state, so the observer sits below the
 /// application state instead of importing it.
 #[derive(Clone)]
-pub struct Observer {
+pub(crate) struct Observer {
     pub config: Arc<Config>,
     pub captures: Option<Arc<dyn CaptureStore>>,
 }
 
 /// The middleware. See the module documentation.
-pub async fn observe(State(state): State<Observer>, request: Request, next: Next) -> Response {
+pub(crate) async fn observe(State(state): State<Observer>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = request
         .extensions()

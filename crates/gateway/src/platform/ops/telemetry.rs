@@ -24,13 +24,13 @@ use crate::config::ops::{LogFormat, OpsConfig};
 use super::spans::{self, Batching, SpansGuard, TraceContext};
 
 /// Flushes and stops the span exporter when dropped (at the end of `main`).
-pub struct TelemetryGuard {
+pub(crate) struct TelemetryGuard {
     _spans: Option<SpansGuard>,
 }
 
 /// Installs the process's subscriber. Call it outside any async runtime (the blocking exporter
 /// client builds its own).
-pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
+pub(crate) fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let fmt = match ops.log_format {
@@ -78,7 +78,7 @@ pub fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
 
 /// Installs the subscriber of commands that do not serve: text, or JSON with
 /// `TOOLBRIDGE_LOG_FORMAT=json`; no traces.
-pub fn init_default() {
+pub(crate) fn init_default() {
     let mut ops = OpsConfig::default();
     if let Some(format) = std::env::var("TOOLBRIDGE_LOG_FORMAT")
         .ok()
@@ -102,7 +102,7 @@ impl Extractor for HeaderReader<'_> {
 
 /// Makes `span` continue the trace of an incoming `traceparent` (and `tracestate`), if any.
 /// Without the span layer (no traces exported) this does nothing.
-pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+pub(crate) fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     if !headers.contains_key("traceparent") {
         return;
     }
@@ -125,7 +125,7 @@ pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
 
 /// The current span's trace context as upstream request headers: `traceparent`, and
 /// `tracestate` when the trace came with one; nothing without the span layer.
-pub fn outgoing() -> Option<(http::HeaderValue, Option<http::HeaderValue>)> {
+pub(crate) fn outgoing() -> Option<(http::HeaderValue, Option<http::HeaderValue>)> {
     let context = spans::current_context()?;
     let parent = http::HeaderValue::from_str(&context.traceparent()).ok()?;
     let state = context

@@ -47,7 +47,7 @@ use super::limits::{DeadlineBody, ServerLimits};
 
 /// Serves `service` on `listener` until `signal` resolves, then drains the connections for at
 /// most `drain`.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     listener: TcpListener,
     service: Router,
     limits: ServerLimits,

@@ -3,12 +3,12 @@
 //! `Content-Length` over the body limit from the header alone.
 //!
 //! The connection-level limits (header and idle timeouts, the connection cap) are enforced by
-//! the accept loop in [`super::accept`]; this module holds their settings and the two limits
+//! the accept loop in `accept`; this module holds their settings and the two limits
 //! that act on a request: [`DeadlineBody`] (the body must arrive within
 //! `body_read_timeout_secs` of its head) and [`refuse_oversized`] (a declared length over
 //! `body_limit_bytes` is a 413 before a byte of the body is read). Not here: the body limit
 //! itself while a body streams in, which axum's `DefaultBodyLimit` applies (see
-//! [`crate::http`]).
+//! the router, `http`).
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -122,7 +122,7 @@ impl ServerLimits {
 /// Refuses a request whose `Content-Length` is over the body limit with a 413, before any of
 /// its body is read (a client announcing 10 GB gets its answer at once, and hyper closes the
 /// connection instead of draining it). A body without a length is limited while it streams.
-pub async fn refuse_oversized(State(limit): State<usize>, request: Request, next: Next) -> Response {
+pub(crate) async fn refuse_oversized(State(limit): State<usize>, request: Request, next: Next) -> Response {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -139,7 +139,7 @@ pub async fn refuse_oversized(State(limit): State<usize>, request: Request, next
 /// A request body that fails with [`BodyTimedOut`] when it is not complete by its deadline.
 /// The deadline runs from the end of the head, whether or not anyone is reading yet, so a
 /// handler that reads late does not extend it.
-pub struct DeadlineBody<B> {
+pub(crate) struct DeadlineBody<B> {
     inner: B,
     timeout: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
@@ -147,7 +147,7 @@ pub struct DeadlineBody<B> {
 }
 
 impl<B> DeadlineBody<B> {
-    pub fn new(inner: B, timeout: Duration) -> Self {
+    pub(crate) fn new(inner: B, timeout: Duration) -> Self {
         Self {
             inner,
             timeout,

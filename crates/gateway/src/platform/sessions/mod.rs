@@ -10,7 +10,7 @@
 //! process and on Redis), so two teams using the same session id never see each other's events.
 //!
 //! This module owns the event vocabulary, session id validation and the bus (the route is
-//! [`crate::http::sessions`]). It does
+//! `http::sessions`). It does
 //! not decide *when* events are published: the `/v1/responses` handler and the tool loop do.
 //!
 //! *Architecture invariant*: publishing never blocks and never fails a request. An event nobody
@@ -34,11 +34,11 @@ use crate::config::SessionsConfig;
 
 
 /// The longest session id accepted.
-pub const MAX_SESSION_ID_LEN: usize = 128;
+pub(crate) const MAX_SESSION_ID_LEN: usize = 128;
 /// The longest id, tool name or server label carried in an event (longer ones are clipped).
-pub const MAX_NAME_LEN: usize = 256;
+pub(crate) const MAX_NAME_LEN: usize = 256;
 /// The longest `detail` or `error` carried in an event (longer ones are clipped).
-pub const MAX_DETAIL_LEN: usize = 1024;
+pub(crate) const MAX_DETAIL_LEN: usize = 1024;
 
 /// One event of a session's side channel. On the wire: `{"type": "tool.started", …fields}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,7 +242,7 @@ fn clip(s: &mut String, max: usize) {
 }
 
 /// Checks a session id: 1 to 128 characters of `[A-Za-z0-9._:-]`.
-pub fn validate_session_id(id: &str) -> Result<(), String> {
+pub(crate) fn validate_session_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("the session id must not be empty".to_owned());
     }
@@ -265,7 +265,7 @@ pub fn validate_session_id(id: &str) -> Result<(), String> {
 
 /// The session a request belongs to: Codex's `session-id` header, else `x-session-id`. A value
 /// that is not a valid session id is ignored (the request goes on without a side channel).
-pub fn session_id_from_headers(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn session_id_from_headers(headers: &HeaderMap) -> Option<String> {
     ["session-id", "x-session-id"].into_iter().find_map(|name| {
         let value = headers.get(name)?.to_str().ok()?.trim();
         match validate_session_id(value) {
@@ -297,7 +297,7 @@ enum Backend {
     Redis(Box<redis_bus::RedisBus>),
 }
 
-/// Where session events go. Cheap to clone; one per process, in [`crate::AppState`].
+/// Where session events go. Cheap to clone; one per process, in the application state.
 #[derive(Clone)]
 pub struct EventBus {
     backend: Arc<Backend>,
