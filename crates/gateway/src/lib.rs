@@ -28,18 +28,18 @@ mod state;
 mod tools;
 mod upstream;
 
+pub use config::Config;
 pub use error::GatewayError;
 pub use http::responses::{frame, parse_request};
 pub use http::{app, authenticate};
-pub use platform::auth::keys::hash_secret;
+pub use launch::serve_on;
 pub use platform::auth::budget::labels as budget_labels;
+pub use platform::auth::keys::hash_secret;
 pub use platform::ops::metrics::set_enabled as set_metrics_enabled;
 pub use platform::ops::spans;
-pub use launch::serve_on;
 pub use platform::sessions::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
 pub use platform::time::now;
 pub use state::AppState;
-pub use config::Config;
 
 /// The `/v1/responses` handler's admission and charge against the caller's key, for tests that
 /// mount them on a minimal route beside the real middleware.

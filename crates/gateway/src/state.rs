@@ -19,37 +19,48 @@ use toolbridge_store::{CaptureStore, KeyStore, ResponseStore, SqlStore};
 /// Shared, read-only state of the application.
 #[derive(Clone)]
 pub struct AppState {
-    pub config: Arc<Config>,
-    pub upstreams: Arc<Upstreams>,
+    pub(crate) config: Arc<Config>,
+    pub(crate) upstreams: Arc<Upstreams>,
     /// Turns true when in-flight streams must end now (the shutdown grace period ran out).
-    pub shutdown: watch::Receiver<bool>,
+    pub(crate) shutdown: watch::Receiver<bool>,
     /// Seals and opens reasoning blobs.
-    pub sealer: Arc<dyn Sealer>,
+    pub(crate) sealer: Arc<dyn Sealer>,
     /// Stored responses; `None` when storage is off.
-    pub store: Option<Arc<dyn ResponseStore>>,
+    pub(crate) store: Option<Arc<dyn ResponseStore>>,
     /// Background runs of this process, so a cancel landing here stops them at once (a cancel
     /// landing on another process still wins through the store).
-    pub running: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    pub(crate) running:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
     /// Stored responses in flight here (foreground and background), so a cancel stops them.
-    pub in_flight: Arc<crate::platform::inflight::InFlight>,
+    pub(crate) in_flight: Arc<crate::platform::inflight::InFlight>,
     /// Streams being finished after their clients left; shutdown waits for them.
-    pub drains: Arc<crate::platform::inflight::Drains>,
+    pub(crate) drains: Arc<crate::platform::inflight::Drains>,
     /// Gateway keys: config keys and store keys through a cache.
-    pub keys: Arc<KeyResolver>,
+    pub(crate) keys: Arc<KeyResolver>,
     /// Store keys and their token ledger; `None` when storage is off.
-    pub key_store: Option<Arc<dyn KeyStore>>,
+    pub(crate) key_store: Option<Arc<dyn KeyStore>>,
     /// Requests and tokens per minute, per key and per provider.
-    pub limits: Arc<Limits>,
+    pub(crate) limits: Arc<Limits>,
     /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
-    pub sessions: EventBus,
+    pub(crate) sessions: EventBus,
     /// Request captures (`[capture]`); `None` when storage is off.
-    pub captures: Option<Arc<dyn CaptureStore>>,
+    pub(crate) captures: Option<Arc<dyn CaptureStore>>,
     /// Compiled tool checks shared by every request (kept across reloads: they depend only on
     /// the tools a request declares).
-    pub schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
+    pub(crate) schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
 }
 
 impl AppState {
+    /// The session side channel, for tests that publish and watch events.
+    pub fn sessions(&self) -> &EventBus {
+        &self.sessions
+    }
+
+    /// The compiled tool checks shared by every request, for tests that count compilations.
+    pub fn schema_cache(&self) -> &Arc<toolbridge_core::repair::SchemaCache> {
+        &self.schema_cache
+    }
+
     /// State for `config`; the returned sender forces in-flight streams to end.
     pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
         let mut key_store: Option<Arc<dyn KeyStore>> = None;

@@ -234,13 +234,9 @@ async fn a_stream_left_while_the_gateway_shuts_down_still_ends_stored() {
     let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(toolbridge_gateway::serve_on(
-        listener,
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let server = tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
+        let _ = stopped.await;
+    }));
     let client = reqwest::Client::new();
     let (open, id) = start_stream(&client, &base).await;
     drop(open);

@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::process::Command;
 use toolbridge_gateway::AppState;
-use toolbridge_gateway::hash_secret;
 use toolbridge_gateway::admission;
 use toolbridge_gateway::config::{Config, FileConfig};
+use toolbridge_gateway::hash_secret;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 
@@ -45,13 +45,9 @@ async fn serve(config: Config) -> (SocketAddr, tokio::sync::oneshot::Sender<()>)
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(toolbridge_gateway::serve_on(
-        listener,
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
+        let _ = stopped.await;
+    }));
     (addr, stop)
 }
 

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use toolbridge_gateway::{budget_labels, hash_secret};
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::{ResponseInfo, SessionEvent};
+use toolbridge_gateway::{budget_labels, hash_secret};
 use toolbridge_store::{KeyStore, SqlStore};
 use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
 use toolbridge_testkit::postgres::fresh_database;
@@ -500,14 +500,14 @@ async fn a_redis_subscriber_receives_events_again_after_the_connection_returns()
         .unwrap();
     let mut events = Box::pin(
         through_proxy
-            .sessions
+            .sessions()
             .subscribe(&toolbridge_store::Tenant::open(), "s")
             .await
             .unwrap(),
     );
     let first = SessionEvent::ResponseStarted(ResponseInfo::new("resp_1", 1));
     direct
-        .sessions
+        .sessions()
         .publish(&toolbridge_store::Tenant::open(), "s", first);
     let got = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
     match got {
@@ -526,7 +526,7 @@ async fn a_redis_subscriber_receives_events_again_after_the_connection_returns()
     );
     let again = SessionEvent::ResponseStarted(ResponseInfo::new("resp_2", 2));
     direct
-        .sessions
+        .sessions()
         .publish(&toolbridge_store::Tenant::open(), "s", again);
     let got = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
     match got {

@@ -435,7 +435,7 @@ async fn a_repeated_tool_set_reuses_its_compiled_checks() {
     let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (state, _force) = toolbridge_gateway::AppState::new(config).await.unwrap();
-    let cache = state.schema_cache.clone();
+    let cache = state.schema_cache().clone();
     tokio::spawn(async move { axum::serve(listener, toolbridge_gateway::app(state)).await });
     let patch = "*** Begin Patch\n*** Add File: a.txt\n+hello\n";
     let mut inputs = Vec::new();

@@ -11,8 +11,8 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
 use toolbridge_gateway::{AppState, app};
+use toolbridge_gateway::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
 use toolbridge_store::Tenant;
 
 /// The tenant of the test gateway's one key (`api_keys[0]`, its own tenant).
@@ -58,7 +58,7 @@ provider = "up"
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (state, force) = AppState::new(config).await.expect("state");
-        let bus = state.sessions.clone();
+        let bus = state.sessions().clone();
         tokio::spawn(async move { axum::serve(listener, app(state)).await });
         Self {
             addr,

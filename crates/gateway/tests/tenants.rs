@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolbridge_gateway::hash_secret;
 use toolbridge_gateway::config::{Config, FileConfig};
+use toolbridge_gateway::hash_secret;
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
 
@@ -57,13 +57,9 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve_on(
-            listener,
-            config,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
+            let _ = stopped.await;
+        }));
         Self {
             addr,
             client: reqwest::Client::new(),

@@ -276,7 +276,8 @@ pub fn plan_report(
 ) -> Result<String, String> {
     use toolbridge_core::request::{Limits, normalize};
     let fail = |code: &str, message: String| format!("error {code}: {message}");
-    let req = crate::http::responses::parse_request(body).map_err(|e| fail(e.code(), e.to_string()))?;
+    let req =
+        crate::http::responses::parse_request(body).map_err(|e| fail(e.code(), e.to_string()))?;
     let canonical =
         normalize(&req, &Limits::default()).map_err(|e| fail(e.code(), e.to_string()))?;
     let plan = toolbridge_core::plan::plan(

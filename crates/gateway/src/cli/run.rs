@@ -4,9 +4,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use super::{Cli, Command, KeysCommand, TraceCommand, describe, load};
 use crate::config::Dialect;
+use clap::Parser;
 
 /// Runs the `toolbridge` command line; the binary's `main`.
 pub fn main() -> ExitCode {

@@ -3,9 +3,9 @@
 //!
 //! Not here: keys in the store or the lookup of a presented key (`crate::platform::auth`).
 
+use crate::error::ConfigError;
 use crate::platform::auth::keys::{Scope, Scopes, hash_secret, parse_hash};
 use crate::platform::auth::{ConfiguredKey, cli::MAX_NAME_LEN};
-use crate::error::ConfigError;
 
 use super::file::KeyFile;
 

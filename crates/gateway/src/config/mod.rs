@@ -21,8 +21,8 @@ use std::time::Duration;
 pub use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::profile::ProfilePatch;
 
-use crate::platform::auth::ConfiguredKey;
 use crate::error::ConfigError;
+use crate::platform::auth::ConfiguredKey;
 use crate::platform::limits::{LimitsConfig, LimitsFile};
 
 mod file;

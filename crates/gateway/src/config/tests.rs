@@ -107,7 +107,10 @@ fn keys_and_limits_are_validated_with_the_field_named() {
     .unwrap();
     assert_eq!(ok.keys.len(), 2);
     assert_eq!(ok.keys[0].id, "api_keys[0]");
-    assert_eq!(ok.keys[0].hash, crate::platform::auth::keys::hash_secret("plain"));
+    assert_eq!(
+        ok.keys[0].hash,
+        crate::platform::auth::keys::hash_secret("plain")
+    );
     assert_eq!(ok.keys[1].id, "ci");
     assert!(
         !format!("{ok:?}").contains(&hash),

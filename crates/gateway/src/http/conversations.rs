@@ -12,10 +12,10 @@ use serde_json::{Map, Value, json};
 use toolbridge_store::{Conversation, ResponseStore};
 use toolbridge_wire::responses::InputItem;
 
-use crate::state::AppState;
 use crate::error::GatewayError;
 use crate::http::stored::{ListQuery, list_body, page_error};
 use crate::platform::{ids, time};
+use crate::state::AppState;
 use axum::Router;
 use axum::routing;
 
@@ -89,7 +89,10 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/conversations", routing::post(create))
         .route("/conversations/{id}", routing::get(get).delete(delete))
-        .route("/conversations/{id}/items", routing::get(list_items).post(add_items))
+        .route(
+            "/conversations/{id}/items",
+            routing::get(list_items).post(add_items),
+        )
 }
 
 pub(crate) async fn create(

@@ -13,10 +13,7 @@ use crate::state::AppState;
 /// `GET /healthz?ready` asks the store (bounded by its timeout) and answers JSON
 /// `{"status": "ready"|"not_ready", "store": …}`: 200 when ready, 503 when the store cannot
 /// answer.
-pub(crate) async fn healthz(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Response {
+pub(crate) async fn healthz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     let ready = query.as_deref().is_some_and(|q| {
         q.split('&')
             .any(|p| p == "ready" || p.starts_with("ready="))

@@ -12,11 +12,15 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::state::AppState;
 use crate::error::{ErrorCode, GatewayError};
+use crate::state::AppState;
 
 /// The middleware. See the module documentation.
-pub(crate) async fn json_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn json_errors(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;

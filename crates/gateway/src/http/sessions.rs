@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use toolbridge_wire::error::{ErrorBody, ErrorObject};
 
+use crate::error::ErrorCode;
 use crate::platform::sessions::SubscribeError;
 use crate::state::AppState;
-use crate::error::ErrorCode;
 use axum::Router;
 use axum::routing::get;
 

@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolbridge_store::{Order, Page, ResponseStore};
 
-use crate::state::AppState;
 use crate::error::GatewayError;
+use crate::state::AppState;
 use axum::Router;
 use axum::routing;
 

@@ -16,8 +16,8 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 
-use crate::state::AppState;
 use crate::config::Config;
+use crate::state::AppState;
 use reload::{Live, Loader};
 
 /// Serves `config` on an already bound listener until `shutdown` resolves.
@@ -47,9 +47,9 @@ pub(crate) async fn serve_reloadable(
     eprintln!("toolbridge listening on http://{addr}");
     tracing::info!(%addr, routes, "listening");
     // Histogram buffers are drained periodically, or their memory grows.
-    tokio::spawn(crate::platform::ops::metrics::upkeep(std::time::Duration::from_secs(
-        5,
-    )));
+    tokio::spawn(crate::platform::ops::metrics::upkeep(
+        std::time::Duration::from_secs(5),
+    ));
     let captures = state.captures.clone();
     if let Some(store) = state.store.clone() {
         // In the background: a heartbeat (so other processes know this one's runs are alive),
@@ -114,7 +114,14 @@ pub(crate) async fn serve_reloadable(
     // Streams end when the grace period runs out; their connections get a few more seconds
     // to send that last event and close.
     let drain = grace + std::time::Duration::from_secs(5);
-    crate::platform::serve::accept::serve_connections(listener, live.dispatcher(), server, drain, signal).await?;
+    crate::platform::serve::accept::serve_connections(
+        listener,
+        live.dispatcher(),
+        server,
+        drain,
+        signal,
+    )
+    .await?;
     // Streams whose clients left are still being finished: they end by the forced stop at the
     // latest (stored as failed), so this wait is bounded by the grace period.
     if drains.running() > 0 {

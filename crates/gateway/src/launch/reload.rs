@@ -18,9 +18,9 @@ use axum::Router;
 use axum::extract::Request;
 use tower::ServiceExt;
 
+use crate::config::Config;
 use crate::http::app;
 use crate::state::AppState;
-use crate::config::Config;
 
 /// Loads the config again (the same file and overrides as at start).
 pub(crate) type Loader = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;

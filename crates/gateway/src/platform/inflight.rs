@@ -41,12 +41,12 @@ struct Entry {
 
 /// Responses in flight in this process, by id.
 #[derive(Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
 /// A response's place in [`InFlight`], removed when dropped.
-pub struct Registration {
+pub(crate) struct Registration {
     registry: Arc<InFlight>,
     id: String,
 }
@@ -60,7 +60,7 @@ impl Drop for Registration {
 }
 
 /// What a cancel found in flight.
-pub struct Cancelled {
+pub(crate) struct Cancelled {
     /// The response as it started, status set to `cancelled`.
     pub response: serde_json::Value,
 }
@@ -68,7 +68,7 @@ pub struct Cancelled {
 impl InFlight {
     /// Registers response `id` (`started`: its `in_progress` object), owned by tenant `owner`;
     /// the signal a cancel sends. `None` for the registration past `MAX_IN_FLIGHT` (65 536).
-    pub fn register(
+    pub(crate) fn register(
         self: &Arc<Self>,
         id: &str,
         owner: String,
@@ -103,7 +103,7 @@ impl InFlight {
 
     /// Cancels response `id` when it runs here and belongs to tenant `owner` (an admin cancels
     /// only its own too); `None` otherwise, exactly as for an id that is not here.
-    pub fn cancel(&self, id: &str, owner: &str) -> Option<Cancelled> {
+    pub(crate) fn cancel(&self, id: &str, owner: &str) -> Option<Cancelled> {
         let entries = self.entries.lock().ok()?;
         let entry = entries.get(id).filter(|e| e.owner == owner)?;
         entry.cancel.send_replace(true);
@@ -117,13 +117,13 @@ impl InFlight {
 
 /// The tasks finishing streams whose clients left.
 #[derive(Default)]
-pub struct Drains {
+pub(crate) struct Drains {
     running: AtomicUsize,
     ended: Notify,
 }
 
 /// One draining task's place in [`Drains`], given back when dropped.
-pub struct DrainTicket {
+pub(crate) struct DrainTicket {
     drains: Arc<Drains>,
 }
 
@@ -136,7 +136,7 @@ impl Drop for DrainTicket {
 
 impl Drains {
     /// A place for one more task; `None` past [`MAX_DRAINS`].
-    pub fn enter(self: &Arc<Self>) -> Option<DrainTicket> {
+    pub(crate) fn enter(self: &Arc<Self>) -> Option<DrainTicket> {
         let taken = self
             .running
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -148,12 +148,12 @@ impl Drains {
     }
 
     /// How many tasks run.
-    pub fn running(&self) -> usize {
+    pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::Acquire)
     }
 
     /// Waits until no task runs, for at most `limit`; false when some still ran then.
-    pub async fn idle(&self, limit: std::time::Duration) -> bool {
+    pub(crate) async fn idle(&self, limit: std::time::Duration) -> bool {
         let wait = async {
             loop {
                 let ended = self.ended.notified();

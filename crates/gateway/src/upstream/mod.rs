@@ -38,13 +38,13 @@ fn with_auth(
 
 /// The HTTP clients of every provider.
 #[derive(Debug, Clone)]
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     clients: BTreeMap<String, reqwest::Client>,
 }
 
 impl Upstreams {
     /// Builds one client per provider (connection pool, timeouts).
-    pub fn new(config: &Config) -> Result<Self, reqwest::Error> {
+    pub(crate) fn new(config: &Config) -> Result<Self, reqwest::Error> {
         let mut clients = BTreeMap::new();
         for (name, p) in &config.providers {
             let client = reqwest::Client::builder()
@@ -65,7 +65,7 @@ impl Upstreams {
     /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
     /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
     /// upstream has answered 2xx.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         provider: &Provider,
         model: &str,

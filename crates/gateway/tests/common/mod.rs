@@ -77,13 +77,9 @@ provider = "up"
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve_on(
-            listener,
-            config,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
+            let _ = stopped.await;
+        }));
         Self {
             upstream,
             addr,

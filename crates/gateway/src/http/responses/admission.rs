@@ -59,7 +59,11 @@ pub(crate) async fn check_budget(
 }
 
 /// Adds `tokens` to the key's daily and monthly ledger rows.
-pub(crate) async fn record_usage(state: &AppState, key_id: &str, tokens: u64) -> Result<(), GatewayError> {
+pub(crate) async fn record_usage(
+    state: &AppState,
+    key_id: &str,
+    tokens: u64,
+) -> Result<(), GatewayError> {
     let Some(store) = &state.key_store else {
         return Ok(());
     };

@@ -18,16 +18,17 @@ use super::passthrough::Passthrough;
 use super::persist::Persist;
 use super::repair::{RepairRounds, record_repairs};
 use super::rounds::Rounds;
-use super::sse::{Pump, stream_response, wait_for};
+use super::sse::{Pump, stream_response};
 use super::sync::sync_response;
 use super::tool_loop::{Continuation, ToolRounds};
+use super::transport::{Framing, wait_for};
 use super::{
     Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, decode,
     diagnostics_header,
 };
-use crate::state::AppState;
 use crate::error::GatewayError;
 use crate::platform::{ids, time};
+use crate::state::AppState;
 
 /// What the answer needs besides the request and the upstream: its identity, meter and store.
 struct Setup {
@@ -261,7 +262,7 @@ struct Assembled<'a> {
 /// A streamed answer: the pump, its first snapshot stored first.
 async fn stream(
     state: &AppState,
-    upstream: super::sse::UpstreamSse,
+    upstream: super::chunks::UpstreamSse,
     assembled: Assembled<'_>,
     setup: Setup,
     request_id: &str,
@@ -285,6 +286,7 @@ async fn stream(
         profile: assembled.profile,
         assembler: Some(assembled.assembler),
         limits,
+        framing: Framing::Sse,
         usage_basis: assembled.usage_basis,
         rounds: assembled.rounds,
         provider_name: provider.name.clone(),

@@ -15,10 +15,10 @@ use toolbridge_wire::responses::{CreateResponse, ResponseError, ResponseStatus};
 use super::persist::Persist;
 use super::prepare::check;
 use super::{BackgroundRun, Caller, respond};
-use crate::state::AppState;
-use crate::platform::auth::Authenticated;
 use crate::error::GatewayError;
+use crate::platform::auth::Authenticated;
 use crate::platform::{ids, time};
+use crate::state::AppState;
 
 /// Starts a background run of `req` and answers with its `queued` record.
 pub(super) async fn start_background(

@@ -24,11 +24,11 @@ use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
 
-use crate::state::AppState;
 use crate::error::GatewayError;
 use crate::http::responses::{decode_whole, expand, lookup, sealed_by_gateway, translate};
-use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use crate::platform::{ids, time};
+use crate::state::AppState;
+use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 
 /// What a sealed compaction blob starts with, so it is never taken for reasoning.
 const MARK: &str = "toolbridge-compaction\n";
@@ -124,7 +124,8 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
         .ok_or_else(|| GatewayError::Store("the summary could not be sealed".to_owned()))?;
     let mut output = kept_users;
     output.push(json!({"id": ids::new("cmp"), "type": "compaction", "encrypted_content": sealed}));
-    let usage = usage.unwrap_or_else(|| crate::http::responses::usage::estimate(&payload, &summary));
+    let usage =
+        usage.unwrap_or_else(|| crate::http::responses::usage::estimate(&payload, &summary));
     let mut body = json!({
         "id": ids::new("resp"),
         "object": "response.compaction",

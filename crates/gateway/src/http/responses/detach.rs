@@ -180,8 +180,8 @@ impl Flight {
         &self,
         state: &crate::state::AppState,
         provider: &crate::config::Provider,
-    ) -> super::sse::PumpLimits {
-        super::sse::PumpLimits {
+    ) -> super::transport::PumpLimits {
+        super::transport::PumpLimits {
             keepalive: state.config.keepalive,
             deadline: tokio::time::Instant::now() + provider.stream_timeout,
             shutdown: state.shutdown.clone(),

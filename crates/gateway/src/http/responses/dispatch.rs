@@ -9,8 +9,8 @@ use toolbridge_providers::dialect::Raw;
 
 use super::route::route;
 use super::{Answer, Caller, Dispatched, Prepared, Routed, decode};
-use crate::state::AppState;
 use crate::error::GatewayError;
+use crate::state::AppState;
 
 /// Sends the request to the first target that takes it. The primary's refusal of the plan is
 /// the client's answer; a fallback that cannot take the request is passed over, and the one

@@ -65,7 +65,10 @@ pub(crate) async fn expand(
                     Some("message") | None => "msg",
                     Some(_) => "item",
                 };
-                map.insert("id".to_owned(), Value::String(crate::platform::ids::new(prefix)));
+                map.insert(
+                    "id".to_owned(),
+                    Value::String(crate::platform::ids::new(prefix)),
+                );
             }
         }
         turn_items.push(value);
@@ -153,7 +156,10 @@ pub(crate) fn stored_items(items: Vec<Value>) -> Vec<Value> {
             if let Value::Object(map) = &mut value {
                 canonical_message(map);
                 if !map.contains_key("id") {
-                    map.insert("id".to_owned(), Value::String(crate::platform::ids::new("item")));
+                    map.insert(
+                        "id".to_owned(),
+                        Value::String(crate::platform::ids::new("item")),
+                    );
                 }
             }
             value

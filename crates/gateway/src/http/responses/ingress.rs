@@ -9,8 +9,8 @@ use toolbridge_wire::responses::CreateResponse;
 
 use super::background::start_background;
 use super::{Caller, respond};
-use crate::state::AppState;
 use crate::error::GatewayError;
+use crate::state::AppState;
 
 /// Parses the body, naming the JSON path of the first problem.
 pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {

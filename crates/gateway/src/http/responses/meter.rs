@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::state::AppState;
 use crate::platform::time;
+use crate::state::AppState;
 
 use std::time::Instant;
 
@@ -79,7 +79,13 @@ impl Meter {
         if let Some(ctx) = &self.observed {
             ctx.write_capture(Some(response), 200).await;
         }
-        crate::http::responses::admission::charge(&self.state, self.key.as_ref(), &self.provider, tokens).await;
+        crate::http::responses::admission::charge(
+            &self.state,
+            self.key.as_ref(),
+            &self.provider,
+            tokens,
+        )
+        .await;
         let status = response["status"].as_str().unwrap_or("unknown");
         self.publish(SessionEvent::ResponseCompleted(
             ResponseInfo::new(&self.response_id, time::now_ms()).status(status),
@@ -89,7 +95,13 @@ impl Meter {
     /// The client went away before the end: the tokens used so far (an estimate) are charged,
     /// and the session hears that the response ended `cancelled`.
     pub(super) async fn abandoned(&self, used: u64) {
-        crate::http::responses::admission::charge(&self.state, self.key.as_ref(), &self.provider, used).await;
+        crate::http::responses::admission::charge(
+            &self.state,
+            self.key.as_ref(),
+            &self.provider,
+            used,
+        )
+        .await;
         self.publish(SessionEvent::ResponseCompleted(
             ResponseInfo::new(&self.response_id, time::now_ms()).status("cancelled"),
         ));

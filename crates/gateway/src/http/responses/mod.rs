@@ -39,8 +39,8 @@ use toolbridge_providers::dialect::{Dialect, Outgoing, Source};
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 
-use crate::state::AppState;
 use crate::error::GatewayError;
+use crate::state::AppState;
 
 mod abandoned;
 pub(crate) mod admission;
@@ -65,12 +65,13 @@ mod route;
 mod sse;
 mod sync;
 mod tool_loop;
+mod transport;
 pub(crate) mod usage;
 
-pub(crate) use decode::decode_whole;
-use ingress::ingress;
 use axum::Router;
 use axum::routing::post;
+pub(crate) use decode::decode_whole;
+use ingress::ingress;
 pub use ingress::parse_request;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
@@ -85,7 +86,7 @@ pub(crate) fn router() -> Router<AppState> {
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {
-    Stream(sse::UpstreamSse),
+    Stream(chunks::UpstreamSse),
     Whole(reqwest::Response),
 }
 

@@ -10,13 +10,13 @@ use tokio::sync::watch;
 use toolbridge_providers::dialect::Flow;
 use toolbridge_wire::responses::Diagnostic;
 
+use super::chunks::{UpstreamSse, skipped_diagnostic};
 use super::meter::Meter;
 use super::persist::Persist;
-use super::sse::{self, PumpLimits};
+use super::sse;
+use super::transport::{self, Framing, PumpLimits, Wake};
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
-
-use super::chunks::{Chunk, skipped_diagnostic};
 use toolbridge_providers::responses::relay::{Relay, whole};
 
 /// What relaying one answer needs.
@@ -43,7 +43,7 @@ impl Passthrough {
     ) -> Result<Response, GatewayError> {
         let body = tokio::select! {
             biased;
-            () = sse::wait_for(&mut cancel) => None,
+            () = transport::wait_for(&mut cancel) => None,
             body = read_capped(upstream, MAX_RESPONSE_BODY) => Some(body?),
         };
         let Some(body) = body else {
@@ -93,7 +93,7 @@ impl Passthrough {
     /// The stream, relayed event by event.
     pub(super) async fn stream(
         self,
-        upstream: sse::UpstreamSse,
+        upstream: UpstreamSse,
         limits: PumpLimits,
         detach: Option<super::detach::Detach>,
     ) -> Response {
@@ -108,6 +108,7 @@ impl Passthrough {
             upstream,
             relay,
             limits,
+            framing: Framing::Sse,
             persist: self.persist,
             meter: Some(self.meter),
             request_id: self.request_id,
@@ -115,7 +116,7 @@ impl Passthrough {
             _registration: self.registration,
         };
         sse::sse_answer(
-            value_frames(&start),
+            value_frames(Framing::Sse, &start),
             super::detach::Detachable::new(pump, detach),
         )
     }
@@ -123,9 +124,10 @@ impl Passthrough {
 
 /// Pulls the upstream lazily (no task, no channel) through the relay.
 struct RelayPump {
-    upstream: sse::UpstreamSse,
+    upstream: UpstreamSse,
     relay: Relay,
     limits: PumpLimits,
+    framing: Framing,
     persist: Option<Persist>,
     meter: Option<Meter>,
     request_id: String,
@@ -156,23 +158,13 @@ impl RelayPump {
         }
         let mut out = Vec::new();
         loop {
-            let step = tokio::select! {
-                biased;
-                () = sse::wait_for(&mut self.limits.shutdown) => sse::Step::Shutdown,
-                () = sse::wait_for(&mut self.limits.cancel) => sse::Step::Cancelled,
-                () = tokio::time::sleep_until(self.limits.deadline) => sse::Step::Deadline,
-                item = sse::next_or_silence(&mut self.upstream, self.limits.keepalive) => item,
-            };
-            match step {
-                sse::Step::Item(Some(Ok(Chunk::Skipped))) => {
-                    self.relay.add_diagnostic(skipped_diagnostic());
-                    continue;
-                }
-                sse::Step::Item(Some(Ok(Chunk::Event(event)))) => {
+            match transport::wake(&mut self.upstream, &mut self.limits).await {
+                Wake::Skipped => self.relay.add_diagnostic(skipped_diagnostic()),
+                Wake::Event(event) => {
                     let Some(data) = event.data else { continue };
                     match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
-                        Ok(Flow::Continue) if out.is_empty() => continue,
-                        Ok(Flow::Continue) => return Some(value_frames(&out)),
+                        Ok(Flow::Continue) if out.is_empty() => {}
+                        Ok(Flow::Continue) => return Some(value_frames(self.framing, &out)),
                         Ok(Flow::Done) => break,
                         Err(e) => {
                             self.relay.fail("server_error", e.to_string(), &mut out);
@@ -180,39 +172,24 @@ impl RelayPump {
                         }
                     }
                 }
-                sse::Step::Item(Some(Err(e))) => {
-                    let (code, message) = sse::stream_failure(&e);
-                    self.relay.fail(code, message, &mut out);
-                    break;
-                }
-                sse::Step::Item(None) => {
+                Wake::Ended => {
                     self.relay.finish(&mut out, self.tolerate_unterminated);
                     break;
                 }
-                sse::Step::Silence => {
-                    let mut batch = value_frames(&out);
-                    batch.push(Bytes::from_static(sse::KEEPALIVE));
+                Wake::Broken(code, message) => {
+                    self.relay.fail(code, message, &mut out);
+                    break;
+                }
+                Wake::Silence => {
+                    let mut batch = value_frames(self.framing, &out);
+                    batch.push(self.framing.keepalive());
                     return Some(batch);
                 }
-                sse::Step::Deadline => {
-                    self.relay.fail(
-                        "server_error",
-                        "the upstream stream went on past its deadline (stream_timeout_secs)"
-                            .to_owned(),
-                        &mut out,
-                    );
-                    break;
-                }
-                sse::Step::Cancelled => {
-                    self.relay.cancel(&mut out);
-                    break;
-                }
-                sse::Step::Shutdown => {
-                    self.relay.fail(
-                        "server_shutting_down",
-                        "the gateway is shutting down; retry the request".to_owned(),
-                        &mut out,
-                    );
+                Wake::Stop(stop) => {
+                    match stop.failure() {
+                        None => self.relay.cancel(&mut out),
+                        Some((code, message)) => self.relay.fail(code, message, &mut out),
+                    }
                     break;
                 }
             }
@@ -235,27 +212,21 @@ impl RelayPump {
                 meter.finish(&response).await;
             }
         }
-        Some(value_frames(&out))
+        Some(value_frames(self.framing, &out))
     }
 }
 
-/// One SSE frame per relayed event, named by its `type`.
-fn value_frames(events: &[serde_json::Value]) -> Vec<Bytes> {
+/// One message per relayed event in `framing`, named by its `type`.
+fn value_frames(framing: Framing, events: &[serde_json::Value]) -> Vec<Bytes> {
     events
         .iter()
         .map(|event| {
-            let mut buf = Vec::with_capacity(256);
-            buf.extend_from_slice(b"event: ");
             // An upstream's event name never breaks the framing.
             let name = event["type"]
                 .as_str()
                 .filter(|t| !t.contains(['\n', '\r']))
                 .unwrap_or("message");
-            buf.extend_from_slice(name.as_bytes());
-            buf.extend_from_slice(b"\ndata: ");
-            let _ = serde_json::to_writer(&mut buf, event);
-            buf.extend_from_slice(b"\n\n");
-            Bytes::from(buf)
+            framing.event(name, event)
         })
         .collect()
 }

@@ -17,8 +17,8 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 use super::request_mcp::{connect_request_mcp, resolve_approvals};
 use super::route::{known_list, lookup};
 use super::{Caller, Prepared};
-use crate::state::AppState;
 use crate::error::GatewayError;
+use crate::state::AppState;
 
 /// Prepares `req` for the route. `stored` is whether the response is kept (history items are
 /// then stored with it); `body` the client's bytes, for a native Responses upstream, which gets
@@ -77,9 +77,15 @@ pub(crate) async fn expand(
     req: &mut CreateResponse,
     stored: bool,
 ) -> Result<(Vec<serde_json::Value>, Vec<Diagnostic>), GatewayError> {
-    let turn_items = crate::http::responses::history::expand(state.store.as_deref(), tenant, req, stored).await?;
+    let turn_items =
+        crate::http::responses::history::expand(state.store.as_deref(), tenant, req, stored)
+            .await?;
     let mut diagnostics = Vec::new();
-    crate::http::responses::compact::expand_compactions(req, state.sealer.as_ref(), &mut diagnostics);
+    crate::http::responses::compact::expand_compactions(
+        req,
+        state.sealer.as_ref(),
+        &mut diagnostics,
+    );
     Ok((turn_items, diagnostics))
 }
 

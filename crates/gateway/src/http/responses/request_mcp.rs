@@ -4,8 +4,8 @@
 
 use toolbridge_wire::responses::CreateResponse;
 
-use crate::state::AppState;
 use crate::platform::ids;
+use crate::state::AppState;
 
 /// Runs the calls the client approved: each `mcp_approval_response` with its
 /// `mcp_approval_request` earlier in the input becomes one `mcp_call` item there (the call and

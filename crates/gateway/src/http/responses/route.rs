@@ -10,8 +10,8 @@ use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::{Raw, Source};
 
 use super::{Caller, Prepared, Routed, sealed_by_gateway, translate};
-use crate::state::AppState;
 use crate::config::Target;
+use crate::state::AppState;
 
 /// Where a request for `model` goes: the route's provider, then its fallbacks.
 pub(crate) fn lookup<'a>(state: &'a AppState, model: &str) -> Option<Vec<Target<'a>>> {

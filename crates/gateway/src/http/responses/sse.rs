@@ -1,49 +1,33 @@
-//! A streamed answer: the pump that pulls the upstream lazily into the state machine, with
-//! keep-alives, a deadline, a forced stop and a cancel, and the SSE framing of events. The
-//! dialect decoders and the first-event peek are in `decode`.
+//! A streamed answer: the pump that pulls the upstream lazily into the state machine and yields
+//! framed events. It waits in the shared transport loop (`transport`: keep-alives, the deadline,
+//! the forced stop, the cancel, their terminal messages, the framing); the dialect decoders and
+//! the first-event peek are in `decode`, what a round's end leads to in `rounds`.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
-use tokio::sync::watch;
 use toolbridge_core::assemble::{Assembler, codes};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_providers::dialect::Flow;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
-use super::abandoned::estimate_used;
+use super::abandoned::{charge_abandoned, estimate_used};
 use super::meter::Meter;
 use super::persist::Persist;
 use super::repair::record_repairs;
 use super::rounds::{RoundEnd, Rounds};
 use super::tool_loop::PendingTools;
+use super::transport::{self, Framing, PumpLimits, Stop, Wake};
+use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
 use crate::platform::time;
-use crate::upstream::StreamError;
 
-pub(super) use super::chunks::UpstreamSse;
-use super::chunks::{Chunk, skipped_diagnostic, upstream_sse};
+use super::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
 use super::decode::restarted;
 use toolbridge_providers::dialect::Decoder;
 use toolbridge_wire::responses::EventKind;
-
-/// Time limits and the forced-stop signal of one stream.
-pub(super) struct PumpLimits {
-    /// Silence after which a keep-alive comment goes to the client.
-    pub(super) keepalive: Option<std::time::Duration>,
-    /// When the stream must end, whatever the upstream does.
-    pub(super) deadline: tokio::time::Instant,
-    /// Turns true when the gateway must end open streams now.
-    pub(super) shutdown: watch::Receiver<bool>,
-    /// Turns true when the response is cancelled (`/cancel`, or its client left under
-    /// `on_client_disconnect = "cancel"`).
-    pub(super) cancel: watch::Receiver<bool>,
-}
-
-/// The SSE comment sent during long upstream silences; clients skip comments.
-pub(super) const KEEPALIVE: &[u8] = b": keep-alive\n\n";
 
 /// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
 /// decoder and the assembler, and yields SSE frames.
@@ -53,6 +37,8 @@ pub(super) struct Pump {
     pub(super) profile: Profile,
     pub(super) assembler: Option<Assembler>,
     pub(super) limits: PumpLimits,
+    /// How events become the transport's messages.
+    pub(super) framing: Framing,
     /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
     /// need one.
     pub(super) usage_basis: Option<Bytes>,
@@ -95,14 +81,6 @@ pub(super) enum After {
     Fail(String),
 }
 
-pub(super) enum Step {
-    Item(Option<Result<Chunk, sse_stream::Error>>),
-    Silence,
-    Deadline,
-    Shutdown,
-    Cancelled,
-}
-
 impl Pump {
     /// The next batch of frames; `None` after the terminal event. A stored response is written
     /// before its terminal event goes out.
@@ -128,7 +106,7 @@ impl Pump {
                         _ => {}
                     }
                 }
-                frames.push(frame(&terminal));
+                frames.push(self.framing.event(terminal.name(), &terminal));
             }
             if let Some(meter) = self.meter.take() {
                 meter.finish_using(&value, self.used.take()).await;
@@ -146,22 +124,13 @@ impl Pump {
             {
                 return Some(batch);
             }
-            let keepalive = self.limits.keepalive;
-            let step = tokio::select! {
-                biased;
-                () = wait_for(&mut self.limits.shutdown) => Step::Shutdown,
-                () = wait_for(&mut self.limits.cancel) => Step::Cancelled,
-                () = tokio::time::sleep_until(self.limits.deadline) => Step::Deadline,
-                item = next_or_silence(&mut self.upstream, keepalive) => item,
-            };
-            match step {
-                Step::Item(Some(Ok(Chunk::Skipped))) => {
+            match transport::wake(&mut self.upstream, &mut self.limits).await {
+                Wake::Skipped => {
                     self.assembler
                         .as_mut()?
                         .add_diagnostic(skipped_diagnostic());
-                    continue;
                 }
-                Step::Item(Some(Ok(Chunk::Event(event)))) => {
+                Wake::Event(event) => {
                     let Some(data) = event.data else { continue };
                     let flow = self.decoder.on_event(
                         &self.profile,
@@ -178,59 +147,58 @@ impl Pump {
                         assembler.on_event(ev, &mut out);
                     }
                     match flow {
-                        Ok(Flow::Continue) if out.is_empty() => continue,
-                        Ok(Flow::Continue) => return Some(frames(&out)),
-                        Ok(Flow::Done) => match self.next_round(&mut out).await {
-                            Ok(After::Continue) => continue,
-                            Ok(After::Flush) => return Some(frames(&out)),
-                            Ok(After::Finish) => return Some(self.finish(out, true)),
-                            Ok(After::Fail(message)) => {
-                                return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                        Ok(Flow::Continue) if out.is_empty() => {}
+                        Ok(Flow::Continue) => return Some(self.frames(&out)),
+                        Ok(Flow::Done) => {
+                            if let Some(batch) = self.round_ended(true, &mut out).await {
+                                return Some(batch);
                             }
-                            Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
-                        },
+                        }
                         Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
                     }
                 }
-                Step::Item(Some(Err(e))) => {
-                    let (code, message) = stream_failure(&e);
-                    return Some(self.fail(code, message, out));
-                }
-                // The body ended without `[DONE]`.
-                Step::Item(None) => match self.next_round(&mut out).await {
-                    Ok(After::Continue) => continue,
-                    Ok(After::Flush) => return Some(frames(&out)),
-                    Ok(After::Finish) => return Some(self.finish(out, false)),
-                    Ok(After::Fail(message)) => {
-                        return Some(self.fail(codes::INVALID_TOOL_CALL, message, out));
+                // The body ended without the dialect's end marker (`[DONE]`, `message_stop`).
+                Wake::Ended => {
+                    if let Some(batch) = self.round_ended(false, &mut out).await {
+                        return Some(batch);
                     }
-                    Err(e) => return Some(self.fail(e.code(), e.to_string(), out)),
-                },
-                Step::Silence => {
-                    let mut batch = frames(&out);
-                    batch.push(Bytes::from_static(KEEPALIVE));
+                }
+                Wake::Broken(code, message) => return Some(self.fail(code, message, out)),
+                Wake::Silence => {
+                    let mut batch = self.frames(&out);
+                    batch.push(self.framing.keepalive());
                     return Some(batch);
                 }
-                Step::Deadline => {
-                    return Some(
-                        self.fail(
-                            "server_error",
-                            "the upstream stream went on past its deadline (stream_timeout_secs)"
-                                .to_owned(),
-                            out,
-                        ),
-                    );
-                }
-                Step::Shutdown => {
-                    return Some(self.fail(
-                        "server_shutting_down",
-                        "the gateway is shutting down; retry the request".to_owned(),
-                        out,
-                    ));
-                }
-                Step::Cancelled => return Some(self.cancel(out)),
+                Wake::Stop(stop) => return Some(self.stop(stop, out)),
             }
         }
+    }
+
+    /// An upstream round ended (`done`: with its end marker): `None` when the next round's
+    /// stream is in place and the step goes on, else the frames the step ends with.
+    async fn round_ended(&mut self, done: bool, out: &mut Vec<StreamEvent>) -> Option<Vec<Bytes>> {
+        match self.next_round(out).await {
+            Ok(After::Continue) => None,
+            Ok(After::Flush) => Some(self.frames(out)),
+            Ok(After::Finish) => Some(self.finish(std::mem::take(out), done)),
+            Ok(After::Fail(message)) => {
+                Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
+            }
+            Err(e) => Some(self.fail(e.code(), e.to_string(), std::mem::take(out))),
+        }
+    }
+
+    /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
+    fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
+        match stop.failure() {
+            None => self.cancel(out),
+            Some((code, message)) => self.fail(code, message, out),
+        }
+    }
+
+    /// `events` in the pump's framing.
+    fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
+        framed(self.framing, events)
     }
 
     /// Runs the gateway calls shown as started at the last step (a shutdown or a cancel stops
@@ -244,23 +212,12 @@ impl Pump {
         if self.assembler.is_none() || !self.rounds.runs_tools() {
             return Some(self.finish(std::mem::take(out), true));
         }
-        let results = tokio::select! {
-            biased;
-            () = wait_for(&mut self.limits.shutdown) => Err(Step::Shutdown),
-            () = wait_for(&mut self.limits.cancel) => Err(Step::Cancelled),
-            results = self.rounds.run_tools(&pending) => Ok(results),
-        };
-        let results = match results {
-            Ok(results) => results,
-            Err(Step::Cancelled) => return Some(self.cancel(std::mem::take(out))),
-            Err(_) => {
-                return Some(self.fail(
-                    "server_shutting_down",
-                    "the gateway is shutting down; retry the request".to_owned(),
-                    std::mem::take(out),
-                ));
-            }
-        };
+        let results =
+            match transport::interruptible(&mut self.limits, self.rounds.run_tools(&pending)).await
+            {
+                Ok(results) => results,
+                Err(stop) => return Some(self.stop(stop, std::mem::take(out))),
+            };
         let assembler = self.assembler.as_mut()?;
         match self
             .rounds
@@ -269,7 +226,7 @@ impl Pump {
         {
             Ok(RoundEnd::Next(response, payload)) => {
                 self.switch_to(response, payload);
-                (!out.is_empty()).then(|| frames(out))
+                (!out.is_empty()).then(|| self.frames(out))
             }
             Ok(RoundEnd::Fail(message)) => {
                 Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
@@ -347,7 +304,7 @@ impl Pump {
             self.hold_terminal(&mut out);
             tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
-        frames(&out)
+        self.frames(&out)
     }
 
     /// Ends the response `cancelled`; the upstream is dropped with the pump.
@@ -356,7 +313,7 @@ impl Pump {
             tracing::info!(request_id = self.request_id, "stream cancelled");
             self.final_response = Some(assembler.cancel(time::now(), &mut out));
         }
-        frames(&out)
+        self.frames(&out)
     }
 
     pub(super) fn fail(
@@ -381,7 +338,7 @@ impl Pump {
             self.final_response = Some(response);
             self.hold_terminal(&mut out);
         }
-        frames(&out)
+        self.frames(&out)
     }
 
     /// Takes the terminal event (the last one) out of `out`, for [`Self::next`] to send once
@@ -389,77 +346,6 @@ impl Pump {
     fn hold_terminal(&mut self, out: &mut Vec<StreamEvent>) {
         if out.last().is_some_and(|e| e.kind.is_terminal()) {
             self.terminal = out.pop();
-        }
-    }
-}
-
-/// Gives a response an estimated usage (marked as such) when the upstream reported none and
-/// the request sent (`payload`, a Chat request) is at hand.
-pub(super) fn estimate_missing_usage(
-    assembler: &mut Assembler,
-    payload: Option<&[u8]>,
-    out: &mut Vec<StreamEvent>,
-) {
-    let Some(payload) = payload else {
-        return;
-    };
-    if !assembler.needs_usage() {
-        return;
-    }
-    let produced = assembler.produced_text();
-    if produced.is_empty() {
-        // Nothing was produced: the response fails, and a guess would only mislead.
-        return;
-    }
-    let usage = crate::http::responses::usage::estimate(payload, &produced);
-    assembler.on_event(UpstreamEvent::Usage(usage), out);
-    assembler.add_diagnostic(toolbridge_core::diagnostics::diag(
-        toolbridge_core::diagnostics::USAGE_ESTIMATED,
-        Some("usage"),
-        "the upstream reported no token usage; the counts are o200k estimates",
-    ));
-}
-
-pub(super) fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
-    if let sse_stream::Error::Body(inner) = e
-        && let Some(inner) = inner.downcast_ref::<StreamError>()
-    {
-        return (
-            "server_error",
-            match inner {
-                StreamError::Idle | StreamError::TooLong => inner.to_string(),
-                StreamError::Http(_) => format!("the upstream stream broke: {inner}"),
-            },
-        );
-    }
-    (
-        "server_error",
-        format!("the upstream stream could not be read: {e}"),
-    )
-}
-
-/// The next upstream event, or [`Step::Silence`] when none came within `keepalive`.
-pub(super) async fn next_or_silence(
-    upstream: &mut UpstreamSse,
-    keepalive: Option<std::time::Duration>,
-) -> Step {
-    match keepalive {
-        None => Step::Item(upstream.next().await),
-        Some(limit) => match tokio::time::timeout(limit, upstream.next()).await {
-            Ok(item) => Step::Item(item),
-            Err(_) => Step::Silence,
-        },
-    }
-}
-
-pub(super) async fn wait_for(shutdown: &mut watch::Receiver<bool>) {
-    loop {
-        if *shutdown.borrow_and_update() {
-            return;
-        }
-        if shutdown.changed().await.is_err() {
-            // The sender is gone: no forced stop will ever come.
-            std::future::pending::<()>().await;
         }
     }
 }
@@ -489,7 +375,10 @@ pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Deta
             assembler.gateway_item(item, &mut start);
         }
     }
-    sse_answer(frames(&start), super::detach::Detachable::new(pump, detach))
+    sse_answer(
+        pump.frames(&start),
+        super::detach::Detachable::new(pump, detach),
+    )
 }
 
 /// An SSE answer: the `start` frames at once, then each batch as a pump yields it.
@@ -523,19 +412,30 @@ pub(super) fn sse_response(body: Body) -> Response {
         .into_response()
 }
 
-/// One SSE frame per event: `event:` and `data:` lines, LF endings.
-pub(crate) fn frames(events: &[StreamEvent]) -> Vec<Bytes> {
-    events.iter().map(frame).collect()
+/// One message per event in `framing`.
+pub(super) fn framed(framing: Framing, events: &[StreamEvent]) -> Vec<Bytes> {
+    events
+        .iter()
+        .map(|event| framing.event(event.name(), event))
+        .collect()
 }
 
-/// Encodes one event as an SSE frame.
+/// Encodes one event as an SSE frame (`event:` and `data:` lines, LF endings).
 pub fn frame(event: &StreamEvent) -> Bytes {
-    let mut buf = Vec::with_capacity(256);
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(event.name().as_bytes());
-    buf.extend_from_slice(b"\ndata: ");
-    // Serialising our own types to a Vec cannot fail (string keys only).
-    let _ = serde_json::to_writer(&mut buf, event);
-    buf.extend_from_slice(b"\n\n");
-    Bytes::from(buf)
+    Framing::Sse.event(event.name(), event)
+}
+
+/// The client went away mid-stream (the body was dropped before the terminal event): what was
+/// used so far is charged, as providers charge a cancelled stream.
+impl Drop for Pump {
+    fn drop(&mut self) {
+        let Some(meter) = self.meter.take() else {
+            return;
+        };
+        let used = match &self.assembler {
+            Some(assembler) => estimate_used(assembler, self.usage_basis.as_deref()),
+            None => self.used.unwrap_or(0),
+        };
+        charge_abandoned(meter, used);
+    }
 }

@@ -7,7 +7,7 @@ use toolbridge_providers::profile::Profile;
 
 use super::decode::decode_whole;
 use super::rounds::{RoundEnd, Rounds};
-use super::sse::estimate_missing_usage;
+use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
 use crate::platform::time;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};

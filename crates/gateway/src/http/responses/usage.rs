@@ -52,6 +52,33 @@ fn input_tokens(prompt: &PromptTexts) -> u64 {
     texts + prompt.messages * PER_MESSAGE + PER_MESSAGE
 }
 
+/// Gives a response an estimated usage (marked as such) when the upstream reported none and
+/// the request sent (`payload`, a Chat request) is at hand.
+pub(super) fn estimate_missing_usage(
+    assembler: &mut toolbridge_core::assemble::Assembler,
+    payload: Option<&[u8]>,
+    out: &mut Vec<toolbridge_wire::responses::StreamEvent>,
+) {
+    let Some(payload) = payload else {
+        return;
+    };
+    if !assembler.needs_usage() {
+        return;
+    }
+    let produced = assembler.produced_text();
+    if produced.is_empty() {
+        // Nothing was produced: the response fails, and a guess would only mislead.
+        return;
+    }
+    let usage = estimate(payload, &produced);
+    assembler.on_event(toolbridge_core::events::UpstreamEvent::Usage(usage), out);
+    assembler.add_diagnostic(toolbridge_core::diagnostics::diag(
+        toolbridge_core::diagnostics::USAGE_ESTIMATED,
+        Some("usage"),
+        "the upstream reported no token usage; the counts are o200k estimates",
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

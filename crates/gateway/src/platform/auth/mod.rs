@@ -104,7 +104,7 @@ pub(crate) fn current() -> Option<Authenticated> {
 }
 
 /// Resolves presented secrets to keys: config keys first, then the store through a cache.
-pub struct KeyResolver {
+pub(crate) struct KeyResolver {
     configured: Vec<ConfiguredKey>,
     required_by_config: bool,
     store: Option<Arc<dyn KeyStore>>,
@@ -127,7 +127,7 @@ impl std::fmt::Debug for KeyResolver {
 }
 
 impl KeyResolver {
-    pub fn new(
+    pub(crate) fn new(
         configured: Vec<ConfiguredKey>,
         require_keys: bool,
         store: Option<Arc<dyn KeyStore>>,
@@ -145,7 +145,7 @@ impl KeyResolver {
 
     /// True when requests must present a key: the config declares keys or `require_keys`, or
     /// the store has ever held one.
-    pub async fn required(&self) -> Result<bool, GatewayError> {
+    pub(crate) async fn required(&self) -> Result<bool, GatewayError> {
         if self.required_by_config {
             return Ok(true);
         }
@@ -185,7 +185,7 @@ impl KeyResolver {
 
     /// The key behind a presented secret. `Ok(None)` when no key is required; 401 when one is
     /// and the secret is missing, unknown or revoked; 503 when the store cannot answer.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         presented: Option<&str>,
     ) -> Result<Option<Authenticated>, GatewayError> {

@@ -11,7 +11,6 @@ pub(crate) mod observe;
 pub mod spans;
 pub(crate) mod telemetry;
 
-
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 

@@ -228,7 +228,11 @@ pub(crate) struct Observer {
 }
 
 /// The middleware. See the module documentation.
-pub(crate) async fn observe(State(state): State<Observer>, request: Request, next: Next) -> Response {
+pub(crate) async fn observe(
+    State(state): State<Observer>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let route = request
         .extensions()

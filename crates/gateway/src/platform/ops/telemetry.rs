@@ -20,8 +20,8 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::config::ops::{LogFormat, OpsConfig};
 use super::spans::{self, Batching, SpansGuard, TraceContext};
+use crate::config::ops::{LogFormat, OpsConfig};
 
 /// Flushes and stops the span exporter when dropped (at the end of `main`).
 pub(crate) struct TelemetryGuard {

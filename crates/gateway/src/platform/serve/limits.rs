@@ -122,7 +122,11 @@ impl ServerLimits {
 /// Refuses a request whose `Content-Length` is over the body limit with a 413, before any of
 /// its body is read (a client announcing 10 GB gets its answer at once, and hyper closes the
 /// connection instead of draining it). A body without a length is limited while it streams.
-pub(crate) async fn refuse_oversized(State(limit): State<usize>, request: Request, next: Next) -> Response {
+pub(crate) async fn refuse_oversized(
+    State(limit): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -197,4 +201,3 @@ where
         self.inner.size_hint()
     }
 }
-

@@ -32,7 +32,6 @@ use toolbridge_store::Tenant;
 
 use crate::config::SessionsConfig;
 
-
 /// The longest session id accepted.
 pub(crate) const MAX_SESSION_ID_LEN: usize = 128;
 /// The longest id, tool name or server label carried in an event (longer ones are clipped).

@@ -12,17 +12,19 @@
 //! finishes. When Redis cannot be reached the limits fail open (the request is served, a warning
 //! logged): the gateway's availability does not hang on its limiter.
 
-use std::collections::{BTreeMap, HashMap};
-use std::num::NonZeroU32;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
-use serde::Deserialize;
 
 use crate::error::GatewayError;
+
+mod config;
+
+pub(crate) use config::{LimitsConfig, LimitsFile};
 
 /// The key name requests without a gateway key are counted under.
 pub(crate) const ANONYMOUS: &str = "-";
@@ -32,114 +34,6 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 /// Past this many tracked keys, forgotten ones are dropped.
 const MAX_TRACKED: usize = 10_000;
-
-/// `[limits]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsFile {
-    /// Share the counts through Redis (`redis://127.0.0.1:6379`); `TOOLBRIDGE_REDIS_URL`
-    /// overrides it.
-    pub redis_url: Option<String>,
-    /// The prefix of every Redis key. Default `toolbridge`.
-    pub redis_prefix: Option<String>,
-    /// Requests per minute per gateway key.
-    pub key_requests_per_minute: Option<u32>,
-    /// Tokens (input plus output) per minute per gateway key.
-    pub key_tokens_per_minute: Option<u64>,
-    /// Limits per upstream provider, by provider name.
-    #[serde(default)]
-    pub providers: BTreeMap<String, ProviderLimitsFile>,
-}
-
-/// One provider's limits as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderLimitsFile {
-    pub requests_per_minute: Option<u32>,
-    pub tokens_per_minute: Option<u64>,
-}
-
-/// Validated limits.
-#[derive(Debug, Clone, Default)]
-pub struct LimitsConfig {
-    pub redis_url: Option<String>,
-    pub redis_prefix: String,
-    pub key_requests_per_minute: Option<NonZeroU32>,
-    pub key_tokens_per_minute: Option<u64>,
-    pub providers: BTreeMap<String, ProviderLimits>,
-}
-
-/// One provider's validated limits.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProviderLimits {
-    pub requests_per_minute: Option<NonZeroU32>,
-    pub tokens_per_minute: Option<u64>,
-}
-
-impl LimitsConfig {
-    /// Validates `[limits]`; `providers` are the declared provider names. Errors name the field.
-    pub fn from_file(
-        file: LimitsFile,
-        redis_env: Option<String>,
-        providers: &[&str],
-    ) -> Result<Self, (String, String)> {
-        let rpm = |field: String, v: Option<u32>| match v {
-            None => Ok(None),
-            Some(n) => NonZeroU32::new(n).map(Some).ok_or((
-                field,
-                "must be at least 1 (leave it out for no limit)".to_owned(),
-            )),
-        };
-        let redis_url = redis_env.or(file.redis_url).filter(|u| !u.is_empty());
-        if let Some(url) = &redis_url {
-            redis::Client::open(url.as_str()).map_err(|e| {
-                (
-                    "limits.redis_url".to_owned(),
-                    format!("not a usable Redis URL: {e}"),
-                )
-            })?;
-        }
-        let mut out = BTreeMap::new();
-        for (name, p) in file.providers {
-            if !providers.contains(&name.as_str()) {
-                return Err((
-                    format!("limits.providers.{name}"),
-                    format!("`{name}` is not a declared provider"),
-                ));
-            }
-            out.insert(
-                name.clone(),
-                ProviderLimits {
-                    requests_per_minute: rpm(
-                        format!("limits.providers.{name}.requests_per_minute"),
-                        p.requests_per_minute,
-                    )?,
-                    tokens_per_minute: p.tokens_per_minute,
-                },
-            );
-        }
-        Ok(Self {
-            redis_url,
-            redis_prefix: file.redis_prefix.unwrap_or_else(|| "toolbridge".to_owned()),
-            key_requests_per_minute: rpm(
-                "limits.key_requests_per_minute".to_owned(),
-                file.key_requests_per_minute,
-            )?,
-            key_tokens_per_minute: file.key_tokens_per_minute,
-            providers: out,
-        })
-    }
-
-    /// True when any limit is set.
-    pub fn any(&self) -> bool {
-        self.key_requests_per_minute.is_some()
-            || self.key_tokens_per_minute.is_some()
-            || self
-                .providers
-                .values()
-                .any(|p| p.requests_per_minute.is_some() || p.tokens_per_minute.is_some())
-    }
-}
 
 /// What a counter is for, in errors and Redis key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,7 +52,7 @@ impl Subject {
 }
 
 /// The limiter of one process.
-pub struct Limits {
+pub(crate) struct Limits {
     config: LimitsConfig,
     backend: Backend,
 }
@@ -223,7 +117,7 @@ return {n, ttl}
 
 impl Limits {
     /// The limiter for `config`. A Redis connection is made lazily, on first use.
-    pub fn new(config: LimitsConfig) -> Result<Self, String> {
+    pub(crate) fn new(config: LimitsConfig) -> Result<Self, String> {
         let backend = match &config.redis_url {
             Some(url) => {
                 let client = redis::Client::open(url.as_str())
@@ -256,22 +150,9 @@ impl Limits {
         Ok(Self { config, backend })
     }
 
-    /// No limits at all.
-    pub fn none() -> Self {
-        Self {
-            config: LimitsConfig::default(),
-            backend: Backend::Local(Box::new(Local {
-                keys: None,
-                providers: HashMap::new(),
-                tokens: Mutex::default(),
-                checks: AtomicU64::new(0),
-            })),
-        }
-    }
-
     /// Before a request of key `key` (its id, or [`ANONYMOUS`]): counts it against the key's
     /// requests per minute and checks the key's tokens per minute.
-    pub async fn check_request(&self, key: &str) -> Result<(), GatewayError> {
+    pub(crate) async fn check_request(&self, key: &str) -> Result<(), GatewayError> {
         self.check_tokens(Subject::Key, key, self.config.key_tokens_per_minute)
             .await?;
         let Some(limit) = self.config.key_requests_per_minute else {
@@ -309,7 +190,7 @@ impl Limits {
 
     /// Before sending to `provider`: counts the request against its requests per minute and
     /// checks its tokens per minute.
-    pub async fn check_upstream(&self, provider: &str) -> Result<(), GatewayError> {
+    pub(crate) async fn check_upstream(&self, provider: &str) -> Result<(), GatewayError> {
         let Some(limits) = self.config.providers.get(provider).copied() else {
             return Ok(());
         };
@@ -347,7 +228,7 @@ impl Limits {
     }
 
     /// After a response: adds its `tokens` to the windows of `key` and `provider`.
-    pub async fn record_tokens(&self, key: &str, provider: &str, tokens: u64) {
+    pub(crate) async fn record_tokens(&self, key: &str, provider: &str, tokens: u64) {
         if tokens == 0 {
             return;
         }
@@ -497,94 +378,4 @@ fn refused(subject: Subject, id: &str, what: &str, limit: u64, wait: Duration) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(rpm: u32, tpm: Option<u64>) -> LimitsConfig {
-        LimitsConfig::from_file(
-            LimitsFile {
-                key_requests_per_minute: Some(rpm),
-                key_tokens_per_minute: tpm,
-                providers: [(
-                    "up".to_owned(),
-                    ProviderLimitsFile {
-                        requests_per_minute: Some(1),
-                        tokens_per_minute: None,
-                    },
-                )]
-                .into(),
-                ..LimitsFile::default()
-            },
-            None,
-            &["up"],
-        )
-        .unwrap()
-    }
-
-    #[tokio::test]
-    async fn in_process_limits_refuse_with_a_retry_after() {
-        let limits = Limits::new(config(2, Some(100))).unwrap();
-        assert!(limits.check_request("a").await.is_ok());
-        assert!(limits.check_request("a").await.is_ok());
-        let refused = limits.check_request("a").await.unwrap_err();
-        assert_eq!(refused.code(), "rate_limit_exceeded");
-        assert_eq!(refused.status().as_u16(), 429);
-        assert!(
-            matches!(refused, GatewayError::RateLimited { retry_after_secs, .. } if (1..=60).contains(&retry_after_secs))
-        );
-        assert!(
-            limits.check_request("b").await.is_ok(),
-            "keys are counted apart"
-        );
-
-        limits.record_tokens("b", "up", 150).await;
-        let over = limits.check_request("b").await.unwrap_err();
-        assert!(over.to_string().contains("100 tokens per minute"), "{over}");
-
-        assert!(limits.check_upstream("up").await.is_ok());
-        assert!(limits.check_upstream("up").await.is_err());
-        assert!(limits.check_upstream("other").await.is_ok());
-    }
-
-    #[test]
-    fn limits_config_names_bad_fields() {
-        let zero = LimitsConfig::from_file(
-            LimitsFile {
-                key_requests_per_minute: Some(0),
-                ..LimitsFile::default()
-            },
-            None,
-            &[],
-        )
-        .unwrap_err();
-        assert_eq!(zero.0, "limits.key_requests_per_minute");
-        let unknown = LimitsConfig::from_file(
-            LimitsFile {
-                providers: [("nope".to_owned(), ProviderLimitsFile::default())].into(),
-                ..LimitsFile::default()
-            },
-            None,
-            &["up"],
-        )
-        .unwrap_err();
-        assert_eq!(unknown.0, "limits.providers.nope");
-        let bad_url = LimitsConfig::from_file(
-            LimitsFile {
-                redis_url: Some("http://x".to_owned()),
-                ..LimitsFile::default()
-            },
-            None,
-            &[],
-        )
-        .unwrap_err();
-        assert_eq!(bad_url.0, "limits.redis_url");
-        // TLS to Redis (rediss://, rustls with the webpki roots) is accepted.
-        let tls = LimitsConfig::from_file(
-            LimitsFile::default(),
-            Some("rediss://user:secret@redis.internal:6380/0".to_owned()),
-            &[],
-        )
-        .unwrap();
-        assert!(tls.redis_url.unwrap().starts_with("rediss://"));
-    }
-}
+mod tests;

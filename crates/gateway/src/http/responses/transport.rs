@@ -1,0 +1,242 @@
+//! The one transport loop every streamed answer waits in: the translated pump (`sse`) and the
+//! relay of a native Responses upstream (`passthrough`) both ask [`wake`] what happens next —
+//! an upstream event, the body's end, a silence long enough for a keep-alive, or a stop (the
+//! stream's deadline, the gateway's shutdown, the response's cancel) — and end a stopped stream
+//! with the terminal code and message [`Stop`] gives. A gateway step run between upstream rounds
+//! (the tool loop) is stopped the same way ([`interruptible`]).
+//!
+//! Framing is [`Framing`]'s: SSE frames for HTTP, one JSON text per event for a transport that
+//! frames messages itself (WebSocket), so the pumps are transport-neutral.
+//!
+//! Not here: what an event means (the decoders, the assembler, the relay) and what a round's end
+//! leads to (`rounds`).
+
+use axum::body::Bytes;
+use futures::StreamExt;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::chunks::{Chunk, UpstreamSse};
+use crate::upstream::StreamError;
+
+/// Time limits and the stop signals of one stream.
+pub(super) struct PumpLimits {
+    /// Silence after which a keep-alive goes to the client.
+    pub(super) keepalive: Option<std::time::Duration>,
+    /// When the stream must end, whatever the upstream does.
+    pub(super) deadline: tokio::time::Instant,
+    /// Turns true when the gateway must end open streams now.
+    pub(super) shutdown: watch::Receiver<bool>,
+    /// Turns true when the response is cancelled (`/cancel`, or its client left under
+    /// `on_client_disconnect = "cancel"`).
+    pub(super) cancel: watch::Receiver<bool>,
+}
+
+/// What woke a waiting stream.
+pub(super) enum Wake {
+    /// An upstream SSE event.
+    Event(sse_stream::Sse),
+    /// An upstream event that was not UTF-8, dropped (`upstream_chunk_skipped`).
+    Skipped,
+    /// The upstream body ended (with or without the dialect's end marker: the pump knows).
+    Ended,
+    /// The upstream body broke: the terminal code and message.
+    Broken(&'static str, String),
+    /// Nothing came within the keep-alive interval.
+    Silence,
+    /// The stream must end now.
+    Stop(Stop),
+}
+
+/// Why a stream is stopped from outside the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// The stream ran past `stream_timeout_secs`.
+    Deadline,
+    /// The gateway's shutdown grace period ran out.
+    Shutdown,
+    /// The response was cancelled.
+    Cancelled,
+}
+
+impl Stop {
+    /// The terminal code and message of a stream stopped this way; `None` for a cancel, which
+    /// ends the response `cancelled`, not failed.
+    pub(super) fn failure(self) -> Option<(&'static str, String)> {
+        match self {
+            Self::Deadline => Some((
+                "server_error",
+                "the upstream stream went on past its deadline (stream_timeout_secs)".to_owned(),
+            )),
+            Self::Shutdown => Some((
+                "server_shutting_down",
+                "the gateway is shutting down; retry the request".to_owned(),
+            )),
+            Self::Cancelled => None,
+        }
+    }
+}
+
+/// Waits for what happens next on `upstream`; a stop wins over an event ready at the same time.
+pub(super) async fn wake(upstream: &mut UpstreamSse, limits: &mut PumpLimits) -> Wake {
+    let keepalive = limits.keepalive;
+    tokio::select! {
+        biased;
+        () = wait_for(&mut limits.shutdown) => Wake::Stop(Stop::Shutdown),
+        () = wait_for(&mut limits.cancel) => Wake::Stop(Stop::Cancelled),
+        () = tokio::time::sleep_until(limits.deadline) => Wake::Stop(Stop::Deadline),
+        wake = next_or_silence(upstream, keepalive) => wake,
+    }
+}
+
+/// Runs `step` (a gateway step between upstream rounds) unless the gateway shuts down or the
+/// response is cancelled first.
+pub(super) async fn interruptible<F: Future>(
+    limits: &mut PumpLimits,
+    step: F,
+) -> Result<F::Output, Stop> {
+    tokio::select! {
+        biased;
+        () = wait_for(&mut limits.shutdown) => Err(Stop::Shutdown),
+        () = wait_for(&mut limits.cancel) => Err(Stop::Cancelled),
+        output = step => Ok(output),
+    }
+}
+
+/// The next upstream event, or [`Wake::Silence`] when none came within `keepalive`.
+async fn next_or_silence(
+    upstream: &mut UpstreamSse,
+    keepalive: Option<std::time::Duration>,
+) -> Wake {
+    let item = match keepalive {
+        None => upstream.next().await,
+        Some(limit) => match tokio::time::timeout(limit, upstream.next()).await {
+            Ok(item) => item,
+            Err(_) => return Wake::Silence,
+        },
+    };
+    match item {
+        Some(Ok(Chunk::Event(event))) => Wake::Event(event),
+        Some(Ok(Chunk::Skipped)) => Wake::Skipped,
+        Some(Err(e)) => {
+            let (code, message) = stream_failure(&e);
+            Wake::Broken(code, message)
+        }
+        None => Wake::Ended,
+    }
+}
+
+/// The terminal code and message of an upstream body that broke.
+fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
+    if let sse_stream::Error::Body(inner) = e
+        && let Some(inner) = inner.downcast_ref::<StreamError>()
+    {
+        return (
+            "server_error",
+            match inner {
+                StreamError::Idle | StreamError::TooLong => inner.to_string(),
+                StreamError::Http(_) => format!("the upstream stream broke: {inner}"),
+            },
+        );
+    }
+    (
+        "server_error",
+        format!("the upstream stream could not be read: {e}"),
+    )
+}
+
+/// Resolves once `signal` is true; never, when its sender is gone (no stop will ever come).
+pub(super) async fn wait_for(signal: &mut watch::Receiver<bool>) {
+    loop {
+        if *signal.borrow_and_update() {
+            return;
+        }
+        if signal.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// How a stream's events become the transport's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Framing {
+    /// HTTP: one SSE frame per event (`event:` and `data:` lines, LF endings); a keep-alive is
+    /// an SSE comment.
+    #[default]
+    Sse,
+    /// A message transport (WebSocket): one JSON text per event; a keep-alive is an empty
+    /// message, for the transport to turn into its own ping.
+    #[allow(
+        dead_code,
+        reason = "the WebSocket transport's framing; HTTP uses `Sse`"
+    )]
+    Json,
+}
+
+/// The SSE comment sent during long upstream silences; clients skip comments.
+const SSE_KEEPALIVE: &[u8] = b": keep-alive\n\n";
+
+impl Framing {
+    /// One event named `name` (serialising our own types cannot fail: string keys only).
+    pub(crate) fn event(self, name: &str, event: &impl Serialize) -> Bytes {
+        let mut buf = Vec::with_capacity(256);
+        if self == Self::Sse {
+            buf.extend_from_slice(b"event: ");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+        }
+        let _ = serde_json::to_writer(&mut buf, event);
+        if self == Self::Sse {
+            buf.extend_from_slice(b"\n\n");
+        }
+        Bytes::from(buf)
+    }
+
+    /// The keep-alive message.
+    pub(crate) fn keepalive(self) -> Bytes {
+        match self {
+            Self::Sse => Bytes::from_static(SSE_KEEPALIVE),
+            Self::Json => Bytes::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_frames_name_the_event_and_json_frames_are_the_event_alone() {
+        let event = serde_json::json!({"type": "response.created", "n": 1});
+        let sse = Framing::Sse.event("response.created", &event);
+        assert_eq!(
+            &sse[..],
+            b"event: response.created\ndata: {\"type\":\"response.created\",\"n\":1}\n\n"
+        );
+        let json = Framing::Json.event("response.created", &event);
+        assert_eq!(&json[..], br#"{"type":"response.created","n":1}"#);
+        assert_eq!(&Framing::Sse.keepalive()[..], b": keep-alive\n\n");
+        assert!(Framing::Json.keepalive().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stop_interrupts_a_gateway_step_and_names_its_terminal_failure() {
+        let (stop_tx, shutdown) = watch::channel(false);
+        let (_cancel_tx, cancel) = watch::channel(false);
+        let mut limits = PumpLimits {
+            keepalive: None,
+            deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
+            shutdown,
+            cancel,
+        };
+        let _ = stop_tx.send(true);
+        let stopped = interruptible(&mut limits, std::future::pending::<()>()).await;
+        assert_eq!(stopped, Err(Stop::Shutdown));
+        assert_eq!(
+            Stop::Shutdown.failure().map(|f| f.0),
+            Some("server_shutting_down")
+        );
+        assert_eq!(Stop::Deadline.failure().map(|f| f.0), Some("server_error"));
+        assert_eq!(Stop::Cancelled.failure(), None);
+    }
+}
