@@ -77,9 +77,17 @@ provider = "up"
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(async move {
+            let served = toolbridge_gateway::serve_on(listener, config, async move {
+                let _ = stopped.await;
+            })
+            .await;
+            // A gateway that cannot start drops its listener, and its clients then see
+            // "connection reset": say why.
+            if let Err(e) = served {
+                eprintln!("the test gateway stopped: {e}");
+            }
+        });
         Self {
             upstream,
             addr,
