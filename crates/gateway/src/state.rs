@@ -68,7 +68,7 @@ impl AppState {
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
             Some(url) => {
-                let store = SqlStore::open_with(url, config.store_options)
+                let store = open_store(url, config.store_options)
                     .await
                     .map_err(|e| format!("cannot open the response store: {e}"))?;
                 // Responses a dead process left running will never finish: say so.
@@ -175,5 +175,34 @@ impl AppState {
             keys: Arc::new(keys),
             ..self.clone()
         })
+    }
+}
+
+/// How many times opening the store is tried when the database is slow or not up yet.
+const STORE_OPEN_ATTEMPTS: u32 = 5;
+
+/// Opens the store, trying again (after 0.5, 1, 2 and 4 s) while the database is unreachable
+/// or too slow to hand out its first connection: a database still starting beside the gateway,
+/// or a machine too busy to open SQLite within the pool's acquire timeout, delays the start
+/// instead of failing it. A refusal (a bad URL, a failed migration) fails at once.
+async fn open_store(
+    url: &str,
+    options: toolbridge_store::StoreOptions,
+) -> Result<SqlStore, toolbridge_store::StoreError> {
+    let mut wait = std::time::Duration::from_millis(500);
+    let mut attempt = 1;
+    loop {
+        match SqlStore::open_with(url, options).await {
+            Err(e) if e.is_outage() && attempt < STORE_OPEN_ATTEMPTS => {
+                tracing::warn!(
+                    attempt,
+                    "the response store did not open, trying again: {e}"
+                );
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                attempt += 1;
+            }
+            opened => return opened,
+        }
     }
 }
