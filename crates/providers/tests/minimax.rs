@@ -42,7 +42,10 @@ fn a_whole_answer_shows_its_reasoning_details_as_reasoning() {
     .unwrap();
     let events = decode(&profile, answer, &mut Vec::new());
     assert_eq!(reasoning(&events), "The user wants the weather.");
-    assert!(matches!(events[0], UpstreamEvent::Reasoning(_)), "{events:?}");
+    assert!(
+        matches!(events[0], UpstreamEvent::Reasoning(_)),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -55,7 +58,8 @@ fn streamed_reasoning_details_become_reasoning_deltas_incremental_or_cumulative(
         let mut decoder = ChunkDecoder::new(&profile);
         let mut out = Vec::new();
         for text in chunks {
-            let chunk = json!({"choices": [{"index": 0, "delta": {"reasoning_details": [detail(text)]}}]});
+            let chunk =
+                json!({"choices": [{"index": 0, "delta": {"reasoning_details": [detail(text)]}}]});
             decoder
                 .on_data(&profile, &chunk.to_string(), &mut out, &mut Vec::new())
                 .unwrap();
@@ -66,7 +70,10 @@ fn streamed_reasoning_details_become_reasoning_deltas_incremental_or_cumulative(
             .unwrap();
         decoder.finish(&mut out);
         assert_eq!(reasoning(&out), "The user asks for weather.", "{chunks:?}");
-        assert!(out.iter().any(|e| matches!(e, UpstreamEvent::Text(t) if t == "Sunny.")));
+        assert!(
+            out.iter()
+                .any(|e| matches!(e, UpstreamEvent::Text(t) if t == "Sunny."))
+        );
     }
 }
 
@@ -104,7 +111,10 @@ fn minimax_gets_the_reasoning_of_a_tool_call_turn_back_in_reasoning_details() {
         .iter()
         .find(|m| m["tool_calls"].is_array())
         .unwrap();
-    assert_eq!(call_turn["reasoning_details"], json!([detail("Call the tool.")]));
+    assert_eq!(
+        call_turn["reasoning_details"],
+        json!([detail("Call the tool.")])
+    );
     assert!(call_turn.get("reasoning_content").is_none(), "{call_turn}");
     let text_turn = messages
         .iter()

@@ -110,7 +110,8 @@ fn unwrap_json(text: &str) -> Option<(String, bool)> {
     match serde_json::from_str::<Value>(trimmed) {
         Ok(value) => wrapped_text(value).map(|s| (s, false)),
         Err(_) => {
-            let options = jsonrepair_rs::RepairOptions::new().with_max_input_bytes(MAX_REPAIR_BYTES);
+            let options =
+                jsonrepair_rs::RepairOptions::new().with_max_input_bytes(MAX_REPAIR_BYTES);
             let value = jsonrepair_rs::jsonrepair_value_with_options(trimmed, options).ok()?;
             wrapped_text(value).map(|s| (s, true))
         }

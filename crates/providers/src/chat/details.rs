@@ -99,6 +99,9 @@ mod tests {
         let mut other = detail("opaque");
         other.kind = "reasoning.encrypted".to_owned();
         assert_eq!(whole_text(&[other.clone()]), None);
-        assert_eq!(whole_text(&[other, detail("a"), detail("b")]).as_deref(), Some("ab"));
+        assert_eq!(
+            whole_text(&[other, detail("a"), detail("b")]).as_deref(),
+            Some("ab")
+        );
     }
 }
