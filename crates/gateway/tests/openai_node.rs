@@ -71,7 +71,7 @@ async fn run(dir: PathBuf) {
 }
 
 fn check(model: &str, report: &Value) {
-    let reasons = *model != "plain";
+    let reasons = model != "plain";
     for path in ["whole", "streamed"] {
         let [first, second] = [&report[path][0], &report[path][1]];
         let ctx = format!("{model} {path}: {report:#}");
