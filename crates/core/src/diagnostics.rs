@@ -31,6 +31,9 @@ pub const UNDECLARED_TOOL_CALLED: &str = "undeclared_tool_called";
 pub const CALL_NOT_RESTORED: &str = "call_not_restored";
 /// A call in the history had no output; an empty one was supplied for the provider.
 pub const TOOL_OUTPUT_MISSING: &str = "tool_output_missing";
+/// The conversation started with assistant output or a tool result, and the provider requires
+/// a user turn first (Anthropic, Gemini): a minimal placeholder user turn was put before it.
+pub const USER_TURN_ADDED: &str = "user_turn_added";
 /// A repeated item (same id) in the input was sent once.
 pub const DUPLICATE_ITEM: &str = "duplicate_item_dropped";
 /// An `encrypted_content` blob was not made by this gateway, or was altered; it was ignored.

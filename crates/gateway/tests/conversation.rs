@@ -364,6 +364,21 @@ async fn compaction_condenses_a_conversation_into_a_sealed_item_that_later_expan
         "the two user messages and the compaction item"
     );
     assert_eq!(output[0]["role"], "user");
+    // Issue 18: valid items, not echoes of the input (string content, no status).
+    for message in &output[..2] {
+        assert_eq!(message["status"], "completed", "{message}");
+        assert_eq!(message["content"][0]["type"], "input_text", "{message}");
+        assert!(
+            message["id"].as_str().unwrap().starts_with("msg"),
+            "{message}"
+        );
+    }
+    assert_eq!(output[1]["content"][0]["text"], "Red, under 300 euros.");
+    if let Some(schema) = &h.schema {
+        schema.check_compaction(&compacted).unwrap_or_else(|e| {
+            panic!("compaction violates the Open Responses schema:\n{e}\n{compacted:#}")
+        });
+    }
     let item = output[2].clone();
     assert_eq!(item["type"], "compaction");
     let blob = item["encrypted_content"].as_str().unwrap();

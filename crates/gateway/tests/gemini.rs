@@ -228,6 +228,50 @@ async fn a_stream_ending_without_a_finish_reason_keeps_its_text() {
     assert_eq!(events.last().unwrap().data["type"], "response.incomplete");
     assert_eq!(last["incomplete_details"]["reason"], "upstream_truncated");
     assert_eq!(last["output"][0]["content"][0]["text"], "Cut short");
+    // Issue 18: usage is never silently null; with no `usageMetadata` it is an estimate, said
+    // to be one, as in every other dialect.
+    assert_eq!(
+        last["usage"]["output_tokens"], 2,
+        "\"Cut short\" is two tokens"
+    );
+    assert!(
+        last["usage"]["input_tokens"].as_u64().unwrap() > 0,
+        "{last}"
+    );
+    assert!(
+        last["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "usage_estimated"),
+        "{last}"
+    );
+}
+
+/// Issue 18: a whole Gemini answer without `usageMetadata` gets an estimate too.
+#[tokio::test]
+async fn a_whole_answer_without_usage_metadata_gets_an_estimate() {
+    let h = harness(0).await;
+    h.upstream.push(Reply::json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "fine"}]}, "finishReason": "STOP", "index": 0}]
+    })));
+    let (status, body) = h
+        .post_json(&json!({"model": "gemini", "input": "hello there"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["usage"]["output_tokens"], 1);
+    assert!(
+        body["usage"]["input_tokens"].as_u64().unwrap() >= 2,
+        "{body}"
+    );
+    assert!(
+        body["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "usage_estimated")
+    );
 }
 
 #[tokio::test]

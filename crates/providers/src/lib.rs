@@ -111,6 +111,7 @@ pub mod chat;
 mod degraded;
 pub mod dialect;
 pub mod error;
+mod first_turn;
 pub mod gemini;
 mod native;
 pub mod profile;

@@ -66,6 +66,17 @@ pub enum ReasoningReplay {
     All,
 }
 
+/// The field an assistant message carries its reasoning back in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// `reasoning_content: "…"` (DeepSeek, Kimi, GLM, Qwen).
+    ReasoningContent,
+    /// `reasoning_details: [{"type": "reasoning.text", "text": "…"}]` (MiniMax with
+    /// `reasoning_split: true`).
+    ReasoningDetails,
+}
+
 /// How a provider-specific finish reason maps to the neutral vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,8 +125,10 @@ pub struct Profile {
     pub parallel_tool_calls: bool,
     /// How `reasoning.effort` is said to this provider.
     pub effort: EffortStyle,
-    /// Which earlier assistant turns carry their reasoning back (`reasoning_content`).
+    /// Which earlier assistant turns carry their reasoning back (in `reasoning_field`).
     pub reasoning_replay: ReasoningReplay,
+    /// Which field replayed reasoning goes in (reasoning is read from either).
+    pub reasoning_field: ReasoningField,
     /// Reasoning arrives in the content inside a leading `<think>…</think>` block.
     pub think_tags: bool,
     /// Streamed requests with tools carry `tool_stream: true`, without which the provider sends

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 pub struct OpenResponses {
     response: jsonschema::Validator,
     event: jsonschema::Validator,
+    compaction: jsonschema::Validator,
     event_types: Vec<String>,
     item_types: Vec<String>,
 }
@@ -63,6 +64,10 @@ impl OpenResponses {
             json!({"$ref": "#/components/schemas/ResponseResource"}),
         ))
         .expect("ResponseResource schema compiles");
+        let compaction = jsonschema::validator_for(&root(
+            json!({"$ref": "#/components/schemas/CompactResource"}),
+        ))
+        .expect("CompactResource schema compiles");
         let event_types = enum_values(&spec, &event_schema, "type");
         let item_types = enum_values(
             &spec,
@@ -73,6 +78,7 @@ impl OpenResponses {
         Some(Self {
             response,
             event,
+            compaction,
             event_types,
             item_types,
         })
@@ -81,6 +87,11 @@ impl OpenResponses {
     /// Checks a response object; `Err` lists every violation.
     pub fn check_response(&self, value: &Value) -> Result<(), String> {
         collect(&self.response, &self.within_spec(value))
+    }
+
+    /// Checks a `/v1/responses/compact` answer (`CompactResource`), every output item with it.
+    pub fn check_compaction(&self, value: &Value) -> Result<(), String> {
+        collect(&self.compaction, value)
     }
 
     /// Checks one streaming event (extension events and items are not checked, see above).

@@ -1,5 +1,5 @@
-//! The real clients ring-3 tests drive: the OpenAI Python SDK, the Codex CLI and the Vercel AI
-//! SDK, all installed by `scripts/test`. Each finder returns `None` when the tool is absent, so
+//! The real clients ring-3 tests drive: the OpenAI Python SDK, the Codex CLI, the Vercel AI
+//! SDK, openai-node and the OpenAI Agents SDK, all installed by `scripts/test`. Each finder returns `None` when the tool is absent, so
 //! the test can say it skipped; on CI (`CI` set) an absent tool is a failure, because CI installs
 //! them.
 
@@ -93,6 +93,59 @@ pub fn aisdk() -> Option<PathBuf> {
         "SKIPPED: AI SDK test: {} has no node_modules/ai and node_modules/@ai-sdk/openai; run \
          scripts/test to install them",
         dir.display()
+    );
+    None
+}
+
+/// The official openai-node SDK: the folder whose `node_modules` holds `openai`,
+/// `$TOOLBRIDGE_TEST_OPENAI_NODE`, else the copy `scripts/test` installs in `.tools/openai-node`.
+pub fn openai_node() -> Option<PathBuf> {
+    let dir = std::env::var_os("TOOLBRIDGE_TEST_OPENAI_NODE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/openai-node"));
+    if dir.join("node_modules/openai/package.json").exists() {
+        return Some(dir);
+    }
+    if on_ci() {
+        panic!(
+            "openai-node is not installed in {}: scripts/test installs it on CI",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: openai-node test: {} has no node_modules/openai; run scripts/test to install it",
+        dir.display()
+    );
+    None
+}
+
+/// A Python interpreter with the OpenAI Agents SDK (`agents`): `$TOOLBRIDGE_TEST_AGENTS_PYTHON`,
+/// else the workspace's `.venv-agents` (its own venv: the Agents SDK pins its own `openai`).
+pub fn python_with_agents() -> Option<PathBuf> {
+    let python = std::env::var_os("TOOLBRIDGE_TEST_AGENTS_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-agents/bin/python"));
+    let usable = python.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", "import agents"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if usable {
+        return Some(python);
+    }
+    if on_ci() {
+        panic!(
+            "no Python with the Agents SDK at {}: scripts/test installs it on CI",
+            python.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: Agents SDK test: {} cannot import agents; run scripts/test to install it",
+        python.display()
     );
     None
 }

@@ -73,6 +73,23 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// MiniMax's form of the same (`reasoning_split: true`), replayed on tool-call turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_details: Option<Vec<ReasoningDetail>>,
+}
+
+/// One entry of MiniMax's `reasoning_details` (with `reasoning_split: true`), in a message or a
+/// stream delta: `{"type": "reasoning.text", "id": "reasoning-text-1", "format":
+/// "MiniMax-response-v1", "index": 0, "text": "…"}` (platform.minimax.io/docs/guides/
+/// text-m2-function-call). Fields other than `type` and `text` are kept as they came.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningDetail {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A tool declaration (`{"type":"function","function":{…}}`).
@@ -155,6 +172,9 @@ pub struct ChatResponseMessage {
     /// Ollama and newer vLLM name the same thing `reasoning`.
     #[serde(default)]
     pub reasoning: Option<String>,
+    /// MiniMax with `reasoning_split: true`.
+    #[serde(default)]
+    pub reasoning_details: Option<Vec<ReasoningDetail>>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ChatToolCallDelta>>,
 }
@@ -198,6 +218,8 @@ pub struct ChunkDelta {
     pub reasoning_content: Option<String>,
     #[serde(default)]
     pub reasoning: Option<String>,
+    #[serde(default)]
+    pub reasoning_details: Option<Vec<ReasoningDetail>>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ChatToolCallDelta>>,
 }

@@ -152,9 +152,11 @@ fn reasoning_then_text_become_two_items_in_order() {
             "response.created",
             "response.in_progress",
             "response.output_item.added",
+            "response.content_part.added",
             "response.reasoning_text.delta",
             "response.reasoning_text.delta",
             "response.reasoning_text.done",
+            "response.content_part.done",
             "response.output_item.done",
             "response.output_item.added",
             "response.content_part.added",
@@ -370,4 +372,94 @@ fn with_repair_on_an_invalid_call_is_taken_back_for_a_reask_unshown() {
         .map(|d| d.code)
         .collect();
     assert_eq!(codes, ["tool_call_reasked"]);
+}
+
+/// Accumulates a reasoning stream as openai-node's `ResponseStream` does: a delta must find its
+/// part, opened by `content_part.added` (or `reasoning_summary_part.added`), at its index.
+fn accumulate_reasoning(events: &[StreamEvent]) -> Result<(Vec<String>, Vec<String>), String> {
+    let (mut content, mut summary) = (Vec::<String>::new(), Vec::<String>::new());
+    for e in events {
+        let v = serde_json::to_value(e).unwrap();
+        let at = |k: &str| v[k].as_u64().unwrap_or(u64::MAX) as usize;
+        match e.name() {
+            "response.content_part.added" if v["part"]["type"] == "reasoning_text" => {
+                content.push(String::new())
+            }
+            "response.reasoning_summary_part.added" => summary.push(String::new()),
+            "response.reasoning_text.delta" => content
+                .get_mut(at("content_index"))
+                .ok_or("missing content at index")?
+                .push_str(v["delta"].as_str().unwrap()),
+            "response.reasoning_summary_text.delta" => summary
+                .get_mut(at("summary_index"))
+                .ok_or("missing summary at index")?
+                .push_str(v["delta"].as_str().unwrap()),
+            "response.content_part.done" if v["part"]["type"] == "reasoning_text" => {
+                let done = v["part"]["text"].as_str().unwrap();
+                if content.get(at("content_index")).map(String::as_str) != Some(done) {
+                    return Err(format!("content_part.done does not match: {done}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((content, summary))
+}
+
+#[test]
+fn reasoning_text_streams_inside_an_opened_content_part_as_openai_does() {
+    let (events, _) = run(vec![
+        UpstreamEvent::Reasoning("think".into()),
+        UpstreamEvent::Reasoning("ing".into()),
+        UpstreamEvent::Finish(FinishReason::Stop),
+    ]);
+    let added = events
+        .iter()
+        .find(|e| e.name() == "response.content_part.added")
+        .map(|e| serde_json::to_value(e).unwrap())
+        .unwrap();
+    assert_eq!(added["part"], json!({"type": "reasoning_text", "text": ""}));
+    assert_eq!(added["content_index"], 0);
+    let (content, summary) = accumulate_reasoning(&events).unwrap();
+    assert_eq!(content, ["thinking"]);
+    assert!(summary.is_empty());
+}
+
+#[test]
+fn reasoning_summary_streams_inside_an_opened_summary_part() {
+    let req: CreateResponse = serde_json::from_value(
+        json!({"model": "m", "input": "x", "reasoning": {"summary": "auto"}}),
+    )
+    .unwrap();
+    let meta = ResponseMeta {
+        id: "resp_abc".to_owned(),
+        created_at: 1,
+        stored: false,
+    };
+    let options = super::AssembleOptions {
+        reasoning: crate::reasoning::ReasoningDisplay::for_request(&req),
+        ..Default::default()
+    };
+    let mut a = Assembler::new(skeleton(&req, &meta), options);
+    let mut out = Vec::new();
+    a.start(&mut out);
+    a.on_event(UpstreamEvent::Reasoning("plan".into()), &mut out);
+    a.on_event(UpstreamEvent::Finish(FinishReason::Stop), &mut out);
+    a.finish(2, &mut out);
+    let reasoning: Vec<_> = names(&out)
+        .into_iter()
+        .filter(|n| n.contains("reasoning") || n.contains("content_part"))
+        .collect();
+    assert_eq!(
+        reasoning,
+        [
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done",
+        ]
+    );
+    let (content, summary) = accumulate_reasoning(&out).unwrap();
+    assert!(content.is_empty());
+    assert_eq!(summary, ["plan"]);
 }

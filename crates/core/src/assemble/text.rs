@@ -136,17 +136,26 @@ impl Assembler {
                     }),
                 },
             );
-            if summary {
-                self.push(
-                    out,
-                    EventKind::ReasoningSummaryPartAdded {
-                        item_id: id.clone(),
-                        output_index: index,
-                        summary_index: 0,
-                        part: SummaryPart::summary_text(String::new()),
+            // OpenAI opens the part before its first delta (openai-node's stream helper
+            // looks the part up by index and throws "missing content at index 0" without it).
+            let part_added = if summary {
+                EventKind::ReasoningSummaryPartAdded {
+                    item_id: id.clone(),
+                    output_index: index,
+                    summary_index: 0,
+                    part: SummaryPart::summary_text(String::new()),
+                }
+            } else {
+                EventKind::ContentPartAdded {
+                    item_id: id.clone(),
+                    output_index: index,
+                    content_index: 0,
+                    part: OutputContent::ReasoningText {
+                        text: String::new(),
                     },
-                );
-            }
+                }
+            };
+            self.push(out, part_added);
             self.current = Open::Reasoning {
                 index,
                 id,
@@ -225,6 +234,15 @@ impl Assembler {
                             output_index: index,
                             content_index: 0,
                             text: text.clone(),
+                        },
+                    );
+                    self.push(
+                        out,
+                        EventKind::ContentPartDone {
+                            item_id: id.clone(),
+                            output_index: index,
+                            content_index: 0,
+                            part: OutputContent::ReasoningText { text: text.clone() },
                         },
                     );
                     ReasoningItem {

@@ -24,6 +24,7 @@ impl Assembler {
                         match part {
                             OutputContent::OutputText { text: t, .. } => text.push_str(t),
                             OutputContent::Refusal { refusal } => text.push_str(refusal),
+                            OutputContent::ReasoningText { text: t } => text.push_str(t),
                         }
                     }
                 }

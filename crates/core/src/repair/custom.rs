@@ -2,7 +2,9 @@
 //! first when it does not match.
 //!
 //! The repairs are the ones models need for patches, each made only when its sign is there: a
-//! JSON wrapper (`{"input": …}` or a JSON string) removed, a markdown fence removed, CRLF made
+//! JSON wrapper (`{"input": …}` or a JSON string) removed — its JSON syntax repaired first with
+//! `jsonrepair-rs` when it is broken (a trailing comma, single quotes), as function arguments
+//! are, so that a good patch in a broken wrapper is not taken whole —, a markdown fence removed, CRLF made
 //! LF, indentation shared by every line removed, `*** Begin Patch`/`*** End Patch` added to a
 //! patch that lacks them, trailing blank lines trimmed, empty lines inside an update hunk made
 //! empty context lines. The repaired text must then match the
@@ -68,8 +70,18 @@ type Step = fn(&str) -> Option<String>;
 
 /// Every repair whose sign is in the text, in order.
 fn repaired(raw: &str) -> (String, Vec<Fix>) {
-    let steps: [(FixKind, Step); 8] = [
-        (FixKind::JsonWrapperRemoved, unwrap_json),
+    let mut text = raw.to_owned();
+    let mut fixes = Vec::new();
+    // The wrapper first, repaired as function arguments are when it is not JSON: otherwise the
+    // whole broken wrapper would be taken for the input and a good patch would fail the grammar.
+    if let Some((inner, syntax_repaired)) = unwrap_json(&text) {
+        if syntax_repaired {
+            fixes.push(Fix::whole(FixKind::JsonSyntaxRepaired));
+        }
+        fixes.push(Fix::whole(FixKind::JsonWrapperRemoved));
+        text = inner;
+    }
+    let steps: [(FixKind, Step); 7] = [
         (FixKind::FenceStripped, strip_fence_step),
         (FixKind::CrlfNormalized, crlf),
         (FixKind::IndentationRemoved, dedent),
@@ -78,8 +90,6 @@ fn repaired(raw: &str) -> (String, Vec<Fix>) {
         (FixKind::TrailingWhitespaceTrimmed, trim_trailing),
         (FixKind::BlankContextLineFilled, fill_blank_context),
     ];
-    let mut text = raw.to_owned();
-    let mut fixes = Vec::new();
     for (kind, step) in steps {
         if let Some(next) = step(&text) {
             text = next;
@@ -89,13 +99,28 @@ fn repaired(raw: &str) -> (String, Vec<Fix>) {
     (text, fixes)
 }
 
-/// `{"input": "…"}` (or another wrapper key, or a lone string field) or a JSON string → its text.
-fn unwrap_json(text: &str) -> Option<String> {
+/// `{"input": "…"}` (or another wrapper key, or a lone string field) or a JSON string → its
+/// text, and whether the wrapper's JSON syntax had to be repaired first (a trailing comma,
+/// single quotes, a missing closing brace: `jsonrepair-rs`, as for function arguments).
+fn unwrap_json(text: &str) -> Option<(String, bool)> {
     let trimmed = text.trim();
     if !(trimmed.starts_with('{') || trimmed.starts_with('"')) {
         return None;
     }
-    match serde_json::from_str::<Value>(trimmed).ok()? {
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(value) => wrapped_text(value).map(|s| (s, false)),
+        Err(_) => {
+            let options =
+                jsonrepair_rs::RepairOptions::new().with_max_input_bytes(MAX_REPAIR_BYTES);
+            let value = jsonrepair_rs::jsonrepair_value_with_options(trimmed, options).ok()?;
+            wrapped_text(value).map(|s| (s, true))
+        }
+    }
+}
+
+/// The text a parsed wrapper holds, if it is one.
+fn wrapped_text(value: Value) -> Option<String> {
+    match value {
         Value::String(s) => Some(s),
         Value::Object(map) => WRAPPER_KEYS
             .iter()

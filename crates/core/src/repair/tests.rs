@@ -191,6 +191,27 @@ fn a_degraded_patch_call_is_unwrapped_then_repaired() {
     assert_eq!(codes(&got), ["custom_input_repaired"]);
 }
 
+/// Issue 18: a good patch in a broken `{"input": …}` wrapper was taken whole as the patch, failed
+/// the grammar, and was re-asked.
+#[test]
+fn a_degraded_patch_call_with_a_broken_wrapper_is_repaired_then_unwrapped() {
+    let (schemas, plan) = codex_plan();
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n";
+    let good = serde_json::to_string(&json!({"input": patch})).unwrap();
+    for arguments in [
+        format!("{},}}", &good[..good.len() - 1]),
+        format!("{{'input': '{}'}}", patch.replace('\n', "\\n")),
+    ] {
+        let got = schemas.restore_repaired(&plan.names, "apply_patch", &arguments);
+        let crate::canonical::CallKind::Custom { input, .. } = &got.call else {
+            panic!("not restored as a custom call: {:?}", got.call);
+        };
+        assert_eq!(input, patch, "{arguments}");
+        assert_eq!(codes(&got), ["custom_input_repaired"], "{arguments}");
+        assert!(got.diagnostics[0].message.contains("json_syntax_repaired"));
+    }
+}
+
 #[test]
 fn valid_calls_pass_untouched_and_unknown_names_stay_undeclared() {
     let (schemas, plan) = codex_plan();

@@ -417,6 +417,7 @@ fn chat_profile_table(profile: &Profile) -> Vec<(&'static str, String)> {
         ),
         ("reasoning effort", word(json!(profile.effort))),
         ("reasoning replay", word(json!(profile.reasoning_replay))),
+        ("reasoning field", word(json!(profile.reasoning_field))),
         ("<think> tags", yes(profile.think_tags).to_owned()),
         ("tool_stream flag", yes(profile.tool_stream).to_owned()),
     ]

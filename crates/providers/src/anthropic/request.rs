@@ -70,6 +70,16 @@ pub fn build(
         stream: req.stream,
         ..MessagesRequest::default()
     };
+    if out.messages.first().is_some_and(|m| m.role != "user") {
+        out.messages.insert(
+            0,
+            Message {
+                role: "user".to_owned(),
+                content: MessageContent::Blocks(vec![text_block(crate::first_turn::PLACEHOLDER)]),
+            },
+        );
+        diagnostics.push(crate::first_turn::diagnostic("Anthropic"));
+    }
     params(req, profile, &mut out, diagnostics);
     if out.thinking.is_none() {
         drop_thinking(&mut out.messages);

@@ -1,6 +1,7 @@
 //! The Chat Completions dialect (OpenAI-compatible providers: DeepSeek, GLM, Kimi, Qwen, MiniMax,
 //! MiMo, Ollama, vLLM, …).
 
+mod details;
 pub mod echo;
 pub mod errors;
 pub(crate) mod native;

@@ -13,7 +13,9 @@ use toolbridge_wire::chat::{
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use crate::profile::{EffortStyle, EndUserField, MaxTokensField, Profile, ReasoningReplay};
+use crate::profile::{
+    EffortStyle, EndUserField, MaxTokensField, Profile, ReasoningField, ReasoningReplay,
+};
 
 /// Translates `req` for a provider with `profile`, sending `upstream_model`, with the tools and
 /// names of `plan`. Every lossy decision is appended to `diagnostics`.
@@ -131,6 +133,11 @@ fn messages(
                 };
                 if !replay {
                     message.reasoning_content = None;
+                } else if profile.reasoning_field == ReasoningField::ReasoningDetails {
+                    message.reasoning_details = message
+                        .reasoning_content
+                        .take()
+                        .map(|text| vec![super::details::reasoning_detail(text)]);
                 }
                 out.push(message)
             }

@@ -6,6 +6,7 @@ use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::Diagnostic;
 
+use super::details::whole_text;
 use super::think::ThinkSplitter;
 use super::{arguments_text, finish_reason, usage};
 use crate::profile::Profile;
@@ -19,7 +20,8 @@ pub fn decode(
     let mut out = Vec::new();
     if let Some(choice) = response.choices.into_iter().find(|c| c.index == 0) {
         let message = choice.message;
-        if let Some(r) = message.reasoning_content.or(message.reasoning) {
+        let details = message.reasoning_details.as_deref().and_then(whole_text);
+        if let Some(r) = message.reasoning_content.or(message.reasoning).or(details) {
             out.push(UpstreamEvent::Reasoning(r));
         }
         if let Some(text) = message.content {

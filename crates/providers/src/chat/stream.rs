@@ -14,6 +14,7 @@ use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
 
+use super::details::StreamedDetails;
 use super::think::ThinkSplitter;
 use super::{arguments_text, errors, finish_reason, usage};
 use crate::Error;
@@ -28,6 +29,8 @@ pub struct ChunkDecoder {
     skipped: u32,
     /// Set for profiles whose reasoning comes inside `<think>` tags in the content.
     think: Option<ThinkSplitter>,
+    /// MiniMax's `delta.reasoning_details` so far.
+    details: StreamedDetails,
 }
 
 impl ChunkDecoder {
@@ -35,6 +38,7 @@ impl ChunkDecoder {
         Self {
             skipped: 0,
             think: profile.think_tags.then(ThinkSplitter::default),
+            details: StreamedDetails::default(),
         }
     }
 
@@ -76,7 +80,7 @@ impl ChunkDecoder {
         if let Some(error) = errors::base_resp_error(&chunk.extra) {
             return Err(Error::Upstream(Box::new(error)));
         }
-        decode_chunk(profile, chunk, self.think.as_mut(), out, diagnostics);
+        decode_chunk(profile, chunk, self, out, diagnostics);
         Ok(Flow::Continue)
     }
 
@@ -92,17 +96,21 @@ impl ChunkDecoder {
 fn decode_chunk(
     profile: &Profile,
     chunk: ChatChunk,
-    think: Option<&mut ThinkSplitter>,
+    decoder: &mut ChunkDecoder,
     out: &mut Vec<UpstreamEvent>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
         let delta = choice.delta;
-        if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
+        let details = delta
+            .reasoning_details
+            .as_deref()
+            .and_then(|d| decoder.details.delta(d));
+        if let Some(r) = delta.reasoning_content.or(delta.reasoning).or(details) {
             out.push(UpstreamEvent::Reasoning(r));
         }
         if let Some(text) = delta.content {
-            match think {
+            match decoder.think.as_mut() {
                 Some(think) => think.push(&text, out),
                 None => out.push(UpstreamEvent::Text(text)),
             }

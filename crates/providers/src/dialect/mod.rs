@@ -18,7 +18,7 @@
 mod decode;
 mod outgoing;
 
-/// What a token estimate counts of a body sent (a Chat body: the one an estimate reads).
+/// What a token estimate counts of a body sent, in any dialect.
 pub use crate::chat::prompt::PromptTexts;
 /// The client's request exactly as it came, which a passthrough starts from.
 pub use crate::responses::request::Raw;

@@ -123,10 +123,13 @@ impl Outgoing {
         json.unwrap_or_default()
     }
 
-    /// Whether a usage estimate can read this body should the upstream report no usage: Chat
-    /// only (Anthropic and Gemini always report usage, and the estimate reads a Chat request).
+    /// Whether a usage estimate reads this body should the upstream report no usage: every
+    /// dialect, one rule (an Anthropic or Gemini stream cut before its usage arrived, or a
+    /// server that never sends it, still gets usage, marked as an estimate).
     pub fn estimates_usage(&self) -> bool {
-        matches!(self, Self::Chat(_))
+        match self {
+            Self::Chat(_) | Self::Anthropic(_) | Self::Gemini { .. } | Self::Responses(_) => true,
+        }
     }
 
     /// Whether provider builtin calls can be answered by echoing them back

@@ -99,6 +99,20 @@ fn contents(
         };
         push(&mut out, role, parts);
     }
+    if out
+        .first()
+        .is_some_and(|c| c.role.as_deref() != Some("user"))
+    {
+        out.insert(
+            0,
+            Content {
+                role: Some("user".to_owned()),
+                parts: vec![Part::text(crate::first_turn::PLACEHOLDER.to_owned())],
+                extra: Map::new(),
+            },
+        );
+        diagnostics.push(crate::first_turn::diagnostic("Gemini"));
+    }
     if developer {
         diagnostics.push(diag(
             DEVELOPER_AS_SYSTEM,

@@ -545,17 +545,22 @@ fn a_tool_output_takes_the_name_of_the_nearest_call_with_its_id() {
         .filter_map(|p| p.get("functionResponse").map(|r| &r["name"]))
         .collect();
     assert_eq!(names, vec!["first", "second", "call_zz"]);
+    // The history opens with a call: a placeholder user turn goes first (issue 18).
+    assert_eq!(body["contents"][0]["role"], "user");
     assert_eq!(
-        body["contents"][1]["parts"][0]["functionResponse"]["response"],
+        body["contents"][2]["parts"][0]["functionResponse"]["response"],
         json!({"output": "1"})
     );
     assert_eq!(
-        body["contents"][0]["parts"][0]["functionCall"]["args"],
+        body["contents"][1]["parts"][0]["functionCall"]["args"],
         json!({})
     );
     assert_eq!(
         codes(&diagnostics),
-        vec![("tool_output_missing", Some("input"))]
+        vec![
+            ("tool_output_missing", Some("input")),
+            ("user_turn_added", Some("input"))
+        ]
     );
 }
 

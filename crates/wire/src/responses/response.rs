@@ -243,6 +243,11 @@ pub enum OutputContent {
     Refusal {
         refusal: String,
     },
+    /// Only in `content_part` events of a reasoning item, as OpenAI sends them around
+    /// `reasoning_text` deltas; never in a message's `content`.
+    ReasoningText {
+        text: String,
+    },
 }
 
 impl OutputContent {

@@ -93,13 +93,18 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     let kept_users: Vec<Value> = match &req.input {
         Some(Input::Items(items)) => items
             .iter()
-            .filter(|i| matches!(i, InputItem::Message(m) if m.role == "user"))
-            .filter_map(|i| serde_json::to_value(i).ok())
-            .map(with_id)
+            .filter_map(|i| match i {
+                InputItem::Message(m) if m.role == "user" => Some(kept_message(m)),
+                _ => None,
+            })
             .collect(),
-        Some(Input::Text(text)) => vec![with_id(
-            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
-        )],
+        Some(Input::Text(text)) => vec![kept_message(&MessageItem {
+            id: None,
+            role: "user".to_owned(),
+            content: MessageContent::Text(text.clone()),
+            status: None,
+            extra: Map::new(),
+        })],
         None => Vec::new(),
     };
     // The summary request: the conversation, then the instruction as the last user turn.
@@ -200,13 +205,20 @@ fn usage_json(usage: &Usage) -> Value {
     serde_json::to_value(usage).unwrap_or_default()
 }
 
-fn with_id(mut item: Value) -> Value {
-    if let Value::Object(map) = &mut item
-        && !map.contains_key("id")
-    {
-        map.insert("id".to_owned(), Value::String(ids::new("msg")));
-    }
-    item
+/// A kept user message as an output item of the Responses item schema: an id, the
+/// content-part array form (a string becomes one `input_text` part) and its status.
+fn kept_message(m: &MessageItem) -> Value {
+    let content = match &m.content {
+        MessageContent::Text(text) => json!([{"type": "input_text", "text": text}]),
+        MessageContent::Parts(parts) => serde_json::to_value(parts).unwrap_or_else(|_| json!([])),
+    };
+    json!({
+        "id": m.id.clone().unwrap_or_else(|| ids::new("msg")),
+        "type": "message",
+        "status": "completed",
+        "role": m.role,
+        "content": content,
+    })
 }
 
 fn user(text: String) -> InputItem {
