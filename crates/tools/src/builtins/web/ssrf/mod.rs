@@ -247,7 +247,6 @@ fn check_name(name: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-
 /// A boxed lookup future.
 pub type LookupFuture = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
 
