@@ -18,6 +18,7 @@ pub struct FnTool {
     description: String,
     parameters: Value,
     capabilities: Vec<&'static str>,
+    category: Option<String>,
     run: Box<BoxedFn>,
 }
 
@@ -48,6 +49,7 @@ impl FnTool {
             description: description.into(),
             parameters,
             capabilities: Vec::new(),
+            category: None,
             run: Box::new(move |args, ctx| Box::pin(run(args, ctx))),
         }
     }
@@ -55,6 +57,12 @@ impl FnTool {
     /// Sets the capability tags the planner can match (`math`, `hash`, …).
     pub fn with_capabilities(mut self, capabilities: &[&'static str]) -> Self {
         self.capabilities = capabilities.to_vec();
+        self
+    }
+
+    /// Sets the tool's category.
+    pub fn with_category(mut self, category: impl Into<String>) -> Self {
+        self.category = Some(category.into());
         self
     }
 }
@@ -74,6 +82,10 @@ impl Tool for FnTool {
 
     fn capabilities(&self) -> &[&str] {
         &self.capabilities
+    }
+
+    fn category(&self) -> Option<&str> {
+        self.category.as_deref()
     }
 
     fn execute<'a>(

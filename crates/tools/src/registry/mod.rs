@@ -101,6 +101,9 @@ pub struct ToolInfo {
     pub parameters: Value,
     /// The tool's capability tags.
     pub capabilities: Vec<String>,
+    /// The tool's category, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }
 
 /// A registered tool with its schema and the validator compiled from it.
@@ -227,7 +230,7 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// Every tool's name, description, parameters and capabilities, sorted by name.
+    /// Every tool's name, description, parameters, capabilities and category, sorted by name.
     pub fn list(&self) -> Vec<ToolInfo> {
         self.tools
             .iter()
@@ -241,6 +244,7 @@ impl ToolRegistry {
                     .iter()
                     .map(|c| (*c).to_owned())
                     .collect(),
+                category: entry.tool.category().map(str::to_owned),
             })
             .collect()
     }

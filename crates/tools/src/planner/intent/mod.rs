@@ -12,7 +12,8 @@
 //!   capability. A term matches only where the segmentation produced exactly that whole term, so
 //!   the neutral `计算机` (computer) keeps `计算` (compute) from matching inside it.
 //!
-//! It does not map capabilities to tools (see [`super::capability`]) nor pick a tool.
+//! Decomposition into ordered parts is in `split`, the built-in terms in `rules`. It does not
+//! map capabilities to tools (see [`super::capability`]) nor pick a tool.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -20,11 +21,13 @@ use std::ops::Range;
 use crate::tool::{BoxFuture, ToolError};
 
 mod rules;
+mod split;
 #[cfg(test)]
 mod tests;
 
 use rules::default_rules;
-pub use rules::{DEFAULT_NEUTRAL_TERMS, DEFAULT_RULES};
+pub use rules::{DEFAULT_CONNECTIVES, DEFAULT_NEUTRAL_TERMS, DEFAULT_RULES, REFERENCE_TERMS};
+pub use split::{IntentPart, MAX_PARTS, split_request};
 
 /// A capability an intent asks for, with the terms that said so.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +73,13 @@ impl IntentMatch {
 pub trait IntentAnalyzer: Send + Sync {
     /// The capabilities `text` asks for, sorted by descending score; empty when none.
     fn analyze<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Result<Vec<IntentMatch>, ToolError>>;
+
+    /// The ordered parts of a request that asks for several things ("compute 17+25 then sha256
+    /// the result"); one part for a single intent. The default splits at the built-in English
+    /// and Chinese connectives ([`split_request`]).
+    fn decompose(&self, text: &str) -> Vec<IntentPart> {
+        split_request(text)
+    }
 }
 
 /// A capability and the terms (English words or phrases, or Chinese terms) that ask for it.

@@ -142,3 +142,38 @@ pub(super) fn default_rules() -> Vec<IntentRule> {
         .map(|(capability, terms)| IntentRule::new(*capability, terms.iter().copied()))
         .collect()
 }
+
+/// The connectives that split a request into ordered parts, and whether each one hands the
+/// previous part's result on by itself (`using the result`). Longer forms come first so that
+/// `and then` wins over `then`.
+pub const DEFAULT_CONNECTIVES: &[(&str, bool)] = &[
+    ("and after that", false),
+    ("and then", false),
+    ("after that", false),
+    ("afterwards", false),
+    ("then", false),
+    ("using the result", true),
+    ("with the result", true),
+    ("use the result", true),
+    ("然后再", false),
+    ("然后", false),
+    ("接着", false),
+    ("之后", false),
+    ("随后", false),
+    ("并且", false),
+    ("再", false),
+];
+
+/// Words (English, whole words) and terms (Chinese) by which a part refers to the result of
+/// the part before it.
+pub const REFERENCE_TERMS: &[&str] = &[
+    "result",
+    "output",
+    "answer",
+    "it",
+    "that",
+    "结果",
+    "它",
+    "上一步",
+    "上面",
+];
