@@ -80,6 +80,7 @@ pub use evidence::{
 pub use executor::{PlanExecutor, PlanRun};
 pub use intent::{
     IntentAnalyzer, IntentMatch, IntentPart, IntentRule, MatchedTerm, RuleBasedAnalyzer,
+    split_request,
 };
 pub use plan::{Binding, ExecutionPlan, PlanError, PlanStep};
 pub use search::{MAX_SEARCH_RESULTS, ToolHit, ToolSearch};
