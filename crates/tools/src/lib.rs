@@ -32,3 +32,13 @@ pub mod typed;
 pub use provider::ToolProvider;
 pub use registry::{FnTool, ToolInfo, ToolRegistry};
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+/// The guide `docs/tools.md`, included so that its examples run as doctests.
+#[doc = include_str!("../../../docs/tools.md")]
+#[cfg(doctest)]
+pub struct GuideEnglish;
+
+/// The Chinese guide `docs/tools.zh.md` (the same examples), run as doctests too.
+#[doc = include_str!("../../../docs/tools.zh.md")]
+#[cfg(doctest)]
+pub struct GuideChinese;
