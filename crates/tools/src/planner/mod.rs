@@ -3,10 +3,11 @@
 //!
 //! The pipeline, each stage in its own module:
 //!
-//! 1. [`intent`]: an [`IntentAnalyzer`] turns text into capability matches (word-boundary rules
-//!    in English and Chinese by default, replaceable by a model-backed analyzer);
-//! 2. [`capability`]: a [`CapabilityCatalog`] maps capabilities to registered tools (checked
-//!    when the planner is built) and declares their data-flow types;
+//! 1. [`intent`]: an [`IntentAnalyzer`] splits text into ordered parts at connectives and turns
+//!    text into capability matches (word-boundary rules in English and Chinese by default,
+//!    replaceable by a model-backed analyzer);
+//! 2. [`capability`]: a [`CapabilityCatalog`] maps capabilities to the provider's tools
+//!    (checked when the planner is built) and declares their data-flow types;
 //! 3. [`evidence`]: an [`EvidenceScorer`] ranks a capability's tools from the most recent
 //!    records of an [`EvidenceStore`] and the tools' static traits;
 //! 4. [`plan`]: an [`ExecutionPlan`] is a DAG validated for cycles, missing dependencies, bad
@@ -16,7 +17,11 @@
 //!    `unknown_tool` and close matches, falls back to the planner only when enabled, and records
 //!    evidence on every execution.
 //!
-//! [`Planner`] ties 1–4 together; it holds no mutable state besides the evidence store.
+//! [`Planner`] ties 1–4 together over any [`crate::ToolProvider`] (the registry, the typed
+//! source, an MCP tool set, a request's declared tools); it holds no mutable state besides the
+//! evidence store. `decompose` plans a request of several ordered parts
+//! ([`Planner::plan_request`]), each part's data flow written as output bindings; [`search`]
+//! ranks a provider's tools for a query ([`ToolSearch`]), for a hosted `tool_search`.
 //!
 //! ```
 //! use std::sync::Arc;

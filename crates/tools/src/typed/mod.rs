@@ -15,6 +15,16 @@
 //! | registered, not in this stage's selection | [`ToolError::NotInStage`] | `not_in_stage` |
 //! | the input does not match the schema or type | [`ToolError::InvalidArguments`] (JSON pointer) | `invalid_arguments` |
 //!
+//! A tool's schema may also be written by hand with its own parse function
+//! ([`define_schema`], [`ModelToolRegistry::schema_tool`], in `schema`); it is compiled and
+//! checked the same way. A [`ModelSelection`] keeps the [`NativeCall`] that carried it (id,
+//! provider-side name, argument length). The model transport (`transport`,
+//! [`create_model_transport`]) reads a provider's function call in the Chat, Anthropic or Gemini
+//! shape, maps its name through a [`NameMap`] and resolves it for a stage. The sealed registry
+//! and a selection are [`crate::ToolProvider`]s (in `provider`), so the planner can plan over
+//! them; [`ModelToolRegistry::with_capabilities`] and [`ModelToolRegistry::with_category`] tag
+//! the tool added last.
+//!
 //! This module does not execute anything: resolving gives a value (often an enum of actions) that
 //! the stage then acts on. Executable tools live in [`crate::registry`].
 //!
