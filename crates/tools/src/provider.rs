@@ -56,6 +56,25 @@ pub trait ToolProvider: Send + Sync {
     }
 }
 
+/// What [`crate::planner::Planner::builder`] accepts: an `Arc` of any provider, or an
+/// `Arc<dyn ToolProvider>`.
+pub trait IntoToolProvider {
+    /// The provider as a shared trait object.
+    fn into_provider(self) -> Arc<dyn ToolProvider>;
+}
+
+impl<T: ToolProvider + 'static> IntoToolProvider for Arc<T> {
+    fn into_provider(self) -> Arc<dyn ToolProvider> {
+        self
+    }
+}
+
+impl IntoToolProvider for Arc<dyn ToolProvider> {
+    fn into_provider(self) -> Arc<dyn ToolProvider> {
+        self
+    }
+}
+
 /// [`ToolError::UnknownTool`] for `name`, with close matches among the provider's tools.
 pub fn unknown_tool<P: ToolProvider + ?Sized>(provider: &P, name: &str) -> ToolError {
     let names: Vec<String> = provider.list_tools().into_iter().map(|t| t.name).collect();

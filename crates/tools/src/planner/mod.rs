@@ -91,7 +91,7 @@ pub use plan::{Binding, ExecutionPlan, PlanError, PlanStep};
 pub use search::{MAX_SEARCH_RESULTS, ToolHit, ToolSearch};
 pub use sqlite_evidence::SqliteEvidenceStore;
 
-use crate::provider::ToolProvider;
+use crate::provider::{IntoToolProvider, ToolProvider};
 use crate::registry::ToolRegistry;
 use crate::tool::ToolError;
 
@@ -138,11 +138,11 @@ impl std::fmt::Debug for Planner {
 }
 
 impl Planner {
-    /// Starts building a planner over `tools`: a [`ToolRegistry`] (an `Arc<ToolRegistry>`
-    /// coerces), the sealed typed source, an MCP tool set or a request's declared tools.
-    pub fn builder(tools: Arc<dyn ToolProvider>) -> PlannerBuilder {
+    /// Starts building a planner over `tools` (an `Arc` of any [`ToolProvider`]): a
+    /// [`ToolRegistry`], the sealed typed source, an MCP tool set or a request's declared tools.
+    pub fn builder(tools: impl IntoToolProvider) -> PlannerBuilder {
         PlannerBuilder {
-            provider: tools,
+            provider: tools.into_provider(),
             registry: None,
             analyzer: None,
             defs: Vec::new(),

@@ -2,8 +2,6 @@
 
 use super::*;
 
-use super::*;
-
 #[test]
 fn names_follow_the_pattern() {
     for ok in ["a", "web_search", "file-read", "X9", &"n".repeat(64)] {

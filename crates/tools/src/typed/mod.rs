@@ -84,9 +84,11 @@ use crate::tool::ToolError;
 
 mod provider;
 mod schema;
+mod selection;
 mod transport;
 
 pub use schema::{InputSchema, define_schema};
+pub use selection::ToolSelection;
 pub use transport::{Dialect, ModelTransport, NameMap, create_model_transport};
 
 type Resolver<O> = dyn Fn(Value) -> Result<O, ToolError> + Send + Sync;
@@ -387,61 +389,6 @@ impl<O> ModelToolSource<O> for SealedToolRegistry<O> {
     fn resolve(&self, selection: &ModelSelection, _stage: &str) -> Result<O, ToolError> {
         self.lookup(&selection.tool_id)?
             .resolve_input(&selection.input)
-    }
-}
-
-/// The subset of a [`SealedToolRegistry`] one stage may use; read-only.
-pub struct ToolSelection<O> {
-    registry: SealedToolRegistry<O>,
-    allowed: BTreeSet<String>,
-}
-
-impl<O> Clone for ToolSelection<O> {
-    fn clone(&self) -> Self {
-        Self {
-            registry: self.registry.clone(),
-            allowed: self.allowed.clone(),
-        }
-    }
-}
-
-impl<O> fmt::Debug for ToolSelection<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(&self.allowed).finish()
-    }
-}
-
-impl<O> ToolSelection<O> {
-    /// The ids in this view, sorted.
-    pub fn ids(&self) -> impl Iterator<Item = &str> {
-        self.allowed.iter().map(String::as_str)
-    }
-
-    /// True when `id` is offered in this view.
-    pub fn contains(&self, id: &str) -> bool {
-        self.allowed.contains(id)
-    }
-}
-
-impl<O> ModelToolSource<O> for ToolSelection<O> {
-    fn tools(&self) -> Vec<&TypedTool<O>> {
-        self.allowed
-            .iter()
-            .filter_map(|id| self.registry.get(id))
-            .collect()
-    }
-
-    fn resolve(&self, selection: &ModelSelection, stage: &str) -> Result<O, ToolError> {
-        // Not registered at all is a different mistake (a hallucinated id) from a real tool
-        // offered to another stage, so the two get different errors.
-        let tool = self.registry.lookup(&selection.tool_id)?;
-        if !self.allowed.contains(&selection.tool_id) {
-            return Err(ToolError::NotInStage {
-                tool: selection.tool_id.clone(),
-                stage: stage.to_owned(),
-            });
-        }
-        tool.resolve_input(&selection.input)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Unit tests of the rule-based intent analyser: word boundaries, Chinese segmentation, the default rules.
+//! Unit tests of the rule-based intent analyser: word boundaries, Chinese segmentation and
+//! the default rules.
 
 use super::*;
 
