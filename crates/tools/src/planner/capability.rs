@@ -1,7 +1,7 @@
 //! Capabilities: what the planner can do, which registered tools do it, and the simple value
 //! types used to check a plan's data flow.
 //!
-//! A [`CapabilityCatalog`] is checked against a [`ToolRegistry`] when it is built: a capability
+//! A [`CapabilityCatalog`] is checked against a [`ToolProvider`] when it is built: a capability
 //! that names a tool which is not registered is an error then, not a surprise at execution (one
 //! of the flaws of the system this replaces). The registry is shared immutably afterwards, so the
 //! check stays true. This module does not analyse text nor rank tools.
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::registry::ToolRegistry;
+use crate::provider::ToolProvider;
 use crate::suggest::close_matches;
 use crate::tool::ToolError;
 
@@ -109,6 +109,12 @@ pub struct CapabilityDef {
     /// The argument that receives the intent text (minus the matched terms) when a call is
     /// planned from text alone, e.g. `expression` for a calculator.
     pub text_argument: Option<String>,
+    /// The argument that receives the matched term itself when it is one of the values the
+    /// tool's schema allows there (`enum`), e.g. `operation` = `sha256` for a hash tool.
+    pub term_argument: Option<String>,
+    /// Where in the output the result a following step receives lies (a JSON pointer, e.g.
+    /// `/text`); the whole output when `None`.
+    pub result_pointer: Option<String>,
 }
 
 impl CapabilityDef {
@@ -121,6 +127,8 @@ impl CapabilityDef {
             inputs: BTreeMap::new(),
             output: ValueType::Any,
             text_argument: None,
+            term_argument: None,
+            result_pointer: None,
         }
     }
 
@@ -147,6 +155,18 @@ impl CapabilityDef {
         self.text_argument = Some(name.into());
         self
     }
+
+    /// Names the argument that receives the matched term when the schema allows it there.
+    pub fn term_argument(mut self, name: impl Into<String>) -> Self {
+        self.term_argument = Some(name.into());
+        self
+    }
+
+    /// Says where in the output a following step finds the result (a JSON pointer).
+    pub fn result_at(mut self, pointer: impl Into<String>) -> Self {
+        self.result_pointer = Some(pointer.into());
+        self
+    }
 }
 
 /// Capabilities checked against a registry, plus each tool's [`ToolTraits`].
@@ -162,7 +182,7 @@ impl CapabilityCatalog {
     /// every declared argument (inputs and `text_argument`) is a property of each tool's schema.
     pub fn new(
         defs: impl IntoIterator<Item = CapabilityDef>,
-        registry: &ToolRegistry,
+        registry: &dyn ToolProvider,
     ) -> Result<Self, ToolError> {
         let mut capabilities = BTreeMap::new();
         for def in defs {
@@ -183,9 +203,9 @@ impl CapabilityCatalog {
 
     /// One untyped capability per capability tag the registered tools declare
     /// ([`crate::Tool::capabilities`]), listing the tools that carry it in name order.
-    pub fn from_tool_tags(registry: &ToolRegistry) -> Self {
+    pub fn from_tool_tags(registry: &dyn ToolProvider) -> Self {
         let mut capabilities: BTreeMap<String, CapabilityDef> = BTreeMap::new();
-        for info in registry.list() {
+        for info in registry.list_tools() {
             for tag in info.capabilities {
                 capabilities
                     .entry(tag.clone())
@@ -205,7 +225,7 @@ impl CapabilityCatalog {
     pub fn extend(
         &mut self,
         defs: impl IntoIterator<Item = CapabilityDef>,
-        registry: &ToolRegistry,
+        registry: &dyn ToolProvider,
     ) -> Result<(), ToolError> {
         for def in defs {
             check_def(&def, registry)?;
@@ -219,9 +239,9 @@ impl CapabilityCatalog {
         &mut self,
         tool: &str,
         traits: ToolTraits,
-        registry: &ToolRegistry,
+        registry: &dyn ToolProvider,
     ) -> Result<(), ToolError> {
-        if !registry.contains(tool) {
+        if registry.describe(tool).is_none() {
             return Err(unregistered("tool traits", tool, registry));
         }
         self.traits.insert(tool.to_owned(), traits);
@@ -244,7 +264,7 @@ impl CapabilityCatalog {
     }
 }
 
-fn check_def(def: &CapabilityDef, registry: &ToolRegistry) -> Result<(), ToolError> {
+fn check_def(def: &CapabilityDef, registry: &dyn ToolProvider) -> Result<(), ToolError> {
     if def.id.trim().is_empty() {
         return Err(ToolError::InvalidConfiguration(
             "a capability has an empty id".to_owned(),
@@ -256,18 +276,21 @@ fn check_def(def: &CapabilityDef, registry: &ToolRegistry) -> Result<(), ToolErr
             def.id
         )));
     }
-    let declared = def.inputs.keys().chain(def.text_argument.as_ref());
+    let declared = def
+        .inputs
+        .keys()
+        .chain(def.text_argument.as_ref())
+        .chain(def.term_argument.as_ref());
     let declared: Vec<&String> = declared.collect();
     for tool_name in &def.tools {
-        let Some(tool) = registry.get(tool_name) else {
+        let Some(tool) = registry.describe(tool_name) else {
             return Err(unregistered(
                 &format!("capability `{}`", def.id),
                 tool_name,
                 registry,
             ));
         };
-        let parameters = tool.parameters();
-        let properties = parameters.get("properties").and_then(Value::as_object);
+        let properties = tool.parameters.get("properties").and_then(Value::as_object);
         for argument in &declared {
             if !properties.is_some_and(|p| p.contains_key(argument.as_str())) {
                 return Err(ToolError::InvalidConfiguration(format!(
@@ -280,8 +303,9 @@ fn check_def(def: &CapabilityDef, registry: &ToolRegistry) -> Result<(), ToolErr
     Ok(())
 }
 
-fn unregistered(what: &str, tool: &str, registry: &ToolRegistry) -> ToolError {
-    let suggestions = close_matches(tool, registry.names());
+fn unregistered(what: &str, tool: &str, registry: &dyn ToolProvider) -> ToolError {
+    let names: Vec<String> = registry.list_tools().into_iter().map(|t| t.name).collect();
+    let suggestions = close_matches(tool, names.iter().map(String::as_str));
     let hint = if suggestions.is_empty() {
         String::new()
     } else {

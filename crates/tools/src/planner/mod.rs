@@ -3,10 +3,11 @@
 //!
 //! The pipeline, each stage in its own module:
 //!
-//! 1. [`intent`]: an [`IntentAnalyzer`] turns text into capability matches (word-boundary rules
-//!    in English and Chinese by default, replaceable by a model-backed analyzer);
-//! 2. [`capability`]: a [`CapabilityCatalog`] maps capabilities to registered tools (checked
-//!    when the planner is built) and declares their data-flow types;
+//! 1. [`intent`]: an [`IntentAnalyzer`] splits text into ordered parts at connectives and turns
+//!    text into capability matches (word-boundary rules in English and Chinese by default,
+//!    replaceable by a model-backed analyzer);
+//! 2. [`capability`]: a [`CapabilityCatalog`] maps capabilities to the provider's tools
+//!    (checked when the planner is built) and declares their data-flow types;
 //! 3. [`evidence`]: an [`EvidenceScorer`] ranks a capability's tools from the most recent
 //!    records of an [`EvidenceStore`] and the tools' static traits;
 //! 4. [`plan`]: an [`ExecutionPlan`] is a DAG validated for cycles, missing dependencies, bad
@@ -16,7 +17,11 @@
 //!    `unknown_tool` and close matches, falls back to the planner only when enabled, and records
 //!    evidence on every execution.
 //!
-//! [`Planner`] ties 1–4 together; it holds no mutable state besides the evidence store.
+//! [`Planner`] ties 1–4 together over any [`crate::ToolProvider`] (the registry, the typed
+//! source, an MCP tool set, a request's declared tools); it holds no mutable state besides the
+//! evidence store. `decompose` plans a request of several ordered parts
+//! ([`Planner::plan_request`]), each part's data flow written as output bindings; [`search`]
+//! ranks a provider's tools for a query ([`ToolSearch`]), for a hosted `tool_search`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,10 +64,12 @@
 
 pub mod bridge;
 pub mod capability;
+mod decompose;
 pub mod evidence;
 pub mod executor;
 pub mod intent;
 pub mod plan;
+pub mod search;
 pub mod sqlite_evidence;
 
 use std::sync::Arc;
@@ -71,14 +78,20 @@ use serde_json::Value;
 
 pub use bridge::{Bridge, BridgeOutcome, Route};
 pub use capability::{CapabilityCatalog, CapabilityDef, ToolTraits, ValueType};
+pub use decompose::{PlannedPart, RequestPlan};
 pub use evidence::{
     EvidenceRecord, EvidenceScorer, EvidenceStore, MemoryEvidenceStore, ScoreWeights, ToolScore,
 };
 pub use executor::{PlanExecutor, PlanRun};
-pub use intent::{IntentAnalyzer, IntentMatch, IntentRule, MatchedTerm, RuleBasedAnalyzer};
+pub use intent::{
+    IntentAnalyzer, IntentMatch, IntentPart, IntentRule, MatchedTerm, RuleBasedAnalyzer,
+    split_request,
+};
 pub use plan::{Binding, ExecutionPlan, PlanError, PlanStep};
+pub use search::{MAX_SEARCH_RESULTS, ToolHit, ToolSearch};
 pub use sqlite_evidence::SqliteEvidenceStore;
 
+use crate::provider::{IntoToolProvider, ToolProvider};
 use crate::registry::ToolRegistry;
 use crate::tool::ToolError;
 
@@ -100,6 +113,7 @@ pub const INTENT_STEP_ID: &str = "intent";
 
 /// Analyses intents, resolves capabilities to registered tools and ranks them by evidence.
 pub struct Planner {
+    provider: Arc<dyn ToolProvider>,
     registry: Arc<ToolRegistry>,
     analyzer: Arc<dyn IntentAnalyzer>,
     catalog: CapabilityCatalog,
@@ -109,8 +123,14 @@ pub struct Planner {
 
 impl std::fmt::Debug for Planner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<String> = self
+            .provider
+            .list_tools()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         f.debug_struct("Planner")
-            .field("registry", &self.registry)
+            .field("tools", &tools)
             .field("catalog", &self.catalog)
             .field("scorer", &self.scorer)
             .finish_non_exhaustive()
@@ -118,10 +138,12 @@ impl std::fmt::Debug for Planner {
 }
 
 impl Planner {
-    /// Starts building a planner over `registry`.
-    pub fn builder(registry: Arc<ToolRegistry>) -> PlannerBuilder {
+    /// Starts building a planner over `tools` (an `Arc` of any [`ToolProvider`]): a
+    /// [`ToolRegistry`], the sealed typed source, an MCP tool set or a request's declared tools.
+    pub fn builder(tools: impl IntoToolProvider) -> PlannerBuilder {
         PlannerBuilder {
-            registry,
+            provider: tools.into_provider(),
+            registry: None,
             analyzer: None,
             defs: Vec::new(),
             from_tags: false,
@@ -131,7 +153,14 @@ impl Planner {
         }
     }
 
-    /// The registry the planner resolves against.
+    /// The tools the planner plans over.
+    pub fn provider(&self) -> &Arc<dyn ToolProvider> {
+        &self.provider
+    }
+
+    /// The registry plans run through: the provider's own ([`ToolProvider::registry`]), the one
+    /// set with [`PlannerBuilder::executor_registry`], or an empty one (every step then fails
+    /// with `unknown_tool`).
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
     }
@@ -190,7 +219,9 @@ impl Planner {
         Ok(PlanStep::for_capability(id, def, best, args))
     }
 
-    /// Plans one call for `text`: the best-scoring match whose capability the catalog knows,
+    /// Plans `text`. A request of several parts ("compute 17+25 then sha256 the result") is
+    /// planned by [`Planner::plan_request`] and described by its last part. Otherwise one
+    /// call: the best-scoring match whose capability the catalog knows,
     /// its best tool, and the arguments — `args` when given, else the text minus the matched
     /// terms in the capability's `text_argument`, else `{}`. No match is
     /// [`ToolError::NoCapability`].
@@ -199,6 +230,16 @@ impl Planner {
         text: &str,
         args: Option<Value>,
     ) -> Result<IntentPlan, ToolError> {
+        // A request of several parts is decomposed; arguments given by the caller belong to
+        // one call, so they keep the one-step plan.
+        if args.is_none() && self.analyzer.decompose(text).len() > 1 {
+            let planned = self.plan_request(text).await?;
+            return planned
+                .into_intent_plan()
+                .ok_or_else(|| ToolError::NoCapability {
+                    intent: text.to_owned(),
+                });
+        }
         let matches = self.analyze(text).await?;
         let no_capability = || ToolError::NoCapability {
             intent: text.to_owned(),
@@ -243,7 +284,8 @@ impl Planner {
 /// Configures a [`Planner`]; [`PlannerBuilder::build`] checks the capabilities against the
 /// registry.
 pub struct PlannerBuilder {
-    registry: Arc<ToolRegistry>,
+    provider: Arc<dyn ToolProvider>,
+    registry: Option<Arc<ToolRegistry>>,
     analyzer: Option<Arc<dyn IntentAnalyzer>>,
     defs: Vec<CapabilityDef>,
     from_tags: bool,
@@ -293,6 +335,13 @@ impl PlannerBuilder {
         self
     }
 
+    /// Runs plans through `registry` instead of the provider's own (for providers that have
+    /// none, such as an MCP tool set whose tools were registered separately).
+    pub fn executor_registry(mut self, registry: Arc<ToolRegistry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
     /// Replaces the default scorer.
     pub fn scorer(mut self, scorer: EvidenceScorer) -> Self {
         self.scorer = scorer;
@@ -305,22 +354,28 @@ impl PlannerBuilder {
         self
     }
 
-    /// Checks every capability and trait against the registry (a capability naming an
-    /// unregistered tool is an error here) and builds the planner.
+    /// Checks every capability and trait against the provider (a capability naming a tool it
+    /// does not have is an error here) and builds the planner.
     pub fn build(self) -> Result<Planner, ToolError> {
-        let explicit = CapabilityCatalog::new(self.defs, &self.registry)?;
+        let provider = self.provider.as_ref();
+        let explicit = CapabilityCatalog::new(self.defs, provider)?;
         let mut catalog = if self.from_tags {
-            let mut catalog = CapabilityCatalog::from_tool_tags(&self.registry);
-            catalog.extend(explicit.iter().cloned(), &self.registry)?;
+            let mut catalog = CapabilityCatalog::from_tool_tags(provider);
+            catalog.extend(explicit.iter().cloned(), provider)?;
             catalog
         } else {
             explicit
         };
         for (tool, traits) in self.traits {
-            catalog.set_traits(&tool, traits, &self.registry)?;
+            catalog.set_traits(&tool, traits, provider)?;
         }
+        let registry = self
+            .registry
+            .or_else(|| provider.registry())
+            .unwrap_or_else(|| Arc::new(ToolRegistry::empty()));
         Ok(Planner {
-            registry: self.registry,
+            provider: self.provider,
+            registry,
             analyzer: self
                 .analyzer
                 .unwrap_or_else(|| Arc::new(RuleBasedAnalyzer::with_default_rules())),

@@ -6,7 +6,8 @@
 //! context's deadline and cancellation and checks the size of its output. There is no unvalidated
 //! "direct" path, which is one of the flaws of the system this library replaces.
 //!
-//! [`FnTool`] adapts an async closure into a [`Tool`]. This module does not define any built-in
+//! [`FnTool`] (in `fn_tool`) adapts an async closure into a [`Tool`]; the checks every call
+//! passes live in `guard`. This module does not define any built-in
 //! tool: those live in their own module and are added with [`ToolRegistry::register_all`].
 //!
 //! ```
@@ -52,17 +53,25 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::watch;
 
 use crate::suggest::close_matches;
-use crate::tool::{BoxFuture, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+mod fn_tool;
+mod guard;
+#[cfg(test)]
+mod tests;
+
+pub use fn_tool::FnTool;
+use guard::run_bounded;
+pub(crate) use guard::{
+    check_arguments, check_output_size, compile_parameters, pointer_or_root, wait_cancelled,
+};
 
 /// The longest tool name accepted.
 pub const MAX_NAME_LEN: usize = 64;
@@ -92,6 +101,9 @@ pub struct ToolInfo {
     pub parameters: Value,
     /// The tool's capability tags.
     pub capabilities: Vec<String>,
+    /// The tool's category, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }
 
 /// A registered tool with its schema and the validator compiled from it.
@@ -218,7 +230,7 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// Every tool's name, description, parameters and capabilities, sorted by name.
+    /// Every tool's name, description, parameters, capabilities and category, sorted by name.
     pub fn list(&self) -> Vec<ToolInfo> {
         self.tools
             .iter()
@@ -232,6 +244,7 @@ impl ToolRegistry {
                     .iter()
                     .map(|c| (*c).to_owned())
                     .collect(),
+                category: entry.tool.category().map(str::to_owned),
             })
             .collect()
     }
@@ -297,216 +310,5 @@ impl Observed {
             result: Err(err),
             ran_for: None,
         }
-    }
-}
-
-/// Compiles a tool's parameter schema, which must be an object schema.
-pub(crate) fn compile_parameters(
-    tool: &str,
-    parameters: &Value,
-) -> Result<jsonschema::Validator, ToolError> {
-    let invalid = |message: String| ToolError::InvalidSchema {
-        tool: tool.to_owned(),
-        message,
-    };
-    let declared_type = parameters.get("type").and_then(Value::as_str);
-    if declared_type != Some("object") {
-        return Err(invalid(
-            "the parameter schema must be a JSON object with \"type\": \"object\"".to_owned(),
-        ));
-    }
-    jsonschema::validator_for(parameters).map_err(|e| invalid(e.to_string()))
-}
-
-/// Validates arguments; the error names the first failing location as a JSON pointer (`/` for
-/// the arguments object itself).
-pub(crate) fn check_arguments(
-    validator: &jsonschema::Validator,
-    args: &Value,
-) -> Result<(), ToolError> {
-    match validator.iter_errors(args).next() {
-        None => Ok(()),
-        Some(err) => Err(ToolError::InvalidArguments {
-            path: pointer_or_root(err.instance_path().to_string()),
-            message: err.to_string(),
-        }),
-    }
-}
-
-/// The empty pointer reads badly in messages; the library writes the root as `/`.
-pub(crate) fn pointer_or_root(pointer: String) -> String {
-    if pointer.is_empty() {
-        "/".to_owned()
-    } else {
-        pointer
-    }
-}
-
-/// Runs a tool bounded by the context's deadline and cancellation, then checks the output size.
-async fn run_bounded(
-    tool: &dyn Tool,
-    args: Value,
-    ctx: &ToolContext,
-) -> Result<ToolOutput, ToolError> {
-    if ctx.is_cancelled() {
-        return Err(ToolError::Cancelled);
-    }
-    // A call whose deadline already passed is not started at all.
-    if tokio::time::Instant::now() >= ctx.deadline {
-        return Err(ToolError::Timeout);
-    }
-    let mut cancelled = ctx.cancelled.clone();
-    let output = tokio::select! {
-        // Cancellation wins a tie: a caller that gave up must not get a late result.
-        biased;
-        () = wait_cancelled(&mut cancelled) => return Err(ToolError::Cancelled),
-        outcome = tokio::time::timeout_at(ctx.deadline, tool.execute(args, ctx)) => {
-            outcome.map_err(|_elapsed| ToolError::Timeout)??
-        }
-    };
-    check_output_size(&output, ctx.max_output_bytes)?;
-    Ok(output)
-}
-
-/// Resolves when the flag turns true; never resolves when the sender is gone (nobody can cancel).
-pub(crate) async fn wait_cancelled(rx: &mut watch::Receiver<bool>) {
-    if rx.wait_for(|cancelled| *cancelled).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// Fails as soon as the serialised output passes `limit` bytes, without building the string.
-pub(crate) fn check_output_size(output: &Value, limit: usize) -> Result<(), ToolError> {
-    struct Counter {
-        written: usize,
-        limit: usize,
-    }
-    impl io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.written += buf.len();
-            if self.written > self.limit {
-                Err(io::Error::other("output limit"))
-            } else {
-                Ok(buf.len())
-            }
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter { written: 0, limit };
-    serde_json::to_writer(&mut counter, output).map_err(|_| ToolError::OutputTooLarge { limit })
-}
-
-type BoxedFn =
-    dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
-
-/// A [`Tool`] made from an async closure `|args, ctx| async move { … }`.
-///
-/// The closure receives the validated arguments and its own clone of the [`ToolContext`].
-pub struct FnTool {
-    name: String,
-    description: String,
-    parameters: Value,
-    capabilities: Vec<&'static str>,
-    run: Box<BoxedFn>,
-}
-
-impl fmt::Debug for FnTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FnTool")
-            .field("name", &self.name)
-            .field("capabilities", &self.capabilities)
-            .finish_non_exhaustive()
-    }
-}
-
-impl FnTool {
-    /// A tool named `name` whose arguments follow `parameters` (a JSON Schema object) and that
-    /// runs `run`. The name and schema are checked when the tool is registered.
-    pub fn new<F, Fut>(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        parameters: Value,
-        run: F,
-    ) -> Self
-    where
-        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
-    {
-        Self {
-            name: name.into(),
-            description: description.into(),
-            parameters,
-            capabilities: Vec::new(),
-            run: Box::new(move |args, ctx| Box::pin(run(args, ctx))),
-        }
-    }
-
-    /// Sets the capability tags the planner can match (`math`, `hash`, …).
-    pub fn with_capabilities(mut self, capabilities: &[&'static str]) -> Self {
-        self.capabilities = capabilities.to_vec();
-        self
-    }
-}
-
-impl Tool for FnTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> Value {
-        self.parameters.clone()
-    }
-
-    fn capabilities(&self) -> &[&str] {
-        &self.capabilities
-    }
-
-    fn execute<'a>(
-        &'a self,
-        args: Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        (self.run)(args, ctx.clone())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_the_pattern() {
-        for ok in ["a", "web_search", "file-read", "X9", &"n".repeat(64)] {
-            assert!(validate_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "has space",
-            "dot.ted",
-            "ünïcode",
-            "slash/",
-            &"n".repeat(65),
-        ] {
-            assert_eq!(
-                validate_name(bad),
-                Err(ToolError::InvalidName(bad.to_owned()))
-            );
-        }
-    }
-
-    #[test]
-    fn output_size_is_counted_in_serialised_bytes() {
-        let value = serde_json::json!("abcd"); // 6 bytes with quotes
-        assert!(check_output_size(&value, 6).is_ok());
-        assert_eq!(
-            check_output_size(&value, 5),
-            Err(ToolError::OutputTooLarge { limit: 5 })
-        );
     }
 }

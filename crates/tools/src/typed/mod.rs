@@ -15,6 +15,16 @@
 //! | registered, not in this stage's selection | [`ToolError::NotInStage`] | `not_in_stage` |
 //! | the input does not match the schema or type | [`ToolError::InvalidArguments`] (JSON pointer) | `invalid_arguments` |
 //!
+//! A tool's schema may also be written by hand with its own parse function
+//! ([`define_schema`], [`ModelToolRegistry::schema_tool`], in `schema`); it is compiled and
+//! checked the same way. A [`ModelSelection`] keeps the [`NativeCall`] that carried it (id,
+//! provider-side name, argument length). The model transport (`transport`,
+//! [`create_model_transport`]) reads a provider's function call in the Chat, Anthropic or Gemini
+//! shape, maps its name through a [`NameMap`] and resolves it for a stage. The sealed registry
+//! and a selection are [`crate::ToolProvider`]s (in `provider`), so the planner can plan over
+//! them; [`ModelToolRegistry::with_capabilities`] and [`ModelToolRegistry::with_category`] tag
+//! the tool added last.
+//!
 //! This module does not execute anything: resolving gives a value (often an enum of actions) that
 //! the stage then acts on. Executable tools live in [`crate::registry`].
 //!
@@ -72,6 +82,15 @@ use crate::registry::{check_arguments, compile_parameters, pointer_or_root, vali
 use crate::suggest::close_matches;
 use crate::tool::ToolError;
 
+mod provider;
+mod schema;
+mod selection;
+mod transport;
+
+pub use schema::{InputSchema, define_schema};
+pub use selection::ToolSelection;
+pub use transport::{Dialect, ModelTransport, NameMap, create_model_transport};
+
 type Resolver<O> = dyn Fn(Value) -> Result<O, ToolError> + Send + Sync;
 
 /// One typed tool: an id, a description, the schema derived from its input type, and the parser
@@ -80,6 +99,8 @@ pub struct TypedTool<O> {
     id: String,
     description: String,
     parameters: Value,
+    capabilities: Vec<String>,
+    category: Option<String>,
     validator: jsonschema::Validator,
     resolve: Box<Resolver<O>>,
 }
@@ -103,9 +124,19 @@ impl<O> TypedTool<O> {
         &self.description
     }
 
-    /// The JSON Schema derived from the input type.
+    /// The JSON Schema of the input (derived from the input type, or written by hand).
     pub fn parameters(&self) -> &Value {
         &self.parameters
+    }
+
+    /// The capability tags set with [`ModelToolRegistry::with_capabilities`].
+    pub fn capabilities(&self) -> &[String] {
+        &self.capabilities
+    }
+
+    /// The category set with [`ModelToolRegistry::with_category`].
+    pub fn category(&self) -> Option<&str> {
+        self.category.as_deref()
     }
 
     fn resolve_input(&self, input: &Value) -> Result<O, ToolError> {
@@ -119,6 +150,8 @@ struct PendingTool<O> {
     id: String,
     description: String,
     parameters: Value,
+    capabilities: Vec<String>,
+    category: Option<String>,
     resolve: Box<Resolver<O>>,
 }
 
@@ -152,7 +185,7 @@ impl<O: 'static> ModelToolRegistry<O> {
     /// Adds a tool whose arguments are an `I` (schema derived from `I`) and whose selection
     /// resolves to `resolve(input)`. Ids and schemas are checked by [`ModelToolRegistry::seal`].
     pub fn tool<I, F>(
-        mut self,
+        self,
         id: impl Into<String>,
         description: impl Into<String>,
         resolve: F,
@@ -171,12 +204,40 @@ impl<O: 'static> ModelToolRegistry<O> {
             })?;
             Ok(resolve(typed))
         };
+        self.push(id.into(), description.into(), parameters, Box::new(parse))
+    }
+
+    fn push(
+        mut self,
+        id: String,
+        description: String,
+        parameters: Value,
+        resolve: Box<Resolver<O>>,
+    ) -> Self {
         self.pending.push(PendingTool {
-            id: id.into(),
-            description: description.into(),
+            id,
+            description,
             parameters,
-            resolve: Box::new(parse),
+            capabilities: Vec::new(),
+            category: None,
+            resolve,
         });
+        self
+    }
+
+    /// Sets the capability tags (for the planner) of the tool added last.
+    pub fn with_capabilities<S: Into<String>>(mut self, tags: impl IntoIterator<Item = S>) -> Self {
+        if let Some(last) = self.pending.last_mut() {
+            last.capabilities = tags.into_iter().map(Into::into).collect();
+        }
+        self
+    }
+
+    /// Sets the category of the tool added last.
+    pub fn with_category(mut self, category: impl Into<String>) -> Self {
+        if let Some(last) = self.pending.last_mut() {
+            last.category = Some(category.into());
+        }
         self
     }
 
@@ -196,6 +257,8 @@ impl<O: 'static> ModelToolRegistry<O> {
                     id: pending.id,
                     description: pending.description,
                     parameters: pending.parameters,
+                    capabilities: pending.capabilities,
+                    category: pending.category,
                     validator,
                     resolve: pending.resolve,
                 },
@@ -214,15 +277,35 @@ pub struct ModelSelection {
     pub tool_id: String,
     /// The raw arguments, before schema validation and parsing.
     pub input: Value,
+    /// The native function call that carried the selection, when the provider used one.
+    pub call: Option<NativeCall>,
+}
+
+/// The provider's function call behind a [`ModelSelection`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeCall {
+    /// The call id as the provider gave it (empty when the dialect has none, as older Gemini).
+    pub id: String,
+    /// The tool name as the provider saw it (before the name map).
+    pub name: String,
+    /// The length of the raw arguments text, in characters.
+    pub argument_chars: usize,
 }
 
 impl ModelSelection {
-    /// A selection of `tool_id` with raw `input`.
+    /// A selection of `tool_id` with raw `input`, not carried by a native call.
     pub fn new(tool_id: impl Into<String>, input: Value) -> Self {
         Self {
             tool_id: tool_id.into(),
             input,
+            call: None,
         }
+    }
+
+    /// The same selection, carried by `call`.
+    pub fn with_call(mut self, call: NativeCall) -> Self {
+        self.call = Some(call);
+        self
     }
 }
 
@@ -306,61 +389,6 @@ impl<O> ModelToolSource<O> for SealedToolRegistry<O> {
     fn resolve(&self, selection: &ModelSelection, _stage: &str) -> Result<O, ToolError> {
         self.lookup(&selection.tool_id)?
             .resolve_input(&selection.input)
-    }
-}
-
-/// The subset of a [`SealedToolRegistry`] one stage may use; read-only.
-pub struct ToolSelection<O> {
-    registry: SealedToolRegistry<O>,
-    allowed: BTreeSet<String>,
-}
-
-impl<O> Clone for ToolSelection<O> {
-    fn clone(&self) -> Self {
-        Self {
-            registry: self.registry.clone(),
-            allowed: self.allowed.clone(),
-        }
-    }
-}
-
-impl<O> fmt::Debug for ToolSelection<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(&self.allowed).finish()
-    }
-}
-
-impl<O> ToolSelection<O> {
-    /// The ids in this view, sorted.
-    pub fn ids(&self) -> impl Iterator<Item = &str> {
-        self.allowed.iter().map(String::as_str)
-    }
-
-    /// True when `id` is offered in this view.
-    pub fn contains(&self, id: &str) -> bool {
-        self.allowed.contains(id)
-    }
-}
-
-impl<O> ModelToolSource<O> for ToolSelection<O> {
-    fn tools(&self) -> Vec<&TypedTool<O>> {
-        self.allowed
-            .iter()
-            .filter_map(|id| self.registry.get(id))
-            .collect()
-    }
-
-    fn resolve(&self, selection: &ModelSelection, stage: &str) -> Result<O, ToolError> {
-        // Not registered at all is a different mistake (a hallucinated id) from a real tool
-        // offered to another stage, so the two get different errors.
-        let tool = self.registry.lookup(&selection.tool_id)?;
-        if !self.allowed.contains(&selection.tool_id) {
-            return Err(ToolError::NotInStage {
-                tool: selection.tool_id.clone(),
-                stage: stage.to_owned(),
-            });
-        }
-        tool.resolve_input(&selection.input)
     }
 }
 

@@ -12,12 +12,22 @@
 //!   capability. A term matches only where the segmentation produced exactly that whole term, so
 //!   the neutral `计算机` (computer) keeps `计算` (compute) from matching inside it.
 //!
-//! It does not map capabilities to tools (see [`super::capability`]) nor pick a tool.
+//! Decomposition into ordered parts is in `split`, the built-in terms in `rules`. It does not
+//! map capabilities to tools (see [`super::capability`]) nor pick a tool.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
 use crate::tool::{BoxFuture, ToolError};
+
+mod rules;
+mod split;
+#[cfg(test)]
+mod tests;
+
+use rules::default_rules;
+pub use rules::{DEFAULT_CONNECTIVES, DEFAULT_NEUTRAL_TERMS, DEFAULT_RULES, REFERENCE_TERMS};
+pub use split::{IntentPart, MAX_PARTS, split_request};
 
 /// A capability an intent asks for, with the terms that said so.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +73,13 @@ impl IntentMatch {
 pub trait IntentAnalyzer: Send + Sync {
     /// The capabilities `text` asks for, sorted by descending score; empty when none.
     fn analyze<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Result<Vec<IntentMatch>, ToolError>>;
+
+    /// The ordered parts of a request that asks for several things ("compute 17+25 then sha256
+    /// the result"); one part for a single intent. The default splits at the built-in English
+    /// and Chinese connectives ([`split_request`]).
+    fn decompose(&self, text: &str) -> Vec<IntentPart> {
+        split_request(text)
+    }
 }
 
 /// A capability and the terms (English words or phrases, or Chinese terms) that ask for it.
@@ -364,227 +381,4 @@ fn is_cjk(c: char) -> bool {
         | '\u{20000}'..='\u{2FFFF}'
         | '\u{3005}'
         | '\u{3007}')
-}
-
-/// Chinese words that contain a capability term but mean something else.
-pub const DEFAULT_NEUTRAL_TERMS: &[&str] = &[
-    "计算机", // computer (contains 计算, compute)
-    "加密",   // encrypt (not a hash)
-    "地址",   // address
-    "线程",   // thread
-    "读者",   // reader (a person)
-    "文件夹", // folder: kept whole so 文件 matches on its own only
-];
-
-fn default_rules() -> Vec<IntentRule> {
-    vec![
-        IntentRule::new(
-            "math",
-            [
-                "calculate",
-                "calculator",
-                "compute",
-                "evaluate",
-                "add",
-                "sum",
-                "plus",
-                "minus",
-                "subtract",
-                "multiply",
-                "divide",
-                "times",
-                "sqrt",
-                "square root",
-                "factorial",
-                "average",
-                "mean",
-                "median",
-                "计算",
-                "算一下",
-                "求和",
-                "相加",
-                "加上",
-                "减去",
-                "乘以",
-                "除以",
-                "平均值",
-                "阶乘",
-                "平方根",
-            ],
-        ),
-        IntentRule::new(
-            "hash",
-            [
-                "hash",
-                "sha256",
-                "sha1",
-                "sha512",
-                "md5",
-                "blake3",
-                "hmac",
-                "digest",
-                "checksum",
-                "哈希",
-                "散列",
-                "摘要",
-                "校验和",
-            ],
-        ),
-        IntentRule::new(
-            "text",
-            [
-                "uppercase",
-                "lowercase",
-                "reverse",
-                "trim",
-                "substring",
-                "string length",
-                "大写",
-                "小写",
-                "反转",
-                "字符串",
-            ],
-        ),
-        IntentRule::new(
-            "id",
-            [
-                "uuid",
-                "ulid",
-                "nanoid",
-                "generate id",
-                "unique id",
-                "唯一标识",
-                "生成编号",
-            ],
-        ),
-        IntentRule::new(
-            "regex",
-            [
-                "regex",
-                "regexp",
-                "regular expression",
-                "正则",
-                "正则表达式",
-            ],
-        ),
-        IntentRule::new("json", ["json", "jq", "json pointer"]),
-        IntentRule::new(
-            "web_search",
-            ["search", "look up", "web search", "搜索", "检索", "查找"],
-        ),
-        IntentRule::new(
-            "web_fetch",
-            [
-                "fetch", "download", "url", "webpage", "web page", "网页", "抓取", "下载",
-            ],
-        ),
-        IntentRule::new(
-            "file",
-            [
-                "file",
-                "files",
-                "read",
-                "write",
-                "directory",
-                "folder",
-                "mkdir",
-                "文件",
-                "读取",
-                "写入",
-                "目录",
-            ],
-        ),
-        IntentRule::new("pdf", ["pdf", "pdf text"]),
-    ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn capabilities(text: &str) -> Vec<String> {
-        RuleBasedAnalyzer::with_default_rules()
-            .matches(text)
-            .into_iter()
-            .map(|m| m.capability)
-            .collect()
-    }
-
-    #[test]
-    fn default_rules_are_valid() {
-        assert!(RuleBasedAnalyzer::new(default_rules(), DEFAULT_NEUTRAL_TERMS).is_ok());
-    }
-
-    #[test]
-    fn words_split_at_non_alphanumerics_and_lowercase() {
-        let got: Vec<String> = words("Re-Read the_file, NOW!")
-            .into_iter()
-            .map(|w| w.text)
-            .collect();
-        assert_eq!(got, ["re", "read", "the", "file", "now"]);
-    }
-
-    #[test]
-    fn a_term_inside_a_longer_word_does_not_match() {
-        assert!(capabilities("update my address").is_empty());
-        assert!(capabilities("spawn a thread").is_empty());
-        assert!(capabilities("the research paper").is_empty());
-        assert!(capabilities("profile the summary").is_empty());
-    }
-
-    #[test]
-    fn whole_words_match_in_any_case_and_next_to_punctuation() {
-        assert_eq!(capabilities("ADD these: 2, 3"), ["math"]);
-        assert_eq!(capabilities("(read)"), ["file"]);
-    }
-
-    #[test]
-    fn phrases_match_consecutive_words_only() {
-        assert_eq!(capabilities("take the square root of 9"), ["math"]);
-        // "square" and "root" apart are not the phrase.
-        assert!(capabilities("a square garden and a root").is_empty());
-    }
-
-    #[test]
-    fn every_rule_is_evaluated_and_the_strongest_wins() {
-        // Not first-match: "read" (file) appears first, but hashing is asked twice.
-        let got = capabilities("read this and give the sha256 digest");
-        assert_eq!(got, ["hash", "file"]);
-    }
-
-    #[test]
-    fn chinese_terms_match_whole_and_neutral_words_shadow_them() {
-        assert_eq!(capabilities("请计算 1+1"), ["math"]);
-        assert_eq!(capabilities("计算一下这个"), ["math"]);
-        assert!(capabilities("我的计算机坏了").is_empty());
-        assert!(capabilities("给数据加密").is_empty());
-        assert_eq!(capabilities("读取文件"), ["file"]);
-        assert!(capabilities("线程安全").is_empty());
-    }
-
-    #[test]
-    fn mixed_scripts_are_segmented_separately() {
-        assert_eq!(capabilities("sha256哈希"), ["hash"]);
-    }
-
-    #[test]
-    fn remainder_drops_the_matched_terms() {
-        let analyzer = RuleBasedAnalyzer::with_default_rules();
-        let text = "compute 1+1";
-        let top = &analyzer.matches(text)[0];
-        assert_eq!(top.remainder(text), "1+1");
-        let text = "计算 2*3";
-        let top = &analyzer.matches(text)[0];
-        assert_eq!(top.remainder(text), "2*3");
-    }
-
-    #[test]
-    fn bad_rules_are_configuration_errors() {
-        let err = RuleBasedAnalyzer::new([IntentRule::new("", ["x"])], [] as [&str; 0]);
-        assert_eq!(err.map(|_| ()).unwrap_err().code(), "invalid_configuration");
-        let err = RuleBasedAnalyzer::new([IntentRule::new("m", ["  "])], [] as [&str; 0]);
-        assert_eq!(err.map(|_| ()).unwrap_err().code(), "invalid_configuration");
-        let err = RuleBasedAnalyzer::new([IntentRule::new("m", ["计算x"])], [] as [&str; 0]);
-        assert_eq!(err.map(|_| ()).unwrap_err().code(), "invalid_configuration");
-    }
 }
