@@ -36,7 +36,7 @@ pub struct SqlStore {
     /// meeting SQLite's sleeping busy handler; on PostgreSQL the same pool as `pool`.
     writes: AnyPool,
     /// SQLite's group commit of response writes (see [`crate::writer`]); `None` on PostgreSQL.
-    writer: Option<std::sync::Arc<Writer>>,
+    pub(crate) writer: Option<std::sync::Arc<Writer>>,
     /// This process's id, owner of the responses it is still producing.
     pub(crate) instance: String,
     pub(crate) sqlite: bool,

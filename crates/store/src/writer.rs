@@ -24,6 +24,8 @@
 //! Not here: PostgreSQL, whose concurrent transactions write in parallel and whose server
 //! already groups concurrent commits into one WAL flush (`put_direct`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::{Acquire, AnyPool};
@@ -49,6 +51,9 @@ struct Job {
 #[derive(Debug)]
 pub(crate) struct Writer {
     queue: mpsc::Sender<Job>,
+    /// Batches committed so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    batches: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -56,8 +61,15 @@ impl Writer {
     /// write pool) on behalf of process `instance`; `timeout` bounds each batch.
     pub(crate) fn start(pool: AnyPool, instance: String, timeout: Duration) -> Self {
         let (queue, jobs) = mpsc::channel(QUEUE);
-        tokio::spawn(run(jobs, pool, instance, timeout));
-        Self { queue }
+        let batches = Arc::new(AtomicU64::new(0));
+        tokio::spawn(run(jobs, pool, instance, timeout, Arc::clone(&batches)));
+        Self { queue, batches }
+    }
+
+    /// Batches committed so far.
+    #[cfg(test)]
+    pub(crate) fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
     }
 
     /// Queues one record and waits for the commit of its batch: [`write_record`]'s outcome.
@@ -86,7 +98,13 @@ impl Writer {
 }
 
 /// The writer task: a batch per turn, until every handle is gone.
-async fn run(mut jobs: mpsc::Receiver<Job>, pool: AnyPool, instance: String, timeout: Duration) {
+async fn run(
+    mut jobs: mpsc::Receiver<Job>,
+    pool: AnyPool,
+    instance: String,
+    timeout: Duration,
+    batches: Arc<AtomicU64>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
         // Callers that stopped waiting are not written: they were told it was not stored.
@@ -97,6 +115,7 @@ async fn run(mut jobs: mpsc::Receiver<Job>, pool: AnyPool, instance: String, tim
         let outcome = tokio::time::timeout(timeout, commit(&pool, &instance, &batch)).await;
         match outcome {
             Ok(Ok(results)) => {
+                batches.fetch_add(1, Ordering::Relaxed);
                 for (job, result) in batch.drain(..).zip(results) {
                     // A caller gone since has nothing to hear.
                     let _ = job.done.send(result);
@@ -154,4 +173,101 @@ async fn commit(
     }
     tx.commit().await?;
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ResponseStore, SqlStore, StoreOptions, StoredResponse};
+    use serde_json::json;
+
+    fn response(id: &str, status: &str) -> StoredResponse {
+        StoredResponse {
+            id: id.to_owned(),
+            created_at: 1,
+            status: status.to_owned(),
+            model: "m".to_owned(),
+            previous_response_id: None,
+            expires_at: None,
+            response: json!({"id": id, "status": status}),
+            input_items: vec![json!({"id": format!("in_{id}"), "type": "message"})],
+            output_items: vec![json!({"id": format!("out_{id}"), "type": "message"})],
+        }
+    }
+
+    async fn open(name: &str, options: StoreOptions) -> (SqlStore, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "toolbridge-writer-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("store.db").display());
+        (SqlStore::open_with(&url, options).await.unwrap(), dir)
+    }
+
+    /// On one thread every write below is queued before the writer first runs: they share one
+    /// transaction, and the conflict and the refused guarded write inside it fail alone.
+    #[tokio::test]
+    async fn writes_queued_together_commit_as_one_batch_and_a_failure_stays_alone() {
+        let (store, dir) = open("batch", StoreOptions::default()).await;
+        let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
+        store.put(&b, &response("resp_b", "completed")).await.unwrap();
+        store.put(&a, &response("resp_final", "completed")).await.unwrap();
+        let writer = store.writer.clone().unwrap();
+        let before = writer.batches();
+        let ids: Vec<String> = (0..40).map(|i| format!("resp_{i}")).collect();
+        let records: Vec<StoredResponse> = ids.iter().map(|id| response(id, "completed")).collect();
+        let conflict = response("resp_b", "failed");
+        let late = response("resp_final", "in_progress");
+        let (puts, conflicted, guarded) = tokio::join!(
+            futures::future::join_all(records.iter().map(|r| store.put(&a, r))),
+            store.put(&a, &conflict),
+            store.put_unless_final(&a, &late),
+        );
+        assert_eq!(writer.batches() - before, 1, "one transaction for all");
+        assert!(puts.iter().all(Result::is_ok), "{puts:?}");
+        assert_eq!(conflicted.unwrap_err().code(), "store_conflict");
+        assert!(!guarded.unwrap(), "a final response is not overwritten");
+        for id in &ids {
+            let got = store.get(&a, id).await.unwrap().unwrap();
+            assert_eq!(got.output_items.len(), 1);
+        }
+        let kept = store.get(&b, "resp_b").await.unwrap().unwrap();
+        assert_eq!(kept.status, "completed", "another tenant's response is untouched");
+        let final_ = store.get(&a, "resp_final").await.unwrap().unwrap();
+        assert_eq!(final_.status, "completed");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// With the one write connection held elsewhere, the writer cannot begin: every caller,
+    /// more than the queue holds, is answered `store_unavailable` within its deadline; once the
+    /// connection is free the next write goes through.
+    #[tokio::test]
+    async fn a_stuck_writer_fails_every_caller_within_the_deadline() {
+        let options = StoreOptions {
+            acquire_timeout: Duration::from_millis(150),
+            timeout: Duration::from_millis(300),
+            circuit_failures: 0,
+            circuit_cooldown: Duration::from_millis(10),
+        };
+        let (store, dir) = open("stuck", options).await;
+        let t = Tenant::named("team-a");
+        let held = store.writes().acquire().await.unwrap();
+        let records: Vec<StoredResponse> = (0..QUEUE + MAX_BATCH + 8)
+            .map(|i| response(&format!("resp_{i}"), "completed"))
+            .collect();
+        let started = std::time::Instant::now();
+        let outcomes = futures::future::join_all(records.iter().map(|r| store.put(&t, r))).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "bounded waits");
+        for outcome in &outcomes {
+            assert_eq!(outcome.as_ref().unwrap_err().code(), "store_unavailable");
+        }
+        drop(held);
+        store.put(&t, &response("resp_after", "completed")).await.unwrap();
+        assert!(store.get(&t, "resp_after").await.unwrap().is_some());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
