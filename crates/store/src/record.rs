@@ -236,8 +236,8 @@ mod tests {
             "output": [{"id": "msg_1", "type": "message", "text": "a\nb"}, 3, {"id": 4}],
         });
         let text = serde_json::to_string(&response).unwrap();
-        let record = ResponseRecord::from_json(text.clone(), &[json!({"id": "in_1"})], Some(9))
-            .unwrap();
+        let record =
+            ResponseRecord::from_json(text.clone(), &[json!({"id": "in_1"})], Some(9)).unwrap();
         assert_eq!(
             (record.id(), record.created_at, record.status.as_str()),
             ("resp_1", 7, "completed")
@@ -262,8 +262,9 @@ mod tests {
 
     #[test]
     fn text_that_is_not_an_object_is_corrupt_and_odd_fields_read_as_absent() {
-        let odd = ResponseRecord::from_json(r#"{"id": 3, "created_at": "x", "output": {}}"#, &[], None)
-            .unwrap();
+        let odd =
+            ResponseRecord::from_json(r#"{"id": 3, "created_at": "x", "output": {}}"#, &[], None)
+                .unwrap();
         assert_eq!((odd.id(), odd.created_at, odd.items().count()), ("", 0, 0));
         for text in ["[1]", "{", "", "{\"id\": \"a\"} x"] {
             let e = ResponseRecord::from_json(text, &[], None).unwrap_err();

@@ -20,6 +20,33 @@ const RESPONSE_INPUT_PAGES: PageSql = PageSql {
     desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
 };
 
+/// Item rows in one `INSERT`, at most.
+const ITEM_ROWS: usize = 16;
+
+/// The `INSERT` of `rows` item rows (1 to [`ITEM_ROWS`]): `$1` the response id and `$2` the
+/// tenant in every row, then kind, position, item id and body for each.
+fn item_insert(rows: usize) -> &'static str {
+    static INSERTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        (1..=ITEM_ROWS)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|row| {
+                        let p = 3 + 4 * row;
+                        format!("($1, ${p}, ${}, ${}, ${}, $2)", p + 1, p + 2, p + 3)
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    INSERTS
+        .get(rows.clamp(1, ITEM_ROWS) - 1)
+        .map_or("", String::as_str)
+}
+
 /// Writes one response record and its items inside the caller's transaction (or savepoint).
 ///
 /// Plain (`unless_final` false): inserts or replaces the tenant's own response; an id of
@@ -104,19 +131,17 @@ pub(crate) async fn write_record(
         .bind(t.name())
         .execute(&mut *conn)
         .await?;
-    for (kind, position, item_id, body) in r.items() {
-        // One statement text for every item: prepared once per connection, then reused.
-        sqlx::query(
-            "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&r.id)
-        .bind(kind)
-        .bind(position)
-        .bind(item_id)
-        .bind(body)
-        .bind(t.name())
-        .execute(&mut *conn)
-        .await?;
+    // A few statements whatever the item count: rows go in chunks of `ITEM_ROWS`, each chunk
+    // size one statement text, prepared once per connection and reused.
+    let items: Vec<_> = r.items().collect();
+    for chunk in items.chunks(ITEM_ROWS) {
+        let mut insert = sqlx::query(item_insert(chunk.len()))
+            .bind(&r.id)
+            .bind(t.name());
+        for &(kind, position, item_id, body) in chunk {
+            insert = insert.bind(kind).bind(position).bind(item_id).bind(body);
+        }
+        insert.execute(&mut *conn).await?;
     }
     Ok(true)
 }

@@ -265,9 +265,9 @@ impl ResponseStore for SqlStore {
         tenant: &'a Tenant,
         record: ResponseRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.guard(async move {
-            self.write_record(tenant, record, false).await.map(|_| ())
-        }))
+        Box::pin(
+            self.guard(async move { self.write_record(tenant, record, false).await.map(|_| ()) }),
+        )
     }
     fn put_record_unless_final<'a>(
         &'a self,

@@ -153,6 +153,23 @@ async fn commit(
     // IMMEDIATE: the write lock is taken now (waiting out another process's, under the busy
     // timeout) rather than at the first write.
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    if let [job] = batch {
+        // Alone in its batch: the transaction is its savepoint.
+        let result = write_record(
+            &mut tx,
+            instance,
+            &job.tenant,
+            &job.record,
+            job.unless_final,
+        )
+        .await;
+        if matches!(result, Ok(true)) {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
+        return Ok(vec![result]);
+    }
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         let mut savepoint = (&mut *tx).begin().await?;
@@ -196,10 +213,8 @@ mod tests {
     }
 
     async fn open(name: &str, options: StoreOptions) -> (SqlStore, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!(
-            "toolbridge-writer-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("toolbridge-writer-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("store.db").display());
@@ -212,8 +227,14 @@ mod tests {
     async fn writes_queued_together_commit_as_one_batch_and_a_failure_stays_alone() {
         let (store, dir) = open("batch", StoreOptions::default()).await;
         let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
-        store.put(&b, &response("resp_b", "completed")).await.unwrap();
-        store.put(&a, &response("resp_final", "completed")).await.unwrap();
+        store
+            .put(&b, &response("resp_b", "completed"))
+            .await
+            .unwrap();
+        store
+            .put(&a, &response("resp_final", "completed"))
+            .await
+            .unwrap();
         let writer = store.writer.clone().unwrap();
         let before = writer.batches();
         let ids: Vec<String> = (0..40).map(|i| format!("resp_{i}")).collect();
@@ -234,9 +255,27 @@ mod tests {
             assert_eq!(got.output_items.len(), 1);
         }
         let kept = store.get(&b, "resp_b").await.unwrap().unwrap();
-        assert_eq!(kept.status, "completed", "another tenant's response is untouched");
+        assert_eq!(
+            kept.status, "completed",
+            "another tenant's response is untouched"
+        );
         let final_ = store.get(&a, "resp_final").await.unwrap().unwrap();
         assert_eq!(final_.status, "completed");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Items go in multi-row inserts of at most 16 rows: 40 items take three, in order.
+    #[tokio::test]
+    async fn more_items_than_one_insert_holds_keep_their_order() {
+        let (store, dir) = open("items", StoreOptions::default()).await;
+        let t = Tenant::named("team-a");
+        let mut long = response("resp_long", "completed");
+        long.input_items = (0..40)
+            .map(|i| json!({"id": format!("in_{i}"), "n": i}))
+            .collect();
+        store.put(&t, &long).await.unwrap();
+        assert_eq!(store.get(&t, "resp_long").await.unwrap().unwrap(), long);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -265,7 +304,10 @@ mod tests {
             assert_eq!(outcome.as_ref().unwrap_err().code(), "store_unavailable");
         }
         drop(held);
-        store.put(&t, &response("resp_after", "completed")).await.unwrap();
+        store
+            .put(&t, &response("resp_after", "completed"))
+            .await
+            .unwrap();
         assert!(store.get(&t, "resp_after").await.unwrap().is_some());
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);

@@ -347,9 +347,7 @@ async fn whole(
     );
     let mut stored = serde_json::to_value(&response).unwrap_or_default();
     // The one serialisation: the store keeps this text and the client is sent it.
-    let mut text: std::sync::Arc<str> = serde_json::to_string(&response)
-        .unwrap_or_default()
-        .into();
+    let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
     if let Some(persist) = setup.persist
         && let Err(unsaved) = persist
             .save_text(&stored, std::sync::Arc::clone(&text), request_id)

@@ -97,8 +97,7 @@ impl Persist {
             return Ok(());
         }
         let text = serde_json::to_string(response).unwrap_or_default();
-        let record =
-            toolbridge_store::ResponseRecord::from_json(text, &[], Some(self.expires_at))?;
+        let record = toolbridge_store::ResponseRecord::from_json(text, &[], Some(self.expires_at))?;
         self.write(record, request_id).await
     }
 
@@ -202,7 +201,11 @@ impl Persist {
         ) {
             Ok(record) => record,
             Err(e) => {
-                tracing::error!(request_id, code = e.code(), "the response cannot be stored: {e}");
+                tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "the response cannot be stored: {e}"
+                );
                 return Err(Unsaved {
                     response: true,
                     message: format!("the response was not stored ({e})"),
@@ -238,4 +241,3 @@ impl Persist {
         }
     }
 }
-
