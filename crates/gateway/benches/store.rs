@@ -7,6 +7,8 @@
 //!    skipped with a note when unreachable). Each response is realistic: a body of about 5 KB
 //!    and 10 items (4 input, 6 output, 0.3 to 1 KB each). One at a time, it measures:
 //!    - `put`: writing a new response and its items (one transaction);
+//!    - `put c=16`: the same with 16 writers at once, each waiting for its own write (and the
+//!      ratio of its p99 to its p50: a store that stalls under concurrency shows it here);
 //!    - `get`: reading a response with its items, in a scattered order;
 //!    - `input_items`: the first page (20) of a response's input items;
 //!    - `chain(10)`: following `previous_response_id` through 10 responses, what each chained
@@ -241,7 +243,13 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
         chain.push(started.elapsed());
         assert_eq!(got.len(), CHAIN);
     }
+    let concurrent = concurrent_puts(store, &tenant, &run, sizes.responses).await;
     print_latency(backend, "put", &put);
+    print_latency(backend, "put c=16", &concurrent);
+    println!(
+        "store/{backend:<10} put c=16     p99/p50 {:.2}",
+        quantile(&concurrent, 0.99).as_secs_f64() / quantile(&concurrent, 0.5).as_secs_f64()
+    );
     print_latency(backend, "get", &get);
     print_latency(backend, "input_items", &items);
     if chain.is_empty() {
@@ -252,6 +260,36 @@ async fn bench_store(backend: &str, store: &SqlStore, sizes: Sizes) {
     for r in &responses {
         store.delete(&tenant, &r.id).await.expect("delete");
     }
+}
+
+/// `n` new responses written by 16 writers at once, each waiting for its own `put`: what a
+/// loaded gateway asks of its store. The latency of every `put`.
+async fn concurrent_puts(store: &SqlStore, tenant: &Tenant, run: &str, n: usize) -> Vec<Duration> {
+    const WRITERS: usize = 16;
+    let responses: Vec<StoredResponse> = (0..n)
+        .map(|i| stored_response(&format!("{run}c"), i))
+        .collect();
+    let writers = (0..WRITERS).map(|w| {
+        let mine: Vec<&StoredResponse> = responses.iter().skip(w).step_by(WRITERS).collect();
+        async move {
+            let mut samples = Vec::with_capacity(mine.len());
+            for r in mine {
+                let started = Instant::now();
+                store.put(tenant, r).await.expect("concurrent put");
+                samples.push(started.elapsed());
+            }
+            samples
+        }
+    });
+    let samples: Vec<Duration> = futures::future::join_all(writers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    for r in &responses {
+        store.delete(tenant, &r.id).await.expect("delete");
+    }
+    samples
 }
 
 fn gcd(a: usize, b: usize) -> usize {

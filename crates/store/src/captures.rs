@@ -55,7 +55,7 @@ impl CaptureStore for SqlStore {
             .bind(expires_at)
             .bind(text)
             .bind(tenant.name())
-            .execute(&self.pool)
+            .execute(self.writes())
             .await?;
             Ok(())
         }))
@@ -92,7 +92,7 @@ impl CaptureStore for SqlStore {
         Box::pin(self.guard(async move {
             let n = sqlx::query("DELETE FROM toolbridge_captures WHERE expires_at < $1")
                 .bind(now)
-                .execute(&self.pool)
+                .execute(self.writes())
                 .await?
                 .rows_affected();
             Ok(n)

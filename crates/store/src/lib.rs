@@ -4,8 +4,10 @@
 //! [`SqlStore`] is the one implementation: SQLite by default (bundled, WAL, a file path, no
 //! setup) and PostgreSQL to scale out, through sqlx's `Any` driver with SQL both accept (`$1`
 //! placeholders, `BIGINT`, `TEXT`, `ON CONFLICT … DO UPDATE`). The schema is embedded and
-//! migrated at open. Writes of one response and its items are one transaction, so a response is
-//! never half-visible.
+//! migrated at open. A response and its items are written together (one transaction, or one
+//! savepoint of a batch), so a response is never half-visible. On SQLite response writes are
+//! group-committed by one writer task (`writer`); the gateway hands them over already
+//! serialised ([`ResponseRecord`]).
 //!
 //! Gateway keys (stored by hash) and their token ledger live here too ([`KeyStore`]).
 //!
@@ -14,7 +16,8 @@
 //! (heartbeat, interrupted runs, expiry) read across tenants.
 //!
 //! The SQL lives by job: `sql` (opening, paging, the trait's implementation), `migrations`,
-//! `responses`, `conversations`, `chain`, and `sweeps` (the process's own cross-tenant queries).
+//! `responses`, `conversations`, `chain`, and `sweeps` (the process's own cross-tenant queries);
+//! `record` (the serialised response to write) and `writer` (SQLite's group commit).
 //!
 //! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
 //! an item's `id`.
@@ -31,13 +34,16 @@ mod conversations;
 mod guard;
 mod keys;
 mod migrations;
+mod record;
 mod responses;
 mod sql;
 mod sweeps;
 mod tenant;
+mod writer;
 pub use captures::CaptureStore;
 pub use guard::{StoreHealth, StoreOptions};
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
+pub use record::ResponseRecord;
 pub use sql::SqlStore;
 pub(crate) use sql::{now, parse};
 pub use tenant::Tenant;
@@ -157,20 +163,43 @@ impl StoreError {
 /// (an admin tenant reads every tenant's, and writes as itself).
 pub trait ResponseStore: Send + Sync {
     /// Writes a response and its items, replacing an earlier version with the same id of the
-    /// same tenant (an id of another tenant's is refused as [`StoreError::Conflict`]).
-    fn put<'a>(
+    /// same tenant (an id of another tenant's is refused as [`StoreError::Conflict`]). The
+    /// record's JSON text is stored as it is: the text the client is sent, serialised once.
+    fn put_record<'a>(
         &'a self,
         tenant: &'a Tenant,
-        response: &'a StoredResponse,
+        record: ResponseRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Writes a response only if it is not already final (`completed`, `incomplete`, `failed`,
     /// `cancelled`): a background run finishing after a cancel must not undo it. False when the
     /// stored response was already final (or is another tenant's).
+    fn put_record_unless_final<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        record: ResponseRecord,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// [`Self::put_record`] of a [`StoredResponse`] (serialised here).
+    fn put<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        response: &'a StoredResponse,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let record = ResponseRecord::from_stored(response)?;
+            self.put_record(tenant, record).await
+        })
+    }
+    /// [`Self::put_record_unless_final`] of a [`StoredResponse`] (serialised here).
     fn put_unless_final<'a>(
         &'a self,
         tenant: &'a Tenant,
         response: &'a StoredResponse,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let record = ResponseRecord::from_stored(response)?;
+            self.put_record_unless_final(tenant, record).await
+        })
+    }
     /// Cancels a queued or running response of the tenant's own: its status and body become
     /// `cancelled`. The response as it now stands; `None` when the tenant has no such response.
     fn cancel<'a>(

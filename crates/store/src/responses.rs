@@ -1,6 +1,7 @@
-//! The SQL of stored responses and their items: writes (one transaction per response and its
-//! items), the guarded write that never overwrites a final response, cancel, reads, delete, the
-//! input-item pages and the lookup of items by id.
+//! The SQL of stored responses and their items: the write of one record and its items (in a
+//! transaction of its own on PostgreSQL, in a batch of the `writer` on SQLite), the guarded
+//! write that never overwrites a final response, cancel, reads, delete, the input-item pages
+//! and the lookup of items by id.
 //!
 //! Every query here filters by tenant in its SQL (reads `(tenant = $n OR $all = 1)`, writes the
 //! tenant's own name). Not here: the chain walk (`chain`) and the cross-tenant sweeps (`sweeps`).
@@ -8,10 +9,10 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 use crate::sql::{PageSql, unfinished};
-use crate::{ItemPage, Page, SqlStore, StoreError, StoredResponse, Tenant, parse};
+use crate::{ItemPage, Page, ResponseRecord, SqlStore, StoreError, StoredResponse, Tenant, parse};
 
 const RESPONSE_INPUT_PAGES: PageSql = PageSql {
     position: "SELECT position FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND item_id = $2 AND (tenant = $3 OR $4 = 1)",
@@ -19,13 +20,88 @@ const RESPONSE_INPUT_PAGES: PageSql = PageSql {
     desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
 };
 
-impl SqlStore {
-    pub(crate) async fn put_inner(&self, t: &Tenant, r: &StoredResponse) -> Result<(), StoreError> {
-        let body =
-            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tx = self.pool.begin().await?;
-        // The update applies only to the tenant's own row: an id of another tenant's is never
-        // overwritten (ids are random, so this is a forged or colliding id).
+/// Item rows in one `INSERT`, at most.
+const ITEM_ROWS: usize = 16;
+
+/// The `INSERT` of `rows` item rows (1 to [`ITEM_ROWS`]): `$1` the response id and `$2` the
+/// tenant in every row, then kind, position, item id and body for each.
+fn item_insert(rows: usize) -> &'static str {
+    static INSERTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        (1..=ITEM_ROWS)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|row| {
+                        let p = 3 + 4 * row;
+                        format!("($1, ${p}, ${}, ${}, ${}, $2)", p + 1, p + 2, p + 3)
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    INSERTS
+        .get(rows.clamp(1, ITEM_ROWS) - 1)
+        .map_or("", String::as_str)
+}
+
+/// Writes one response record and its items inside the caller's transaction (or savepoint).
+///
+/// Plain (`unless_final` false): inserts or replaces the tenant's own response; an id of
+/// another tenant's is [`StoreError::Conflict`] (ids are random, so this is a forged or
+/// colliding id), with nothing written. Guarded: the update applies only while the stored
+/// response is unfinished, so a background run finishing after a cancel never undoes it; false
+/// (nothing written) when it is final already or another tenant's. On anything but `Ok(true)`
+/// the caller rolls back.
+pub(crate) async fn write_record(
+    conn: &mut AnyConnection,
+    instance: &str,
+    t: &Tenant,
+    r: &ResponseRecord,
+    unless_final: bool,
+) -> Result<bool, StoreError> {
+    let owner = unfinished(&r.status).then_some(instance);
+    if unless_final {
+        // The guarded update goes first: it takes the row (PostgreSQL) or the database
+        // (SQLite) for writing, so a cancel either lands before it (and wins) or after it.
+        let updated = sqlx::query(
+            "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
+             WHERE id = $1 AND tenant = $6 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(&r.id)
+        .bind(&r.status)
+        .bind(&*r.body)
+        .bind(owner)
+        .bind(r.expires_at)
+        .bind(t.name())
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            let inserted = sqlx::query(
+                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&r.id)
+            .bind(r.created_at)
+            .bind(&r.status)
+            .bind(&r.model)
+            .bind(r.previous_response_id.as_deref())
+            .bind(r.expires_at)
+            .bind(&*r.body)
+            .bind(owner)
+            .bind(t.name())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                return Ok(false);
+            }
+        }
+    } else {
+        // The update applies only to the tenant's own row.
         let written = sqlx::query(
             "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -40,100 +116,57 @@ impl SqlStore {
         .bind(&r.model)
         .bind(r.previous_response_id.as_deref())
         .bind(r.expires_at)
-        .bind(body)
-        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
+        .bind(&*r.body)
+        .bind(owner)
         .bind(t.name())
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?
         .rows_affected();
         if written == 0 {
-            tx.rollback().await?;
             return Err(StoreError::Conflict(r.id.clone()));
         }
-        Self::write_items(&mut tx, t, r).await?;
-        tx.commit().await?;
-        Ok(())
     }
+    sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
+        .bind(&r.id)
+        .bind(t.name())
+        .execute(&mut *conn)
+        .await?;
+    // A few statements whatever the item count: rows go in chunks of `ITEM_ROWS`, each chunk
+    // size one statement text, prepared once per connection and reused.
+    let items: Vec<_> = r.items().collect();
+    for chunk in items.chunks(ITEM_ROWS) {
+        let mut insert = sqlx::query(item_insert(chunk.len()))
+            .bind(&r.id)
+            .bind(t.name());
+        for &(kind, position, item_id, body) in chunk {
+            insert = insert.bind(kind).bind(position).bind(item_id).bind(body);
+        }
+        insert.execute(&mut *conn).await?;
+    }
+    Ok(true)
+}
 
-    pub(crate) async fn put_unless_final_inner(
+impl SqlStore {
+    /// Writes a record in its own transaction (PostgreSQL, where concurrent writers run in
+    /// parallel and the server groups their commits itself; SQLite goes through `writer`).
+    /// `unless_final`: [`write_record`]'s guarded mode.
+    pub(crate) async fn put_direct(
         &self,
         t: &Tenant,
-        r: &StoredResponse,
+        r: &ResponseRecord,
+        unless_final: bool,
     ) -> Result<bool, StoreError> {
-        let body =
-            serde_json::to_string(&r.response).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        // One transaction: the guarded update takes the row (PostgreSQL) or the database
-        // (SQLite) for writing, so a cancel either lands before it (and wins) or after it.
-        let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
-             WHERE id = $1 AND tenant = $6 AND status IN ('queued', 'in_progress')",
-        )
-        .bind(&r.id)
-        .bind(&r.status)
-        .bind(&body)
-        .bind(unfinished(&r.status).then_some(self.instance.as_str()))
-        .bind(r.expires_at)
-        .bind(t.name())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            let inserted = sqlx::query(
-                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(&r.id)
-            .bind(r.created_at)
-            .bind(&r.status)
-            .bind(&r.model)
-            .bind(r.previous_response_id.as_deref())
-            .bind(r.expires_at)
-            .bind(&body)
-            .bind(unfinished(&r.status).then_some(self.instance.as_str()))
-            .bind(t.name())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if inserted == 0 {
-                // It exists and is final already (or is another tenant's).
+        let mut tx = self.writes().begin().await?;
+        match write_record(&mut tx, &self.instance, t, r, unless_final).await {
+            Ok(true) => {
+                tx.commit().await?;
+                Ok(true)
+            }
+            outcome => {
                 tx.rollback().await?;
-                return Ok(false);
+                outcome
             }
         }
-        Self::write_items(&mut tx, t, r).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    async fn write_items(
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        t: &Tenant,
-        r: &StoredResponse,
-    ) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
-            .bind(&r.id)
-            .bind(t.name())
-            .execute(&mut **tx)
-            .await?;
-        for (kind, items) in [("input", &r.input_items), ("output", &r.output_items)] {
-            for (position, item) in items.iter().enumerate() {
-                let body =
-                    serde_json::to_string(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                sqlx::query(
-                    "INSERT INTO toolbridge_items (response_id, kind, position, item_id, body, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&r.id)
-                .bind(kind)
-                .bind(position as i64)
-                .bind(item.get("id").and_then(Value::as_str))
-                .bind(body)
-                .bind(t.name())
-                .execute(&mut **tx)
-                .await?;
-            }
-        }
-        Ok(())
     }
 
     pub(crate) async fn cancel_inner(
@@ -162,7 +195,7 @@ impl SqlStore {
         .bind(id)
         .bind(body)
         .bind(own.name())
-        .execute(&self.pool)
+        .execute(self.writes())
         .await?;
         self.get_inner(&own, id).await
     }

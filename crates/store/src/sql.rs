@@ -11,9 +11,10 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
 use crate::guard;
+use crate::writer::Writer;
 use crate::{
-    BoxFuture, Conversation, ItemPage, Order, Page, ResponseStore, StoreError, StoreHealth,
-    StoreOptions, StoredResponse, Tenant,
+    BoxFuture, Conversation, ItemPage, Order, Page, ResponseRecord, ResponseStore, StoreError,
+    StoreHealth, StoreOptions, StoredResponse, Tenant,
 };
 
 /// The three statements that page through one ordered list: the position of the `after` item,
@@ -29,7 +30,13 @@ pub(crate) struct PageSql {
 /// The SQL store (SQLite or PostgreSQL).
 #[derive(Debug, Clone)]
 pub struct SqlStore {
+    /// Reads (and, on PostgreSQL, writes).
     pub(crate) pool: AnyPool,
+    /// Writes: on SQLite one connection, so this process's writes queue in order instead of
+    /// meeting SQLite's sleeping busy handler; on PostgreSQL the same pool as `pool`.
+    writes: AnyPool,
+    /// SQLite's group commit of response writes (see [`crate::writer`]); `None` on PostgreSQL.
+    pub(crate) writer: Option<std::sync::Arc<Writer>>,
     /// This process's id, owner of the responses it is still producing.
     pub(crate) instance: String,
     pub(crate) sqlite: bool,
@@ -56,38 +63,82 @@ impl SqlStore {
         };
         let options =
             AnyConnectOptions::from_str(&url).map_err(|e| StoreError::Url(e.to_string()))?;
-        let pool = AnyPoolOptions::new()
-            // SQLite has one writer; a few connections serve concurrent readers under WAL.
-            .max_connections(if sqlite { 4 } else { 16 })
-            .acquire_timeout(limits.acquire_timeout)
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if sqlite {
-                        sqlx::raw_sql(
-                            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
-                        )
-                        .execute(&mut *conn)
-                        .await?;
-                    } else {
-                        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                            "SET statement_timeout = {statement_ms}"
-                        )))
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                    Ok(())
+        let pool_options = || {
+            AnyPoolOptions::new()
+                .acquire_timeout(limits.acquire_timeout)
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        if sqlite {
+                            // WAL with `synchronous = NORMAL`: a commit is a write to the WAL
+                            // file, which the kernel keeps when the process is killed; the
+                            // fsync waits for checkpoints (see ARCHITECTURE.md, durability).
+                            sqlx::raw_sql(
+                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
+                            )
+                            .execute(&mut *conn)
+                            .await?;
+                        } else {
+                            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                                "SET statement_timeout = {statement_ms}"
+                            )))
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(options)
+        };
+        // SQLite has one writer: a few connections serve concurrent readers under WAL, and
+        // every write of this process goes through one more, in order (see `writer`).
+        let pool = pool_options()
+            .max_connections(if sqlite { 4 } else { 16 })
+            .connect_with(options.clone())
             .await?;
+        let writes = if sqlite {
+            pool_options()
+                .max_connections(1)
+                .connect_with(options)
+                .await?
+        } else {
+            pool.clone()
+        };
+        let instance = instance_id();
+        let writer = sqlite.then(|| {
+            std::sync::Arc::new(Writer::start(
+                writes.clone(),
+                instance.clone(),
+                limits.timeout,
+            ))
+        });
         let store = Self {
             pool,
-            instance: instance_id(),
+            writes,
+            writer,
+            instance,
             sqlite,
             circuit: std::sync::Arc::new(guard::Circuit::new(limits)),
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The pool every write uses (see the `writes` field).
+    pub(crate) fn writes(&self) -> &AnyPool {
+        &self.writes
+    }
+
+    /// Writes a response record: through the group commit on SQLite, in a transaction of its
+    /// own on PostgreSQL. See [`crate::responses::write_record`] for `unless_final`.
+    async fn write_record(
+        &self,
+        tenant: &Tenant,
+        record: ResponseRecord,
+        unless_final: bool,
+    ) -> Result<bool, StoreError> {
+        match &self.writer {
+            Some(writer) => writer.write(tenant, record, unless_final).await,
+            None => self.put_direct(tenant, &record, unless_final).await,
+        }
     }
 
     /// Runs one operation under the store's deadline and circuit.
@@ -108,7 +159,7 @@ impl SqlStore {
         tenant: &Tenant,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writes().begin().await?;
         sqlx::query(items)
             .bind(id)
             .bind(tenant.name())
@@ -209,12 +260,21 @@ impl ResponseStore for SqlStore {
     ) -> BoxFuture<'a, Result<Option<ItemPage>, StoreError>> {
         Box::pin(self.guard(self.conversation_items_inner(tenant, id, page)))
     }
-    fn put_unless_final<'a>(
+    fn put_record<'a>(
         &'a self,
         tenant: &'a Tenant,
-        response: &'a StoredResponse,
+        record: ResponseRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(
+            self.guard(async move { self.write_record(tenant, record, false).await.map(|_| ()) }),
+        )
+    }
+    fn put_record_unless_final<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        record: ResponseRecord,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.guard(self.put_unless_final_inner(tenant, response)))
+        Box::pin(self.guard(self.write_record(tenant, record, true)))
     }
     fn cancel<'a>(
         &'a self,
@@ -222,13 +282,6 @@ impl ResponseStore for SqlStore {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StoredResponse>, StoreError>> {
         Box::pin(self.guard(self.cancel_inner(tenant, id)))
-    }
-    fn put<'a>(
-        &'a self,
-        tenant: &'a Tenant,
-        response: &'a StoredResponse,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.guard(self.put_inner(tenant, response)))
     }
     fn get<'a>(
         &'a self,

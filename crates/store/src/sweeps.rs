@@ -17,11 +17,11 @@ impl SqlStore {
         )
         .bind(&self.instance)
         .bind(now)
-        .execute(&self.pool)
+        .execute(self.writes())
         .await?;
         sqlx::query("DELETE FROM toolbridge_instances WHERE heartbeat_at < $1")
             .bind(now - 10 * LEASE_SECS)
-            .execute(&self.pool)
+            .execute(self.writes())
             .await?;
         Ok(())
     }
@@ -67,7 +67,7 @@ impl SqlStore {
             )
             .bind(id)
             .bind(body)
-            .execute(&self.pool)
+            .execute(self.writes())
             .await?
             .rows_affected();
         }
@@ -75,7 +75,7 @@ impl SqlStore {
     }
 
     pub(crate) async fn purge_expired_inner(&self, now: i64) -> Result<u64, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writes().begin().await?;
         sqlx::query(
             "DELETE FROM toolbridge_items WHERE response_id IN (SELECT id FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1)",
         )

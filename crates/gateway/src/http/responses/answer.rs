@@ -348,14 +348,19 @@ async fn whole(
         &response.toolbridge_diagnostics,
     );
     let mut stored = serde_json::to_value(&response).unwrap_or_default();
+    // The one serialisation: the store keeps this text and the client is sent it.
+    let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
     if let Some(persist) = setup.persist
-        && let Err(unsaved) = persist.save(&stored, request_id).await
+        && let Err(unsaved) = persist
+            .save_text(&stored, std::sync::Arc::clone(&text), request_id)
+            .await
     {
         unsaved.mark(&mut response);
         stored = serde_json::to_value(&response).unwrap_or_default();
+        text = serde_json::to_string(&response).unwrap_or_default().into();
     }
     setup.meter.finish(&stored).await;
-    let body = serde_json::to_vec(&response).unwrap_or_default();
+    let body = bytes::Bytes::from_owner(JsonText(text));
     Ok((
         StatusCode::OK,
         [(
@@ -365,6 +370,15 @@ async fn whole(
         body,
     )
         .into_response())
+}
+
+/// A response's JSON text as an HTTP body, shared with the store without a copy.
+struct JsonText(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for JsonText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// Whether gateway-run tools are shown as hosted items.

@@ -96,15 +96,15 @@ impl Persist {
         if !self.keep_response {
             return Ok(());
         }
-        let response = serde_json::to_value(response).unwrap_or_default();
-        let stored = self.record(&response, Vec::new());
-        self.write(&stored, request_id).await
+        let text = serde_json::to_string(response).unwrap_or_default();
+        let record = toolbridge_store::ResponseRecord::from_json(text, &[], Some(self.expires_at))?;
+        self.write(record, request_id).await
     }
 
     /// Writes a record (guarded for background runs); a failure is logged and returned.
     pub(super) async fn write(
         &self,
-        stored: &toolbridge_store::StoredResponse,
+        record: toolbridge_store::ResponseRecord,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
         let span = tracing::info_span!("store", what = "response");
@@ -112,11 +112,11 @@ impl Persist {
             async {
                 if self.guarded {
                     self.store
-                        .put_unless_final(&self.tenant, stored)
+                        .put_record_unless_final(&self.tenant, record)
                         .await
                         .map(|_| ())
                 } else {
-                    self.store.put(&self.tenant, stored).await
+                    self.store.put_record(&self.tenant, record).await
                 }
             },
             span,
@@ -132,44 +132,37 @@ impl Persist {
         result
     }
 
-    /// The store's record of `response` (a response object as JSON: the gateway's own, or a
-    /// native Responses upstream's with unknown fields kept).
-    pub(super) fn record(
-        &self,
+    /// [`Self::save_text`] of a response object given only as JSON (serialised here, once).
+    pub(super) async fn save(
+        self,
         response: &serde_json::Value,
-        input_items: Vec<serde_json::Value>,
-    ) -> toolbridge_store::StoredResponse {
-        let text = |key: &str| response[key].as_str().map(str::to_owned);
-        toolbridge_store::StoredResponse {
-            id: text("id").unwrap_or_default(),
-            created_at: response["created_at"].as_i64().unwrap_or_default(),
-            status: text("status").unwrap_or_default(),
-            model: text("model").unwrap_or_default(),
-            previous_response_id: text("previous_response_id"),
-            expires_at: Some(self.expires_at),
-            response: response.clone(),
-            input_items,
-            output_items: response["output"].as_array().cloned().unwrap_or_default(),
-        }
+        request_id: &str,
+    ) -> Result<(), Unsaved> {
+        let text = serde_json::to_string(response).unwrap_or_default();
+        self.save_text(response, text.into(), request_id).await
     }
 
     /// Stores the final response with this turn's items (and extends its conversation). It runs
     /// before the terminal event or JSON body is sent, so a client told `store: true` can fetch
     /// the response at once; what could not be kept is returned for [`Unsaved::mark`].
-    pub(super) async fn save(
+    ///
+    /// `response` is the response object (the gateway's own, or a native Responses upstream's
+    /// with unknown fields kept) and `text` its JSON: the store keeps `text` itself, its output
+    /// items as slices of it, so a caller that sends the same text serialises the response once.
+    pub(super) async fn save_text(
         mut self,
         response: &serde_json::Value,
+        text: std::sync::Arc<str>,
         request_id: &str,
     ) -> Result<(), Unsaved> {
         let mut unsaved = None;
         let input_items = std::mem::take(&mut self.input_items);
-        let stored = self.record(response, input_items);
         if let Some(conversation) = &self.conversation {
             // The turn's input and what the model produced join the conversation.
-            let items: Vec<serde_json::Value> = stored
-                .input_items
+            let output = response["output"].as_array().map(Vec::as_slice);
+            let items: Vec<serde_json::Value> = input_items
                 .iter()
-                .chain(&stored.output_items)
+                .chain(output.unwrap_or_default())
                 .cloned()
                 .collect();
             match self
@@ -201,13 +194,26 @@ impl Persist {
         if !self.keep_response {
             return unsaved.map_or(Ok(()), Err);
         }
-        let size = json_len(&stored.response)
-            + stored
-                .input_items
-                .iter()
-                .chain(&stored.output_items)
-                .map(json_len)
-                .sum::<usize>();
+        let record = match toolbridge_store::ResponseRecord::from_json(
+            text,
+            &input_items,
+            Some(self.expires_at),
+        ) {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "the response cannot be stored: {e}"
+                );
+                return Err(Unsaved {
+                    response: true,
+                    message: format!("the response was not stored ({e})"),
+                });
+            }
+        };
+        // What the store would keep, counted from lengths already known.
+        let size = record.size();
         if size > self.max_bytes {
             tracing::warn!(
                 request_id,
@@ -215,7 +221,7 @@ impl Persist {
                 limit = self.max_bytes,
                 "the response is larger than store_max_response_bytes and was not stored"
             );
-            if let Err(e) = self.store.delete(&self.tenant, &stored.id).await {
+            if let Err(e) = self.store.delete(&self.tenant, record.id()).await {
                 tracing::error!(
                     request_id,
                     code = e.code(),
@@ -224,7 +230,7 @@ impl Persist {
             }
             return unsaved.map_or(Ok(()), Err);
         }
-        match self.write(&stored, request_id).await {
+        match self.write(record, request_id).await {
             Ok(()) => unsaved.map_or(Ok(()), Err),
             Err(e) => Err(Unsaved {
                 response: true,
@@ -234,22 +240,4 @@ impl Persist {
             }),
         }
     }
-}
-
-/// The length of `value` as JSON text, counted without building the text.
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
