@@ -57,9 +57,9 @@ fn main() {
         let a = count(&out, name, warm);
         let b = count(&out, name, warm + n);
         let per = b.saturating_sub(a) / n;
-        let ratio = before
-            .get(*name)
-            .map_or("-".to_owned(), |&old| format!("{:.3}", per as f64 / old as f64));
+        let ratio = before.get(*name).map_or("-".to_owned(), |&old| {
+            format!("{:.3}", per as f64 / old as f64)
+        });
         println!("{name:<8} {per:>14} {ratio:>10}");
         lines.push_str(&format!(
             "{{\"scenario\":\"{name}\",\"n\":{n},\"Ir_per_req\":{per}}}\n"
@@ -83,7 +83,12 @@ fn previous(path: &Path) -> BTreeMap<String, u64> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| Some((v["scenario"].as_str()?.to_owned(), v["Ir_per_req"].as_u64()?)))
+        .filter_map(|v| {
+            Some((
+                v["scenario"].as_str()?.to_owned(),
+                v["Ir_per_req"].as_u64()?,
+            ))
+        })
         .collect()
 }
 
@@ -104,7 +109,10 @@ fn count(dir: &Path, name: &str, requests: u64) -> u64 {
     let text = std::fs::read_to_string(&file).expect("callgrind wrote its output");
     let _ = std::fs::remove_file(&file);
     text.lines()
-        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .expect("callgrind's output has a total")
 }

@@ -19,8 +19,14 @@ fn every_scenario_answers_as_the_harness_expects() {
         assert!(outcome.upstream_bytes > 0, "{name}: an upstream body");
         let answer = String::from_utf8(outcome.answer).expect("UTF-8");
         if *name == "SS" {
-            assert!(answer.contains("event: response.completed"), "{name}: {answer}");
-            assert!(answer.contains("w01") && answer.contains("w47"), "{name}: {answer}");
+            assert!(
+                answer.contains("event: response.completed"),
+                "{name}: {answer}"
+            );
+            assert!(
+                answer.contains("w01") && answer.contains("w47"),
+                "{name}: {answer}"
+            );
         } else {
             let body: serde_json::Value = serde_json::from_str(&answer).expect("JSON");
             assert_eq!(body["status"], "completed", "{name}: {answer}");
@@ -38,5 +44,9 @@ fn the_warm_scenario_takes_its_tool_checks_from_the_cache() {
     run(&fixture, "L");
     run(&fixture, "L-cold");
     let (hits, misses) = fixture.cache.stats();
-    assert_eq!((hits, misses), (1, 1), "L-cold must not use the shared cache");
+    assert_eq!(
+        (hits, misses),
+        (1, 1),
+        "L-cold must not use the shared cache"
+    );
 }

@@ -11,12 +11,11 @@
 //!
 //! Checked once: the meta-schema check costs tens of microseconds per schema and Codex sends
 //! the same tools on every turn, so a schema found valid is remembered by a BLAKE3 hash of its
-//! JSON in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
+//! value (walked, not serialised) in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
 //! used out first; recency is a counter, no clock). A refused schema is not remembered: it is
 //! checked again, and its error is built each time.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -79,29 +78,64 @@ impl Known {
     }
 }
 
-/// The hash of `schema`'s JSON and its length, or `None` if it cannot be written.
+/// The hash of `schema` and a measure of its size (bytes fed), or `None` never (kept an
+/// `Option` for callers that cannot hash). The value is walked, not serialised: each node is a
+/// tag, then its length, then its contents, so two different values never feed the same bytes.
 fn fingerprint(schema: &Value) -> Option<([u8; 32], usize)> {
-    struct Hashing(blake3::Hasher, usize);
-    impl Write for Hashing {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            self.1 += buf.len();
-            Ok(buf.len())
+    let mut hasher = blake3::Hasher::new();
+    let bytes = feed(&mut hasher, schema);
+    Some((*hasher.finalize().as_bytes(), bytes))
+}
+
+/// Feeds `value` to `hasher`; returns how many bytes it fed.
+fn feed(hasher: &mut blake3::Hasher, value: &Value) -> usize {
+    fn tagged(hasher: &mut blake3::Hasher, tag: u8, word: u64) -> usize {
+        let mut head = [0u8; 9];
+        head[0] = tag;
+        head[1..].copy_from_slice(&word.to_le_bytes());
+        hasher.update(&head);
+        head.len()
+    }
+    fn text(hasher: &mut blake3::Hasher, tag: u8, s: &str) -> usize {
+        let n = tagged(hasher, tag, s.len() as u64);
+        hasher.update(s.as_bytes());
+        n + s.len()
+    }
+    match value {
+        Value::Null => tagged(hasher, b'n', 0),
+        Value::Bool(b) => tagged(hasher, b'b', u64::from(*b)),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => tagged(hasher, b'u', u),
+            (None, Some(i), _) => tagged(hasher, b'i', i.cast_unsigned()),
+            (None, None, Some(f)) => tagged(hasher, b'f', f.to_bits()),
+            (None, None, None) => text(hasher, b'N', &n.to_string()),
+        },
+        Value::String(s) => text(hasher, b's', s),
+        Value::Array(items) => {
+            let mut n = tagged(hasher, b'a', items.len() as u64);
+            for item in items {
+                n += feed(hasher, item);
+            }
+            n
         }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+        Value::Object(map) => {
+            let mut n = tagged(hasher, b'o', map.len() as u64);
+            for (key, item) in map {
+                n += text(hasher, b'k', key);
+                n += feed(hasher, item);
+            }
+            n
         }
     }
-    let mut hashing = Hashing(blake3::Hasher::new(), 0);
-    serde_json::to_writer(&mut hashing, schema).ok()?;
-    Some((*hashing.0.finalize().as_bytes(), hashing.1))
 }
 
 /// [`check`], remembered when it passes.
 fn check_once(name: &str, schema: &Value) -> Result<(), String> {
     let print = fingerprint(schema);
     if let Some((key, _)) = &print
-        && KNOWN_VALID.lock().is_ok_and(|mut known| known.contains(key))
+        && KNOWN_VALID
+            .lock()
+            .is_ok_and(|mut known| known.contains(key))
     {
         return Ok(());
     }
@@ -122,9 +156,11 @@ fn check_list(tools: &[Tool], prefix: &str) -> Result<(), Error> {
         match tool {
             Tool::Function(f) => {
                 if let Some(schema) = &f.parameters {
-                    check_once(&f.name, schema).map_err(|message| Error::InvalidFunctionParameters {
-                        param: format!("{prefix}[{i}].parameters"),
-                        message,
+                    check_once(&f.name, schema).map_err(|message| {
+                        Error::InvalidFunctionParameters {
+                            param: format!("{prefix}[{i}].parameters"),
+                            message,
+                        }
                     })?;
                 }
             }
@@ -252,6 +288,23 @@ mod tests {
     }
 
     #[test]
+    fn fingerprints_tell_apart_values_that_print_alike_in_parts() {
+        let pairs = [
+            (json!({"a": "bc"}), json!({"ab": "c"})),
+            (json!(["a", "b"]), json!(["ab"])),
+            (json!({"x": 1}), json!({"x": "1"})),
+            (json!({"x": 1}), json!({"x": 1.5})),
+            (json!({"x": null}), json!({"x": false})),
+            (json!([[]]), json!([[], []])),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(fingerprint(&a), fingerprint(&b), "{a} vs {b}");
+        }
+        let same = json!({"type": "object", "properties": {"p": {"type": "string"}}});
+        assert_eq!(fingerprint(&same), fingerprint(&same.clone()));
+    }
+
+    #[test]
     fn a_schema_found_valid_is_remembered_and_a_refused_one_is_not() {
         let good = json!({"type": "object", "properties": {"remembered_x": {"type": "string"}}});
         let bad = json!({"type": "object", "properties": {"remembered_y": {"type": "strng"}}});
@@ -262,7 +315,10 @@ mod tests {
         assert!(check_once("g", &good).is_ok(), "and still passes");
         for _ in 0..2 {
             let message = check_once("b", &bad).err().unwrap_or_default();
-            assert!(message.contains("/properties/remembered_y/type"), "{message}");
+            assert!(
+                message.contains("/properties/remembered_y/type"),
+                "{message}"
+            );
         }
         assert!(!known(&bad), "a refused schema is not remembered");
     }
@@ -294,7 +350,10 @@ mod tests {
         second[0] = 1;
         assert!(!known.contains(&second), "least recently used: gone");
         known.insert([9u8; 32], MAX_KNOWN_BYTES + 1);
-        assert!(!known.contains(&[9u8; 32]), "larger than the budget: not kept");
+        assert!(
+            !known.contains(&[9u8; 32]),
+            "larger than the budget: not kept"
+        );
     }
 
     #[test]
