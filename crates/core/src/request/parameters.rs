@@ -8,11 +8,143 @@
 //! compiled, so a schema the argument checks in [`crate::repair`] cannot compile (an
 //! unresolvable `$ref`) still goes through unchecked, as before. An absent or `null`
 //! `parameters` is not checked: the planner sends an empty object schema.
+//!
+//! Checked once: the meta-schema check costs tens of microseconds per schema and Codex sends
+//! the same tools on every turn, so a schema found valid is remembered by a BLAKE3 hash of its
+//! value (walked, not serialised) in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
+//! used out first; recency is a counter, no clock). A refused schema is not remembered: it is
+//! checked again, and its error is built each time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use serde_json::Value;
 use toolbridge_wire::responses::Tool;
 
 use crate::Error;
+
+/// At most this many schemas are remembered as valid…
+const MAX_KNOWN: usize = 4096;
+/// …and at most this many bytes of their JSON.
+const MAX_KNOWN_BYTES: usize = 32 * 1024 * 1024;
+
+/// Schemas found valid, by the hash of their JSON.
+static KNOWN_VALID: Mutex<Known> = Mutex::new(Known {
+    entries: None,
+    bytes: 0,
+    clock: 0,
+});
+
+/// A least-recently-used set: hash → (bytes, last use).
+struct Known {
+    entries: Option<HashMap<[u8; 32], (usize, u64)>>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl Known {
+    /// True when `key` is known valid (its use is recorded).
+    fn contains(&mut self, key: &[u8; 32]) -> bool {
+        self.clock += 1;
+        let clock = self.clock;
+        match self.entries.as_mut().and_then(|e| e.get_mut(key)) {
+            Some(entry) => {
+                entry.1 = clock;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers `key`, then evicts the least recently used until both bounds hold.
+    fn insert(&mut self, key: [u8; 32], bytes: usize) {
+        if bytes > MAX_KNOWN_BYTES {
+            return;
+        }
+        self.clock += 1;
+        let entries = self.entries.get_or_insert_with(HashMap::new);
+        if let Some((old, _)) = entries.insert(key, (bytes, self.clock)) {
+            self.bytes -= old;
+        }
+        self.bytes += bytes;
+        while entries.len() > MAX_KNOWN || self.bytes > MAX_KNOWN_BYTES {
+            let Some(oldest) = entries.iter().min_by_key(|(_, e)| e.1).map(|(k, _)| *k) else {
+                break;
+            };
+            if let Some((gone, _)) = entries.remove(&oldest) {
+                self.bytes -= gone;
+            }
+        }
+    }
+}
+
+/// The hash of `schema` and a measure of its size (bytes fed), or `None` never (kept an
+/// `Option` for callers that cannot hash). The value is walked, not serialised: each node is a
+/// tag, then its length, then its contents, so two different values never feed the same bytes.
+fn fingerprint(schema: &Value) -> Option<([u8; 32], usize)> {
+    let mut hasher = blake3::Hasher::new();
+    let bytes = feed(&mut hasher, schema);
+    Some((*hasher.finalize().as_bytes(), bytes))
+}
+
+/// Feeds `value` to `hasher`; returns how many bytes it fed.
+fn feed(hasher: &mut blake3::Hasher, value: &Value) -> usize {
+    fn tagged(hasher: &mut blake3::Hasher, tag: u8, word: u64) -> usize {
+        let mut head = [0u8; 9];
+        head[0] = tag;
+        head[1..].copy_from_slice(&word.to_le_bytes());
+        hasher.update(&head);
+        head.len()
+    }
+    fn text(hasher: &mut blake3::Hasher, tag: u8, s: &str) -> usize {
+        let n = tagged(hasher, tag, s.len() as u64);
+        hasher.update(s.as_bytes());
+        n + s.len()
+    }
+    match value {
+        Value::Null => tagged(hasher, b'n', 0),
+        Value::Bool(b) => tagged(hasher, b'b', u64::from(*b)),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => tagged(hasher, b'u', u),
+            (None, Some(i), _) => tagged(hasher, b'i', i.cast_unsigned()),
+            (None, None, Some(f)) => tagged(hasher, b'f', f.to_bits()),
+            (None, None, None) => text(hasher, b'N', &n.to_string()),
+        },
+        Value::String(s) => text(hasher, b's', s),
+        Value::Array(items) => {
+            let mut n = tagged(hasher, b'a', items.len() as u64);
+            for item in items {
+                n += feed(hasher, item);
+            }
+            n
+        }
+        Value::Object(map) => {
+            let mut n = tagged(hasher, b'o', map.len() as u64);
+            for (key, item) in map {
+                n += text(hasher, b'k', key);
+                n += feed(hasher, item);
+            }
+            n
+        }
+    }
+}
+
+/// [`check`], remembered when it passes.
+fn check_once(name: &str, schema: &Value) -> Result<(), String> {
+    let print = fingerprint(schema);
+    if let Some((key, _)) = &print
+        && KNOWN_VALID
+            .lock()
+            .is_ok_and(|mut known| known.contains(key))
+    {
+        return Ok(());
+    }
+    check(name, schema)?;
+    if let (Some((key, bytes)), Ok(mut known)) = (print, KNOWN_VALID.lock()) {
+        known.insert(key, bytes);
+    }
+    Ok(())
+}
 
 /// Checks the `parameters` of every function tool in `tools` (namespace members included).
 pub(crate) fn check_tools(tools: &[Tool]) -> Result<(), Error> {
@@ -24,9 +156,11 @@ fn check_list(tools: &[Tool], prefix: &str) -> Result<(), Error> {
         match tool {
             Tool::Function(f) => {
                 if let Some(schema) = &f.parameters {
-                    check(&f.name, schema).map_err(|message| Error::InvalidFunctionParameters {
-                        param: format!("{prefix}[{i}].parameters"),
-                        message,
+                    check_once(&f.name, schema).map_err(|message| {
+                        Error::InvalidFunctionParameters {
+                            param: format!("{prefix}[{i}].parameters"),
+                            message,
+                        }
                     })?;
                 }
             }
@@ -151,6 +285,75 @@ mod tests {
             assert_eq!(param, "tools[1].parameters", "{parameters}: {message}");
             assert!(message.contains(words), "{parameters}: {message}");
         }
+    }
+
+    #[test]
+    fn fingerprints_tell_apart_values_that_print_alike_in_parts() {
+        let pairs = [
+            (json!({"a": "bc"}), json!({"ab": "c"})),
+            (json!(["a", "b"]), json!(["ab"])),
+            (json!({"x": 1}), json!({"x": "1"})),
+            (json!({"x": 1}), json!({"x": 1.5})),
+            (json!({"x": null}), json!({"x": false})),
+            (json!([[]]), json!([[], []])),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(fingerprint(&a), fingerprint(&b), "{a} vs {b}");
+        }
+        let same = json!({"type": "object", "properties": {"p": {"type": "string"}}});
+        assert_eq!(fingerprint(&same), fingerprint(&same.clone()));
+    }
+
+    #[test]
+    fn a_schema_found_valid_is_remembered_and_a_refused_one_is_not() {
+        let good = json!({"type": "object", "properties": {"remembered_x": {"type": "string"}}});
+        let bad = json!({"type": "object", "properties": {"remembered_y": {"type": "strng"}}});
+        let key = |v: &Value| fingerprint(v).map(|(k, _)| k).unwrap_or_default();
+        let known = |v: &Value| KNOWN_VALID.lock().is_ok_and(|mut k| k.contains(&key(v)));
+        assert!(check_once("g", &good).is_ok());
+        assert!(known(&good), "a valid schema is remembered");
+        assert!(check_once("g", &good).is_ok(), "and still passes");
+        for _ in 0..2 {
+            let message = check_once("b", &bad).err().unwrap_or_default();
+            assert!(
+                message.contains("/properties/remembered_y/type"),
+                "{message}"
+            );
+        }
+        assert!(!known(&bad), "a refused schema is not remembered");
+    }
+
+    #[test]
+    fn the_set_of_known_schemas_is_bounded_least_recently_used_first() {
+        let mut known = Known {
+            entries: None,
+            bytes: 0,
+            clock: 0,
+        };
+        for i in 0..(MAX_KNOWN + 10) {
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            known.insert(key, 10);
+            if i == 0 {
+                // The first is used again late, so it outlives its neighbours.
+                continue;
+            }
+            if i == MAX_KNOWN - 1 {
+                assert!(known.contains(&[0u8; 32]));
+            }
+        }
+        let entries = known.entries.as_ref().map_or(0, HashMap::len);
+        assert_eq!(entries, MAX_KNOWN);
+        assert_eq!(known.bytes, MAX_KNOWN * 10);
+        assert!(known.contains(&[0u8; 32]), "recently used: kept");
+        let mut second = [0u8; 32];
+        second[0] = 1;
+        assert!(!known.contains(&second), "least recently used: gone");
+        known.insert([9u8; 32], MAX_KNOWN_BYTES + 1);
+        assert!(
+            !known.contains(&[9u8; 32]),
+            "larger than the budget: not kept"
+        );
     }
 
     #[test]

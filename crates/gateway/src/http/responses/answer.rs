@@ -301,6 +301,7 @@ async fn stream(
         pending: Vec::new(),
         diagnostics: Vec::new(),
         request_id: request_id.to_owned(),
+        span: None,
         _registration: setup.flight.registration,
     };
     Ok(stream_response(pump, setup.detach))

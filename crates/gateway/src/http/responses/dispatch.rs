@@ -42,6 +42,7 @@ pub(super) async fn dispatch<'a>(
             provider = provider.name,
             upstream_model = routed.upstream_model,
             stream = prepared.canonical.stream,
+            diagnostics = routed.diagnostics.len(),
             "forwarding"
         );
         let is_last = i + 1 == targets.len();
@@ -119,7 +120,9 @@ fn served<'a>(
         ));
     }
     for d in &routed.diagnostics {
-        tracing::info!(request_id, code = d.code, param = d.param, "{}", d.message);
+        // The request's one `info` line is "forwarding" (with the count); each decision is a
+        // `debug` line, and the client sees them all on the response.
+        tracing::debug!(request_id, code = d.code, param = d.param, "{}", d.message);
     }
     Dispatched { routed, answer }
 }

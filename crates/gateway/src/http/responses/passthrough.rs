@@ -195,7 +195,7 @@ impl RelayPump {
             }
         }
         if let Some(response) = self.relay.final_response() {
-            tracing::info!(request_id = self.request_id, status = %response["status"], "stream ended");
+            tracing::debug!(request_id = self.request_id, status = %response["status"], "stream ended");
             let mut response = response.clone();
             if let Some(persist) = self.persist.take()
                 && let Err(unsaved) = persist.save(&response, &self.request_id).await

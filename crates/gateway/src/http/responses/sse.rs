@@ -65,6 +65,8 @@ pub(super) struct Pump {
     pub(super) pending: Vec<UpstreamEvent>,
     pub(super) diagnostics: Vec<Diagnostic>,
     pub(super) request_id: String,
+    /// The stream's one `reconstruct` span, opened at the first batch (not one per batch).
+    pub(super) span: Option<tracing::Span>,
     /// The response's place among those in flight, left when the pump is dropped.
     pub(super) _registration: Option<crate::platform::inflight::Registration>,
 }
@@ -302,7 +304,7 @@ impl Pump {
             );
             self.final_response = Some(response.clone());
             self.hold_terminal(&mut out);
-            tracing::info!(request_id = self.request_id, status = ?response.status, "stream ended");
+            tracing::debug!(request_id = self.request_id, status = ?response.status, "stream ended");
         }
         self.frames(&out)
     }
@@ -352,7 +354,10 @@ impl Pump {
 
 impl super::detach::Pumped for Pump {
     async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
-        let span = tracing::info_span!("reconstruct", stream = true);
+        let span = self
+            .span
+            .get_or_insert_with(|| tracing::info_span!("reconstruct", stream = true))
+            .clone();
         tracing::Instrument::instrument(self.next(), span).await
     }
 
