@@ -20,7 +20,7 @@ use toolbridge_core::contract::OutputContract;
 use toolbridge_core::plan::plan as plan_tools;
 use toolbridge_core::repair::SchemaCache;
 use toolbridge_core::request::{Limits, normalize};
-use toolbridge_gateway::responses::{frame, parse_request};
+use toolbridge_gateway::{frame, parse_request};
 use toolbridge_providers::chat::request::build;
 use toolbridge_providers::chat::response::decode;
 use toolbridge_providers::chat::stream::{ChunkDecoder, Flow};

@@ -125,7 +125,7 @@ enum LogMessage {
 /// The log writer: each event's line is queued whole, and one thread writes them to stderr
 /// through a buffer flushed when the queue is empty. Dropping the guard's copy waits for it.
 #[derive(Clone)]
-pub struct Queued {
+pub(crate) struct Queued {
     queue: std::sync::mpsc::SyncSender<LogMessage>,
     guard: bool,
 }
@@ -173,7 +173,7 @@ impl Drop for Queued {
 }
 
 /// One event's line, queued when the formatter is done with it.
-pub struct QueuedLine {
+pub(crate) struct QueuedLine {
     line: Vec<u8>,
     queue: std::sync::mpsc::SyncSender<LogMessage>,
 }
