@@ -38,7 +38,11 @@ async fn start(upstream: &FakeUpstream, keys: Option<&str>) -> GatewayProcess {
 }
 
 /// Opens a socket on `path`, with `key` as the bearer token when given.
-async fn connect(gateway: &GatewayProcess, path: &str, key: Option<&str>) -> Result<Socket, String> {
+async fn connect(
+    gateway: &GatewayProcess,
+    path: &str,
+    key: Option<&str>,
+) -> Result<Socket, String> {
     let url = format!("ws://{}{path}", gateway.addr());
     let mut request = url.into_client_request().unwrap();
     if let Some(key) = key {
@@ -121,7 +125,13 @@ fn sent_messages(body: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| format!("{}:{}", m["role"].as_str().unwrap_or(""), m["content"].as_str().unwrap_or("")))
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m["role"].as_str().unwrap_or(""),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
         .collect()
 }
 
@@ -137,28 +147,39 @@ async fn a_prewarm_calls_no_upstream_and_each_continuation_sends_only_its_new_it
         assert_eq!(warm[0]["type"], "response.created");
         assert_eq!(last(&warm)["type"], "response.completed");
         assert_eq!(last(&warm)["response"]["output"], json!([]));
-        assert!(upstream.requests().is_empty(), "a prewarm calls no upstream");
+        assert!(
+            upstream.requests().is_empty(),
+            "a prewarm calls no upstream"
+        );
         let warm_id = last(&warm)["response"]["id"].as_str().unwrap().to_owned();
 
         upstream.push(Reply::sse(text_stream(&["Hello", " there"], "stop")));
         send(&mut socket, create(user("first question"), Some(&warm_id))).await;
         let first = events(&mut socket).await;
         assert_eq!(last(&first)["type"], "response.completed", "{first:?}");
-        assert!(first.iter().any(|e| e["type"] == "response.output_text.delta"));
+        assert!(
+            first
+                .iter()
+                .any(|e| e["type"] == "response.output_text.delta")
+        );
         let first_id = last(&first)["response"]["id"].as_str().unwrap().to_owned();
         assert_eq!(
             sent_messages(&upstream.last_body()),
-            ["system:You are terse.", "user:first question"]
+            ["developer:You are terse.", "user:first question"]
         );
 
         upstream.push(Reply::sse(text_stream(&["Again"], "stop")));
-        send(&mut socket, create(user("second question"), Some(&first_id))).await;
+        send(
+            &mut socket,
+            create(user("second question"), Some(&first_id)),
+        )
+        .await;
         let second = events(&mut socket).await;
         assert_eq!(last(&second)["type"], "response.completed", "{second:?}");
         assert_eq!(
             sent_messages(&upstream.last_body()),
             [
-                "system:You are terse.",
+                "developer:You are terse.",
                 "user:first question",
                 "assistant:Hello there",
                 "user:second question"
@@ -225,7 +246,11 @@ async fn a_failed_continuation_evicts_the_response_it_would_have_extended() {
         send(&mut socket, create(user("retry"), Some(&warm_id))).await;
         let evicted = events(&mut socket).await;
         assert_eq!(evicted[0]["error"]["code"], "previous_response_not_found");
-        assert_eq!(upstream.requests().len(), 1, "the evicted chain calls no upstream");
+        assert_eq!(
+            upstream.requests().len(),
+            1,
+            "the evicted chain calls no upstream"
+        );
     })
     .await
     .expect("the test ran past its time limit");
@@ -279,7 +304,11 @@ async fn the_upgrade_needs_the_same_gateway_key_as_http() {
         upstream.push(Reply::sse(text_stream(&["authorised"], "stop")));
         send(&mut socket, create(user("hi"), None)).await;
         let answered = events(&mut socket).await;
-        assert_eq!(last(&answered)["type"], "response.completed", "{answered:?}");
+        assert_eq!(
+            last(&answered)["type"],
+            "response.completed",
+            "{answered:?}"
+        );
         assert_eq!(
             upstream.last_body()["messages"][0]["content"],
             "hi",

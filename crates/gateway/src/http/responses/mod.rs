@@ -87,6 +87,11 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/responses/compact", post(compact::compact))
 }
 
+/// The WebSocket mode alone, for base URLs without `/v1` (`GET /responses` upgraded).
+pub(crate) fn websocket_router() -> Router<AppState> {
+    Router::new().route("/responses", axum::routing::get(websocket::upgrade))
+}
+
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {
     Stream(chunks::UpstreamSse),

@@ -113,6 +113,9 @@ mod tests {
         assert!(chains.get("huge").is_none());
         chains.evict("big");
         assert!(chains.get("big").is_none());
-        assert_eq!(chains.bytes, chains.kept.iter().map(|(_, k)| k.bytes).sum::<usize>());
+        assert_eq!(
+            chains.bytes,
+            chains.kept.iter().map(|(_, k)| k.bytes).sum::<usize>()
+        );
     }
 }

@@ -79,7 +79,10 @@ impl Connection {
         };
         let generate = req.extra.remove("generate");
         let parent = req.previous_response_id.clone();
-        let extends = parent.as_deref().and_then(|id| self.chains.get(id)).cloned();
+        let extends = parent
+            .as_deref()
+            .and_then(|id| self.chains.get(id))
+            .cloned();
         if let Some(kept) = &extends {
             continue_chain(&mut req, kept);
         }
@@ -143,7 +146,8 @@ impl Connection {
             stored: false,
         };
         let mut response = skeleton(&req, &meta);
-        let created = json!({"type": "response.created", "sequence_number": 0, "response": &response});
+        let created =
+            json!({"type": "response.created", "sequence_number": 0, "response": &response});
         self.send_json(&created).await?;
         response.status = ResponseStatus::Completed;
         response.completed_at = Some(time::now());
@@ -333,9 +337,15 @@ fn user_message(text: String) -> InputItem {
 /// opening names a terminal type are parsed whole.
 fn terminal(frame: &[u8]) -> Option<Outcome> {
     let head = &frame[..frame.len().min(64)];
-    let names_terminal = [&b"response.completed"[..], b"response.incomplete", b"response.failed", b"response.cancelled", b"\"error\""]
-        .iter()
-        .any(|name| head.windows(name.len()).any(|w| w == *name));
+    let names_terminal = [
+        &b"response.completed"[..],
+        b"response.incomplete",
+        b"response.failed",
+        b"response.cancelled",
+        b"\"error\"",
+    ]
+    .iter()
+    .any(|name| head.windows(name.len()).any(|w| w == *name));
     if !names_terminal {
         return None;
     }
@@ -343,7 +353,11 @@ fn terminal(frame: &[u8]) -> Option<Outcome> {
     let kind = event.get("type").and_then(Value::as_str)?;
     matches!(
         kind,
-        "response.completed" | "response.incomplete" | "response.failed" | "response.cancelled" | "error"
+        "response.completed"
+            | "response.incomplete"
+            | "response.failed"
+            | "response.cancelled"
+            | "error"
     )
     .then(|| outcome(&event, frame.len()))
 }

@@ -209,13 +209,7 @@ impl Connection {
 }
 
 /// An `error` event in the spec's envelope.
-fn error_event(
-    status: u16,
-    kind: &str,
-    code: &str,
-    message: &str,
-    param: Option<&str>,
-) -> Value {
+fn error_event(status: u16, kind: &str, code: &str, message: &str, param: Option<&str>) -> Value {
     json!({
         "type": "error",
         "status": status,
