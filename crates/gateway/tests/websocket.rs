@@ -318,3 +318,32 @@ async fn the_upgrade_needs_the_same_gateway_key_as_http() {
     .await
     .expect("the test ran past its time limit");
 }
+
+#[tokio::test]
+async fn a_compaction_item_starts_a_new_chain_without_the_kept_history() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let upstream = FakeUpstream::start().await;
+        let gateway = start(&upstream, None).await;
+        let mut socket = connect(&gateway, "/v1/responses", None).await.unwrap();
+        upstream.push(Reply::sse(text_stream(&["long answer"], "stop")));
+        send(&mut socket, create(user("long history"), None)).await;
+        let first = events(&mut socket).await;
+        let first_id = last(&first)["response"]["id"].as_str().unwrap().to_owned();
+
+        upstream.push(Reply::sse(text_stream(&["fresh"], "stop")));
+        let input = json!([
+            {"type": "compaction", "encrypted_content": "not-a-gateway-blob"},
+            {"type": "message", "role": "user", "content": "after compaction"}
+        ]);
+        send(&mut socket, create(input, Some(&first_id))).await;
+        let after = events(&mut socket).await;
+        assert_eq!(last(&after)["type"], "response.completed", "{after:?}");
+        assert_eq!(
+            sent_messages(&upstream.last_body()),
+            ["user:after compaction"],
+            "the chain before the compaction is not resent"
+        );
+    })
+    .await
+    .expect("the test ran past its time limit");
+}
