@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::response::{IntoResponse, Response};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use metrics::{counter, gauge};
@@ -44,12 +45,30 @@ pub(super) const CONNECTION_LIMIT: Duration = Duration::from_secs(60 * 60);
 /// Frames held while a response is in flight; past this, a frame is refused.
 pub(super) const MAX_QUEUED: usize = 4;
 
-/// `GET /responses` with `Upgrade: websocket`.
+/// `GET /responses` with `Upgrade: websocket`. A plain `GET` is still the route's 405 (it
+/// creates with `POST`); a broken upgrade is the extractor's rejection, in OpenAI's JSON.
 pub(crate) async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ws: WebSocketUpgrade,
+    uri: Uri,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(_) if !headers.contains_key(header::UPGRADE) => {
+            let mut refused = GatewayError::MethodNotAllowed {
+                method: "GET".to_owned(),
+                path: uri.path().to_owned(),
+                allowed: Some("POST".to_owned()),
+            }
+            .into_response();
+            refused
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return refused;
+        }
+        Err(rejection) => return rejection.into_response(),
+    };
     let session = crate::platform::sessions::session_id_from_headers(&headers);
     let key = crate::platform::auth::current();
     let limit = state.config.body_limit;
