@@ -347,3 +347,112 @@ async fn a_compaction_item_starts_a_new_chain_without_the_kept_history() {
     .await
     .expect("the test ran past its time limit");
 }
+
+/// A tool call as the fake upstream streams it.
+fn tool_call_stream() -> Reply {
+    use toolbridge_testkit::chat::chunk;
+    Reply::sse(vec![
+        chunk(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "shell", "arguments": "{\"cmd\":\"ls\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+    ])
+}
+
+/// A Codex-shaped first turn: a long developer message and the user's task.
+fn first_input() -> Value {
+    json!([
+        {"type": "message", "role": "developer", "content": "You are a coding agent. ".repeat(400)},
+        {"type": "message", "role": "user", "content": "Fix the failing test."}
+    ])
+}
+
+fn tool_output(call_id: &str, n: usize) -> Value {
+    json!({"type": "function_call_output", "call_id": call_id, "output": format!("output of step {n}: ").repeat(20)})
+}
+
+/// The `function_call` items of a completed response's output.
+fn calls(response: &Value) -> Vec<Value> {
+    response["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_twenty_call_session_sends_the_upstream_the_same_history_for_a_fraction_of_the_bytes() {
+    const CALLS: usize = 20;
+    tokio::time::timeout(TEST_LIMIT, async {
+        let upstream = FakeUpstream::start().await;
+        upstream.set_gate(std::sync::Arc::new(|request: &toolbridge_testkit::Recorded| {
+            Some(if request.body["stream"] == true {
+                tool_call_stream()
+            } else {
+                Reply::json(toolbridge_testkit::chat::tool_calls_completion(&[(
+                    "call_1",
+                    "shell",
+                    json!({"cmd": "ls"}),
+                )]))
+            })
+        }));
+        let gateway = start(&upstream, None).await;
+
+        // Over HTTP with `store: false`, each turn resends the whole history.
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let mut history = first_input().as_array().unwrap().clone();
+        let mut http_bytes = 0;
+        for n in 0..CALLS {
+            let body = json!({"model": "gpt-4o-mini", "store": false, "input": history,
+                "tools": create(json!([]), None)["tools"]});
+            let text = body.to_string();
+            http_bytes += text.len();
+            let response: Value = client
+                .post(gateway.url("/v1/responses"))
+                .header("content-type", "application/json")
+                .body(text)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let made = calls(&response);
+            assert_eq!(made.len(), 1, "{response}");
+            history.push(made[0].clone());
+            history.push(tool_output(made[0]["call_id"].as_str().unwrap(), n));
+        }
+        let http_last = upstream.last_body()["messages"].as_array().unwrap().len();
+
+        // Over one socket, each turn sends only its new items.
+        let mut socket = connect(&gateway, "/v1/responses", None).await.unwrap();
+        let mut ws_bytes = 0;
+        let mut previous: Option<String> = None;
+        let mut input = first_input();
+        for n in 0..CALLS {
+            let frame = create(input.clone(), previous.as_deref());
+            ws_bytes += frame.to_string().len();
+            send(&mut socket, frame).await;
+            let events = events(&mut socket).await;
+            let done = last(&events);
+            assert_eq!(done["type"], "response.completed", "{done}");
+            let made = calls(&done["response"]);
+            assert_eq!(made.len(), 1);
+            previous = Some(done["response"]["id"].as_str().unwrap().to_owned());
+            input = json!([tool_output(made[0]["call_id"].as_str().unwrap(), n)]);
+        }
+        let ws_last = upstream.last_body()["messages"].as_array().unwrap().len();
+        assert_eq!(ws_last, http_last, "the provider gets the same history both ways");
+        let ratio = ws_bytes as f64 / http_bytes as f64;
+        eprintln!(
+            "client bytes for {CALLS} turns: http {http_bytes}, websocket {ws_bytes} (ratio {ratio:.3})"
+        );
+        assert!(ratio < 0.25, "{ws_bytes} of {http_bytes}");
+    })
+    .await
+    .expect("the test ran past its time limit");
+}
