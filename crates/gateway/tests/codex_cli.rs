@@ -858,6 +858,17 @@ fn gemini_script(request: &Recorded) -> Reply {
 /// API refuses (Codex's tool schemas carry `additionalProperties`, which Gemini rejects).
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
+    gemini_turn(false).await;
+}
+
+/// The same over WebSocket: each turn sends only its new items, and the gateway rebuilds the
+/// whole history for Gemini from the socket's chain (both calls and results on the third turn).
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_a_gemini_provider_over_websocket() {
+    gemini_turn(true).await;
+}
+
+async fn gemini_turn(websockets: bool) {
     let Some(codex) = toolbridge_testkit::tools::codex() else {
         return;
     };
@@ -870,9 +881,13 @@ async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
         "gemini-test",
     )
     .await;
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
+    let (file, last_message, stderr) =
+        run_codex_over(&codex, &gateway, &scratch.join("codex"), 0, websockets).await;
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
+    assert!(!stderr.contains("Falling back"), "{stderr}");
+    let socket_responses = gateway.stderr().matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
 
     let all = upstream.requests();
     assert_eq!(all.len(), 3, "upstream calls");
