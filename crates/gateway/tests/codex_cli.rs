@@ -267,6 +267,10 @@ enum Trouble {
 }
 
 async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
+    scenario_over(provider, preset, trouble, false).await;
+}
+
+async fn scenario_over(provider: Provider, preset: &str, trouble: Trouble, websockets: bool) {
     let Some(codex) = toolbridge_testkit::tools::codex() else {
         return;
     };
@@ -300,7 +304,7 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
     }));
     let gateway = start_gateway(&upstream, preset).await;
     let scratch = std::env::temp_dir().join(format!(
-        "toolbridge-codex-{preset}-{}-{}",
+        "toolbridge-codex-{preset}-{}-{}-{websockets}",
         std::process::id(),
         trouble as u8
     ));
@@ -310,7 +314,11 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
     } else {
         0
     };
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch, stream_retries).await;
+    let (file, last_message, stderr) =
+        run_codex_over(&codex, &gateway, &scratch, stream_retries, websockets).await;
+    assert!(!stderr.contains("Falling back"), "{stderr}");
+    let socket_responses = gateway.stderr().matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
 
@@ -452,6 +460,12 @@ async fn codex_completes_a_tool_turn_through_a_glm_like_provider() {
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider() {
     scenario(Provider::DeepSeek, "deepseek", Trouble::None).await;
+}
+
+/// A Chat preset over Codex's WebSocket transport.
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider_over_websocket() {
+    scenario_over(Provider::DeepSeek, "deepseek", Trouble::None, true).await;
 }
 
 #[tokio::test]
