@@ -158,17 +158,6 @@ async fn start_gateway(upstream: &FakeUpstream, preset: &str) -> GatewayProcess 
     .await
 }
 
-async fn run_codex(
-    codex: &Path,
-    gateway: &GatewayProcess,
-    scratch: &Path,
-    stream_retries: u32,
-) -> (String, String) {
-    let (file, last_message, _) =
-        run_codex_over(codex, gateway, scratch, stream_retries, false).await;
-    (file, last_message)
-}
-
 /// Runs Codex, over WebSocket when `websockets`; returns the file, the last message and
 /// Codex's stderr.
 async fn run_codex_over(
