@@ -158,12 +158,15 @@ async fn start_gateway(upstream: &FakeUpstream, preset: &str) -> GatewayProcess 
     .await
 }
 
-async fn run_codex(
+/// Runs Codex, over WebSocket when `websockets`; returns the file, the last message and
+/// Codex's stderr.
+async fn run_codex_over(
     codex: &Path,
     gateway: &GatewayProcess,
     scratch: &Path,
     stream_retries: u32,
-) -> (String, String) {
+    websockets: bool,
+) -> (String, String, String) {
     let home = scratch.join("home");
     let codex_home = scratch.join("codex-home");
     let work = scratch.join("work");
@@ -191,6 +194,7 @@ wire_api = "responses"
 env_key = "GATEWAY_API_KEY"
 request_max_retries = 0
 stream_max_retries = {stream_retries}
+supports_websockets = {websockets}
 "#,
             gateway.url("/v1")
         ),
@@ -236,7 +240,7 @@ stream_max_retries = {stream_retries}
             gateway.stderr()
         )
     });
-    (file, last_message)
+    (file, last_message, stderr)
 }
 
 /// Troubles the fake upstream causes along the way.
@@ -252,6 +256,10 @@ enum Trouble {
 }
 
 async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
+    scenario_over(provider, preset, trouble, false).await;
+}
+
+async fn scenario_over(provider: Provider, preset: &str, trouble: Trouble, websockets: bool) {
     let Some(codex) = toolbridge_testkit::tools::codex() else {
         return;
     };
@@ -285,7 +293,7 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
     }));
     let gateway = start_gateway(&upstream, preset).await;
     let scratch = std::env::temp_dir().join(format!(
-        "toolbridge-codex-{preset}-{}-{}",
+        "toolbridge-codex-{preset}-{}-{}-{websockets}",
         std::process::id(),
         trouble as u8
     ));
@@ -295,7 +303,11 @@ async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
     } else {
         0
     };
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch, stream_retries).await;
+    let (file, last_message, stderr) =
+        run_codex_over(&codex, &gateway, &scratch, stream_retries, websockets).await;
+    assert!(!stderr.contains("Falling back"), "{stderr}");
+    let socket_responses = gateway.stderr().matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
 
@@ -439,6 +451,12 @@ async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider() {
     scenario(Provider::DeepSeek, "deepseek", Trouble::None).await;
 }
 
+/// A Chat preset over Codex's WebSocket transport.
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider_over_websocket() {
+    scenario_over(Provider::DeepSeek, "deepseek", Trouble::None, true).await;
+}
+
 #[tokio::test]
 async fn codex_gets_through_a_rate_limit_and_a_dropped_stream() {
     scenario(Provider::DeepSeek, "deepseek", Trouble::RateLimitAndDrop).await;
@@ -452,8 +470,13 @@ async fn start_dialect_gateway(
     key: (&str, &str),
     model: &str,
 ) -> (std::path::PathBuf, GatewayProcess) {
-    let scratch =
-        std::env::temp_dir().join(format!("toolbridge-codex-{dialect}-{}", std::process::id()));
+    // One folder per test: two tests of one dialect (over HTTP and over WebSocket) run at once.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = std::env::temp_dir().join(format!(
+        "toolbridge-codex-{dialect}-{}-{n}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
     let config = scratch.join("toolbridge.toml");
@@ -630,6 +653,17 @@ fn anthropic_script(request: &Recorded) -> Reply {
 /// real API refuses, so the test fails if a turn breaks Anthropic's role or pairing rules.
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_an_anthropic_provider() {
+    anthropic_turn(false).await;
+}
+
+/// The same task over Codex's WebSocket transport: no fallback to HTTPS, and the prewarm
+/// never reaches the upstream (three upstream calls, as over HTTP).
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_an_anthropic_provider_over_websocket() {
+    anthropic_turn(true).await;
+}
+
+async fn anthropic_turn(websockets: bool) {
     let Some(codex) = toolbridge_testkit::tools::codex() else {
         return;
     };
@@ -642,10 +676,18 @@ async fn codex_completes_a_tool_turn_through_an_anthropic_provider() {
         "claude-test",
     )
     .await;
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
+    let (file, last_message, stderr) =
+        run_codex_over(&codex, &gateway, &scratch.join("codex"), 0, websockets).await;
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
+    assert!(
+        !stderr.contains("Falling back"),
+        "Codex fell back to HTTPS:\n{stderr}"
+    );
 
+    // Over WebSocket every response ran in the socket's span; over HTTP none did.
+    let socket_responses = gateway.stderr().matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
     let all = upstream.requests();
     assert_eq!(all.len(), 3, "upstream calls");
     for r in &all {
@@ -819,6 +861,17 @@ fn gemini_script(request: &Recorded) -> Reply {
 /// API refuses (Codex's tool schemas carry `additionalProperties`, which Gemini rejects).
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
+    gemini_turn(false).await;
+}
+
+/// The same over WebSocket: each turn sends only its new items, and the gateway rebuilds the
+/// whole history for Gemini from the socket's chain (both calls and results on the third turn).
+#[tokio::test]
+async fn codex_completes_a_tool_turn_through_a_gemini_provider_over_websocket() {
+    gemini_turn(true).await;
+}
+
+async fn gemini_turn(websockets: bool) {
     let Some(codex) = toolbridge_testkit::tools::codex() else {
         return;
     };
@@ -831,9 +884,13 @@ async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
         "gemini-test",
     )
     .await;
-    let (file, last_message) = run_codex(&codex, &gateway, &scratch.join("codex"), 0).await;
+    let (file, last_message, stderr) =
+        run_codex_over(&codex, &gateway, &scratch.join("codex"), 0, websockets).await;
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
+    assert!(!stderr.contains("Falling back"), "{stderr}");
+    let socket_responses = gateway.stderr().matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
 
     let all = upstream.requests();
     assert_eq!(all.len(), 3, "upstream calls");

@@ -39,10 +39,14 @@ pub fn app(state: AppState) -> Router {
         .merge(models::router())
         .merge(sessions::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    // Codex's base URL may lack `/v1`: the WebSocket mode answers there too, behind the same key.
+    let websocket = responses::websocket_router()
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
     // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).
     let mut router = Router::new()
         .nest("/v1", api)
+        .merge(websocket)
         .route("/healthz", get(health::healthz));
     let metrics = &state.config.ops.metrics;
     if metrics.enabled {

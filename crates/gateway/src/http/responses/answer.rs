@@ -37,6 +37,8 @@ struct Setup {
     persist: Option<Persist>,
     flight: Flight,
     detach: Option<Detach>,
+    /// The transport's framing of the events (SSE, or JSON texts for a WebSocket).
+    framing: Framing,
 }
 
 /// Answers the client from the upstream that took the request.
@@ -118,6 +120,7 @@ fn setup(
         persist,
         flight,
         detach,
+        framing: caller.framing,
     }
 }
 
@@ -139,6 +142,7 @@ async fn relay(
         request_id: request_id.to_owned(),
         tolerate_unterminated: routed.profile.tolerate_unterminated,
         registration: setup.flight.registration,
+        framing: setup.framing,
     };
     Ok(match answer {
         Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,
@@ -286,7 +290,7 @@ async fn stream(
         profile: assembled.profile,
         assembler: Some(assembled.assembler),
         limits,
-        framing: Framing::Sse,
+        framing: setup.framing,
         usage_basis: assembled.usage_basis,
         rounds: assembled.rounds,
         provider_name: provider.name.clone(),

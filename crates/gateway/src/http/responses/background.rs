@@ -123,6 +123,7 @@ fn spawn(
         let caller = Caller {
             key: key.clone(),
             session: None,
+            framing: super::transport::Framing::Sse,
         };
         if let Err(e) = respond(
             &worker_state,

@@ -59,6 +59,7 @@ pub(super) async fn ingress(
         let caller = Caller {
             key: key.clone(),
             session,
+            framing: super::transport::Framing::Sse,
         };
         respond(state, req, request_id, None, Some(&bytes), caller).await
     };

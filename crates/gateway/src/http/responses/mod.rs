@@ -8,7 +8,9 @@
 //! The path is a pipeline of stages, one file each, each taking the previous one's typed
 //! hand-off (the types are here):
 //!
-//! - `ingress`: parse, admit the key, split a background request off (`background`);
+//! - `ingress`: parse, admit the key, split a background request off (`background`); the
+//!   WebSocket mode (`websocket`) is a second ingress: each `response.create` frame runs
+//!   through the same stages with JSON framing;
 //! - `prepare` → [`Prepared`]: history and compaction expansion, the request's MCP servers and
 //!   approvals (`request_mcp`), normalisation, sealed reasoning opened, the route looked up —
 //!   once per request, whatever the number of targets;
@@ -67,6 +69,7 @@ mod sync;
 mod tool_loop;
 mod transport;
 pub(crate) mod usage;
+mod websocket;
 
 use axum::Router;
 use axum::routing::post;
@@ -80,8 +83,13 @@ pub use sse::frame;
 /// The routes that create responses: `POST /responses` and `POST /responses/compact`.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/responses", post(create))
+        .route("/responses", post(create).get(websocket::upgrade))
         .route("/responses/compact", post(compact::compact))
+}
+
+/// The WebSocket mode alone, for base URLs without `/v1` (`GET /responses` upgraded).
+pub(crate) fn websocket_router() -> Router<AppState> {
+    Router::new().route("/responses", axum::routing::get(websocket::upgrade))
 }
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
@@ -147,6 +155,8 @@ pub(crate) async fn create(
 struct Caller {
     key: Option<crate::platform::auth::Authenticated>,
     session: Option<String>,
+    /// How the answer's events are framed: SSE for HTTP, JSON texts for a WebSocket.
+    framing: transport::Framing,
 }
 
 /// A background run's identity, fixed before it starts.

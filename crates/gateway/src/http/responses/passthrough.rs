@@ -31,6 +31,8 @@ pub(super) struct Passthrough {
     pub(super) tolerate_unterminated: bool,
     /// The response's place among those in flight, left when the pump is dropped.
     pub(super) registration: Option<crate::platform::inflight::Registration>,
+    /// The transport's framing of the relayed events.
+    pub(super) framing: Framing,
 }
 
 impl Passthrough {
@@ -108,7 +110,7 @@ impl Passthrough {
             upstream,
             relay,
             limits,
-            framing: Framing::Sse,
+            framing: self.framing,
             persist: self.persist,
             meter: Some(self.meter),
             request_id: self.request_id,
@@ -116,7 +118,7 @@ impl Passthrough {
             _registration: self.registration,
         };
         sse::sse_answer(
-            value_frames(Framing::Sse, &start),
+            value_frames(self.framing, &start),
             super::detach::Detachable::new(pump, detach),
         )
     }

@@ -166,10 +166,6 @@ pub(crate) enum Framing {
     Sse,
     /// A message transport (WebSocket): one JSON text per event; a keep-alive is an empty
     /// message, for the transport to turn into its own ping.
-    #[allow(
-        dead_code,
-        reason = "the WebSocket transport's framing; HTTP uses `Sse`"
-    )]
     Json,
 }
 

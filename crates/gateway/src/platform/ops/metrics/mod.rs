@@ -37,6 +37,8 @@ pub(crate) mod names {
     pub(crate) const REPAIRS: &str = "toolbridge_repairs_total";
     pub(crate) const TOOL_LOOP_STEPS: &str = "toolbridge_tool_loop_steps_total";
     pub(crate) const TOOL_CALLS: &str = "toolbridge_tool_calls_total";
+    pub(crate) const WEBSOCKETS: &str = "toolbridge_websocket_connections";
+    pub(crate) const WEBSOCKET_FRAMES: &str = "toolbridge_websocket_frames_total";
     pub(crate) const OPEN_STREAMS: &str = "toolbridge_open_streams";
     pub(crate) const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
 }
@@ -170,6 +172,11 @@ fn describe() {
     );
     describe_gauge!(names::OPEN_STREAMS, "Streams open now, by route.");
     describe_counter!(names::CONFIG_RELOADS, "Config reloads, by outcome.");
+    describe_gauge!(names::WEBSOCKETS, "WebSocket connections open now.");
+    describe_counter!(
+        names::WEBSOCKET_FRAMES,
+        "WebSocket text frames, by direction (in, out)."
+    );
 }
 
 /// The model label: the pattern of the route `model` matches, or `other`.
