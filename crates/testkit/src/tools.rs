@@ -67,6 +67,29 @@ pub fn codex() -> Option<PathBuf> {
     None
 }
 
+/// The Codex CLI 0.171.0 (the release with the optional paths: MCP tools behind `tool_search`,
+/// the model catalog, standalone search): `$TOOLBRIDGE_TEST_CODEX_0171`, else the copy
+/// `scripts/test` installs in `.tools/codex-0171/`.
+pub fn codex_0171() -> Option<PathBuf> {
+    let path = std::env::var_os("TOOLBRIDGE_TEST_CODEX_0171")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/codex-0171/node_modules/.bin/codex"));
+    if path.exists() {
+        return Some(path);
+    }
+    if on_ci() {
+        panic!(
+            "Codex CLI 0.171 not found at {}: scripts/test installs it on CI",
+            path.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: Codex CLI 0.171 test: {} is absent; run scripts/test to install it",
+        path.display()
+    );
+    None
+}
+
 /// The Vercel AI SDK (`ai` with `@ai-sdk/openai`): the folder whose `node_modules` holds them,
 /// `$TOOLBRIDGE_TEST_AISDK`, else the copy `scripts/test` installs in `.tools/aisdk`.
 pub fn aisdk() -> Option<PathBuf> {
