@@ -16,6 +16,9 @@ pub struct CanonicalRequest {
     pub turns: Vec<Turn>,
     /// The declared tools, as sent; planning decides what becomes of them.
     pub tools: Vec<Tool>,
+    /// Tools the conversation itself declares: an `additional_tools` item's, and those a
+    /// `tool_search_output` found. Planned after `tools`, like them.
+    pub context_tools: Vec<ContextTool>,
     /// `tool_choice` as the client sent it.
     pub tool_choice: Option<Value>,
     pub params: Params,
@@ -115,6 +118,10 @@ pub enum CallKind {
     ApplyPatch {
         operation: Value,
     },
+    /// A client-run `tool_search_call`: its arguments object (`{"query": …}`).
+    ToolSearch {
+        arguments: Value,
+    },
     /// A call the gateway ran (an `mcp_call` item echoed back).
     Gateway {
         server: String,
@@ -142,11 +149,42 @@ impl CallKind {
             Self::LocalShell { .. } => Identity::LocalShell,
             Self::Shell { .. } => Identity::Shell,
             Self::ApplyPatch { .. } => Identity::ApplyPatch,
+            Self::ToolSearch { .. } => Identity::ToolSearch,
             Self::Gateway { server, name, .. } => Identity::Gateway {
                 server: server.clone(),
                 name: name.clone(),
             },
         }
+    }
+}
+
+/// A tool declared inside the conversation, with its request path (`input[3].tools[0]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextTool {
+    pub param: String,
+    pub tool: Tool,
+    pub source: ContextSource,
+}
+
+/// Where a [`ContextTool`] was declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextSource {
+    /// An `additional_tools` input item.
+    Additional,
+    /// A `tool_search_output` item: tools found by a search.
+    Found,
+}
+
+impl CanonicalRequest {
+    /// Every tool the plan covers: the declared ones, then the conversation's own (borrowed when
+    /// there are none, the common case).
+    pub fn planned_tools(&self) -> std::borrow::Cow<'_, [Tool]> {
+        if self.context_tools.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.tools);
+        }
+        let mut all = self.tools.clone();
+        all.extend(self.context_tools.iter().map(|c| c.tool.clone()));
+        std::borrow::Cow::Owned(all)
     }
 }
 

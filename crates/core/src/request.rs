@@ -51,6 +51,7 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
     };
     let mut diagnostics = Vec::new();
     let mut turns = Vec::new();
+    let mut context_tools = Vec::new();
     if let Some(instructions) = &req.instructions
         && !instructions.is_empty()
     {
@@ -83,9 +84,10 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
             for (i, item) in items.iter().enumerate() {
                 reducer.item(i, item)?;
             }
-            let (reduced, found) = reducer.finish();
+            let (reduced, found, lifted) = reducer.finish();
             turns.extend(reduced);
             diagnostics.extend(found);
+            context_tools = lifted;
         }
     }
     if !turns.iter().any(|t| !matches!(t, Turn::System { .. })) {
@@ -106,13 +108,26 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
             ),
         ));
     }
+    if tools.len() + context_tools.len() > limits.max_tools {
+        return Err(Error::invalid(
+            "input",
+            format!(
+                "{} declared tools and {} declared in the conversation (`additional_tools`, `tool_search_output`) are more than the limit of {}",
+                tools.len(),
+                context_tools.len(),
+                limits.max_tools
+            ),
+        ));
+    }
     parameters::check_tools(&tools)?;
+    parameters::check_context_tools(&mut context_tools, &mut diagnostics);
     let params = params(req, limits)?;
     let output = output_contract(req)?;
     Ok(CanonicalRequest {
         model,
         turns,
         tools,
+        context_tools,
         tool_choice: req.tool_choice.clone(),
         params,
         output,

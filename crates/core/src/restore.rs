@@ -96,6 +96,12 @@ pub fn restore(
             Some(action) => (CallKind::Shell { action }, None),
             None => fallback("shell", not_restored("shell", arguments)),
         },
+        Some(Identity::ToolSearch) => (
+            CallKind::ToolSearch {
+                arguments: search_arguments(arguments),
+            },
+            None,
+        ),
         Some(Identity::ApplyPatch) => match patch_operation(arguments) {
             Some(operation) => (CallKind::ApplyPatch { operation }, None),
             None => fallback("apply_patch", not_restored("apply_patch", arguments)),
@@ -111,6 +117,14 @@ fn not_restored(kind: &str, arguments: &str) -> String {
     format!(
         "the arguments of a `{kind}` call do not fit its shape ({shown}); it is returned as a function_call"
     )
+}
+
+/// A `tool_search_call`'s arguments object: the model's object, or its text as the `query`.
+fn search_arguments(arguments: &str) -> Value {
+    match parse_object(arguments) {
+        Some(map) => Value::Object(map),
+        None => json!({"query": arguments.trim()}),
+    }
 }
 
 /// The raw input of a freeform call, unwrapped.

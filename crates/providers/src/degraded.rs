@@ -26,6 +26,11 @@ pub(crate) fn call_object(kind: &CallKind) -> Value {
             pick(action, &["commands", "timeout_ms", "max_output_length"])
         }
         CallKind::ApplyPatch { operation } => pick(operation, &["type", "path", "diff"]),
+        CallKind::ToolSearch { arguments } => match arguments {
+            Value::Object(_) => arguments.clone(),
+            Value::Null => json!({}),
+            other => json!({"query": other}),
+        },
     }
 }
 

@@ -72,6 +72,9 @@ impl<'de> Deserialize<'de> for InputItem {
             "mcp_call" => Self::McpCall(typed(map)?),
             "mcp_approval_request" => Self::McpApprovalRequest(typed(map)?),
             "mcp_approval_response" => Self::McpApprovalResponse(typed(map)?),
+            "tool_search_call" => Self::ToolSearchCall(typed(map)?),
+            "tool_search_output" => Self::ToolSearchOutput(typed(map)?),
+            "additional_tools" => Self::AdditionalTools(typed(map)?),
             _ => {
                 map.insert("type".to_owned(), Value::String(kind));
                 Self::Other(map)

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 mod events;
 mod items;
 mod response;
+mod search;
 mod tools;
 
 pub use events::{EventKind, StreamEvent};
@@ -33,6 +34,7 @@ pub use response::{
     OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,
     WebSearchCallItem,
 };
+pub use search::{AdditionalToolsItem, ToolSearchCallItem, ToolSearchOutputItem};
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};
 
 /// `POST /v1/responses` request body.

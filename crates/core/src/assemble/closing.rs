@@ -8,7 +8,7 @@
 use serde_json::Value;
 use toolbridge_wire::responses::{
     ActionCallItem, ApplyPatchCallItem, CustomToolCallItem, EventKind, FunctionCallItem,
-    OutputItem, StreamEvent,
+    OutputItem, StreamEvent, ToolSearchCallItem,
 };
 
 use super::calls::CallState;
@@ -70,6 +70,7 @@ impl Assembler {
             CallKind::ApplyPatch { operation } => {
                 self.close_apply_patch(&call, call_id, operation, out);
             }
+            CallKind::ToolSearch { arguments } => self.close_tool_search(call_id, arguments, out),
             CallKind::Gateway { name, .. } => self.close_gateway_held(&name),
         }
     }
@@ -260,6 +261,24 @@ impl Assembler {
                 call_id: call_id.clone(),
                 operation: operation.clone(),
                 status: Some(status.to_owned()),
+            })
+        };
+        self.announce_and_finish(make("in_progress"), make("completed"), out);
+    }
+
+    /// A client-run `tool_search_call` (the degraded `tool_search` function's call): announced
+    /// and done at once with its arguments as an object, as OpenAI shows it; the client answers
+    /// with a `tool_search_output`.
+    fn close_tool_search(&mut self, call_id: String, arguments: Value, out: &mut Vec<StreamEvent>) {
+        let item_id = self.next_id("tsc");
+        let make = |status: &str| {
+            OutputItem::ToolSearchCall(ToolSearchCallItem {
+                id: Some(item_id.clone()),
+                call_id: Some(call_id.clone()),
+                execution: Some("client".to_owned()),
+                arguments: arguments.clone(),
+                status: Some(status.to_owned()),
+                extra: serde_json::Map::new(),
             })
         };
         self.announce_and_finish(make("in_progress"), make("completed"), out);

@@ -243,6 +243,7 @@ pub(super) fn candidate(
                         }),
                     })
                 }
+                "tool_search" => super::search::tool_search(param, tool, map, caps, diagnostics),
                 k if k.starts_with("web_search") => {
                     web_search(param, map, caps, flags, diagnostics).map(|c| vec![c])
                 }

@@ -9,11 +9,13 @@
 mod candidates;
 mod capabilities;
 mod choice;
+mod context;
 mod hosted;
 mod names;
 mod native;
 mod passthrough;
 pub(crate) mod schemas;
+mod search;
 mod tool_types;
 
 use std::collections::HashMap;
@@ -26,14 +28,17 @@ use candidates::Candidate;
 pub use capabilities::{
     NativeFileSearch, NativeMcp, NativeWebSearch, ToolCapabilities, UnsupportedPolicy,
 };
+pub use context::OVER_TOOL_LIMIT;
 pub use names::{NameMap, sanitize};
 pub use native::{NativeMcpServer, NativeSearch, NativeTool};
+pub use search::{TOOL_SEARCH_DESCRIPTION, tool_search_parameters};
 pub use tool_types::{ToolTypeDecision, ToolTypes};
 // The planning stages' helpers, for the tool-type decisions (`tool_types`).
 use candidates::ignored;
 use passthrough::drop_absent_fields;
 
 use crate::Error;
+use crate::canonical::{CanonicalRequest, ContextTool};
 
 /// The decision for one tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +67,8 @@ pub enum Identity {
     LocalShell,
     Shell,
     ApplyPatch,
+    /// A client-run `tool_search` sent as a function; its calls become `tool_search_call` items.
+    ToolSearch,
     /// A tool the gateway runs itself: a built-in (server `toolbridge`) or an MCP server's.
     Gateway {
         server: String,
@@ -79,6 +86,7 @@ impl Identity {
             Self::LocalShell => "local_shell",
             Self::Shell => "shell",
             Self::ApplyPatch => "apply_patch",
+            Self::ToolSearch => "tool_search",
         }
     }
 
@@ -173,6 +181,9 @@ pub mod reasons {
     pub const NATIVE_LOCAL_SHELL: &str = "native_local_shell";
     pub const NATIVE_SHELL: &str = "native_shell";
     pub const NATIVE_APPLY_PATCH: &str = "native_apply_patch";
+    pub const NATIVE_TOOL_SEARCH: &str = "native_tool_search";
+    /// A client-run `tool_search` sent as a function; calls restored as `tool_search_call`.
+    pub const TOOL_SEARCH_AS_FUNCTION: &str = "tool_search_as_function";
     /// `web_search` the provider lacks, served by the gateway's search tool.
     pub const GATEWAY_WEB_SEARCH: &str = "gateway_web_search";
     /// An `mcp` server the provider cannot reach, listed and called by the gateway.
@@ -222,12 +233,41 @@ pub fn plan_with(
     caps: &ToolCapabilities,
     offer: &GatewayOffer,
 ) -> Result<ToolPlan, Error> {
+    plan_all(tools, &[], tool_choice, caps, offer)
+}
+
+/// Plans a whole request: its declared tools, then the tools its conversation declares
+/// (`additional_tools`, the findings of `tool_search_output` items; see `context`).
+pub fn plan_request(
+    req: &CanonicalRequest,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Result<ToolPlan, Error> {
+    plan_all(
+        &req.tools,
+        &req.context_tools,
+        req.tool_choice.as_ref(),
+        caps,
+        offer,
+    )
+}
+
+fn plan_all(
+    tools: &[Tool],
+    context: &[ContextTool],
+    tool_choice: Option<&Value>,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Result<ToolPlan, Error> {
     if caps.responses_native {
+        // A Responses upstream reads the conversation's tools from the input it gets as is.
         return passthrough::plan_passthrough(tools, tool_choice, caps);
     }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();
     let mut candidates = candidates::declared(tools, caps, offer, &mut flags, &mut diagnostics)?;
+    let found = context::candidates(context, caps, &candidates, &mut flags, &mut diagnostics);
+    candidates.extend(found);
     candidates.extend(candidates::offered(offer));
     let mut names = NameMap::allocate(
         candidates
@@ -235,7 +275,11 @@ pub fn plan_with(
             .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
         caps,
     )?;
-    let (entries, upstream) = named(candidates, &names);
+    let (mut entries, mut upstream) = named(candidates, &names);
+    if let Some(max) = caps.max_tools {
+        let dropped = context::fit_limit(&mut upstream, max, &mut diagnostics);
+        context::mark_dropped(&mut entries, &dropped);
+    }
 
     let mut plan = ToolPlan {
         entries,
@@ -308,5 +352,7 @@ fn named(
 /// Identities by request path, for the translator.
 pub type IdentityIndex = HashMap<String, Identity>;
 
+#[cfg(test)]
+mod context_tests;
 #[cfg(test)]
 mod tests;

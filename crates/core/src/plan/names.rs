@@ -117,6 +117,7 @@ fn kind_word(identity: &Identity) -> &'static str {
         Identity::LocalShell => "local_shell tool",
         Identity::Shell => "shell tool",
         Identity::ApplyPatch => "apply_patch tool",
+        Identity::ToolSearch => "tool_search tool",
         Identity::Gateway { .. } => "gateway tool",
     }
 }

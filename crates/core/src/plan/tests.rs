@@ -123,9 +123,9 @@ fn every_tool_type_on_a_functions_only_provider() {
             ),
             (
                 "tools[9]".into(),
-                Decision::Ignored,
-                reasons::NO_PROVIDER_SUPPORT,
-                None
+                Decision::Degraded,
+                reasons::TOOL_SEARCH_AS_FUNCTION,
+                n("tool_search")
             ),
             (
                 "tools[10]".into(),
@@ -147,7 +147,7 @@ fn every_tool_type_on_a_functions_only_provider() {
             ),
         ]
     );
-    assert_eq!(plan.upstream.len(), 6);
+    assert_eq!(plan.upstream.len(), 7);
     assert!(
         plan.upstream
             .iter()
@@ -158,7 +158,7 @@ fn every_tool_type_on_a_functions_only_provider() {
         .iter()
         .filter(|d| d.code == "tool_ignored")
         .count();
-    assert_eq!(ignored, 7);
+    assert_eq!(ignored, 6);
 }
 
 #[test]

@@ -26,6 +26,9 @@ pub struct ToolTypes {
     pub local_shell: ToolTypeDecision,
     pub shell: ToolTypeDecision,
     pub apply_patch: ToolTypeDecision,
+    /// A client-run `tool_search` (`execution: "client"`): degraded to a function whose calls
+    /// come back as `tool_search_call` items.
+    pub tool_search: ToolTypeDecision,
 }
 
 impl ToolTypes {
@@ -36,6 +39,7 @@ impl ToolTypes {
             "local_shell" => Some(self.local_shell),
             "shell" => Some(self.shell),
             "apply_patch" => Some(self.apply_patch),
+            "tool_search" => Some(self.tool_search),
             _ => None,
         }
     }
@@ -146,6 +150,7 @@ fn native_reason(kind: &str) -> &'static str {
         "custom" => reasons::NATIVE_CUSTOM,
         "local_shell" => reasons::NATIVE_LOCAL_SHELL,
         "shell" => reasons::NATIVE_SHELL,
+        "tool_search" => reasons::NATIVE_TOOL_SEARCH,
         _ => reasons::NATIVE_APPLY_PATCH,
     }
 }

@@ -93,6 +93,12 @@ impl ToolSchemas {
                     let (identity, _, parameters, _) = schemas::builtin(kind);
                     self.checks
                         .insert(identity, arguments_check(kind, &parameters));
+                } else if let Tool::Other(map) = tool
+                    && kind == "tool_search"
+                {
+                    let parameters = crate::plan::tool_search_parameters(map.get("parameters"));
+                    self.checks
+                        .insert(Identity::ToolSearch, arguments_check(kind, &parameters));
                 }
             }
         }

@@ -153,22 +153,47 @@ pub(crate) fn check_tools(tools: &[Tool]) -> Result<(), Error> {
 
 fn check_list(tools: &[Tool], prefix: &str) -> Result<(), Error> {
     for (i, tool) in tools.iter().enumerate() {
-        match tool {
-            Tool::Function(f) => {
-                if let Some(schema) = &f.parameters {
-                    check_once(&f.name, schema).map_err(|message| {
-                        Error::InvalidFunctionParameters {
-                            param: format!("{prefix}[{i}].parameters"),
-                            message,
-                        }
-                    })?;
-                }
-            }
-            Tool::Namespace(ns) => check_list(&ns.tools, &format!("{prefix}[{i}].tools"))?,
-            Tool::Custom(_) | Tool::Other(_) => {}
-        }
+        check_one(tool, &format!("{prefix}[{i}]"))?;
     }
     Ok(())
+}
+
+fn check_one(tool: &Tool, param: &str) -> Result<(), Error> {
+    match tool {
+        Tool::Function(f) => {
+            if let Some(schema) = &f.parameters {
+                check_once(&f.name, schema).map_err(|message| {
+                    Error::InvalidFunctionParameters {
+                        param: format!("{param}.parameters"),
+                        message,
+                    }
+                })?;
+            }
+        }
+        Tool::Namespace(ns) => check_list(&ns.tools, &format!("{param}.tools"))?,
+        Tool::Custom(_) | Tool::Other(_) => {}
+    }
+    Ok(())
+}
+
+/// The conversation's own tools (a search's findings, `additional_tools`) checked like declared
+/// ones; one whose schema is not usable is left out with a diagnostic rather than failing a
+/// conversation the client cannot change.
+pub(crate) fn check_context_tools(
+    tools: &mut Vec<crate::canonical::ContextTool>,
+    diagnostics: &mut Vec<toolbridge_wire::responses::Diagnostic>,
+) {
+    tools.retain(|c| match check_one(&c.tool, &c.param) {
+        Ok(()) => true,
+        Err(e) => {
+            diagnostics.push(crate::diagnostics::diag(
+                crate::diagnostics::TOOL_IGNORED,
+                Some(&c.param),
+                format!("a tool declared in the conversation was left out: {e}"),
+            ));
+            false
+        }
+    });
 }
 
 /// Why `schema` cannot be the parameters of the function `name`, if it cannot.

@@ -1,7 +1,9 @@
 //! The reduction of input items to [`Turn`]s, with the checks each item gets (ids, calls paired
 //! with their outputs, unknown types dropped with a diagnostic).
 //!
-//! Not here: the texts of message contents and tool outputs (`content`).
+//! Not here: the texts of message contents and tool outputs (`content`), and the items of tool
+//! search and `additional_tools`, whose tools the reducer collects for planning
+//! (`turns/search`).
 
 use std::collections::HashSet;
 
@@ -10,7 +12,9 @@ use toolbridge_wire::responses::{Diagnostic, InputItem, McpCallItem, MessageItem
 
 use super::content::{output_text, plain_text, shell_output_text, user_parts};
 use crate::Error;
-use crate::canonical::{AssistantTurn, CallKind, ToolCall, Turn};
+use crate::canonical::{AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, Turn};
+
+mod search;
 use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag};
 
 /// Folds input items into turns: consecutive assistant output (reasoning, messages, calls)
@@ -27,6 +31,10 @@ pub(super) struct Reducer {
     outputs_seen: HashSet<String>,
     ids_seen: HashSet<String>,
     diagnostics: Vec<Diagnostic>,
+    /// Tools the conversation declares (`additional_tools`, `tool_search_output`).
+    context_tools: Vec<ContextTool>,
+    /// The call id of the last `tool_search_call`, for an output that names none.
+    last_search: Option<String>,
 }
 
 impl Reducer {
@@ -120,6 +128,12 @@ impl Reducer {
                     Some(&format!("input[{i}]")),
                     "an MCP approval item without its counterpart (or with no gateway tools to run it) was left out",
                 ));
+                Ok(())
+            }
+            InputItem::ToolSearchCall(c) => self.tool_search_call(i, c),
+            InputItem::ToolSearchOutput(o) => self.tool_search_output(i, o),
+            InputItem::AdditionalTools(a) => {
+                self.lift(i, &a.tools, ContextSource::Additional);
                 Ok(())
             }
             InputItem::Other(map) => {
@@ -343,9 +357,9 @@ impl Reducer {
         }
     }
 
-    pub(super) fn finish(mut self) -> (Vec<Turn>, Vec<Diagnostic>) {
+    pub(super) fn finish(mut self) -> (Vec<Turn>, Vec<Diagnostic>, Vec<ContextTool>) {
         self.flush();
         self.answer_pending();
-        (self.turns, self.diagnostics)
+        (self.turns, self.diagnostics, self.context_tools)
     }
 }

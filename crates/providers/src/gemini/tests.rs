@@ -20,6 +20,7 @@ fn request_with(turns: Vec<Turn>) -> CanonicalRequest {
         model: "gemini-2.5-flash".to_owned(),
         turns,
         tools: Vec::new(),
+        context_tools: Vec::new(),
         tool_choice: None,
         params: Params::default(),
         output: OutputContract::Text,

@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem};
+use super::{
+    AdditionalToolsItem, McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem,
+    ToolSearchCallItem, ToolSearchOutputItem,
+};
 
 /// One item of `input`. A message may omit `type` (the "easy input message" form).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,6 +31,12 @@ pub enum InputItem {
     McpApprovalRequest(McpApprovalRequestItem),
     /// The client's answer to an approval request.
     McpApprovalResponse(McpApprovalResponseItem),
+    /// The model's request for more tools, echoed back.
+    ToolSearchCall(ToolSearchCallItem),
+    /// The tools a search found; their calls may follow.
+    ToolSearchOutput(ToolSearchOutputItem),
+    /// Tools declared inside `input` (code-mode clients).
+    AdditionalTools(AdditionalToolsItem),
     /// Any other item type, kept as its JSON object (including `type`).
     #[serde(untagged)]
     Other(Map<String, Value>),

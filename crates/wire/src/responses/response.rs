@@ -130,6 +130,10 @@ pub enum OutputItem {
     McpListTools(McpListToolsItem),
     /// A call that runs only once the client approves it.
     McpApprovalRequest(McpApprovalRequestItem),
+    /// The model's request for more tools (`tool_search`).
+    ToolSearchCall(super::ToolSearchCallItem),
+    /// The tools a gateway-run search found.
+    ToolSearchOutput(super::ToolSearchOutputItem),
 }
 
 /// An `mcp_call` item: a call the gateway ran, with its output or error.
@@ -205,11 +209,17 @@ impl OutputItem {
             Self::McpCall(c) => Some(&c.id),
             Self::McpListTools(l) => Some(&l.id),
             Self::McpApprovalRequest(r) => Some(&r.id),
+            Self::ToolSearchCall(c) => c.id.as_deref(),
+            Self::ToolSearchOutput(o) => o.id.as_deref(),
         }
     }
 
     /// True for the items a client acts on by running a tool.
     pub fn is_tool_call(&self) -> bool {
+        if let Self::ToolSearchCall(c) = self {
+            // Only a client-run search is the client's to answer.
+            return c.execution.as_deref() == Some("client");
+        }
         !matches!(
             self,
             Self::Message(_)
@@ -218,6 +228,7 @@ impl OutputItem {
                 | Self::McpCall(_)
                 | Self::McpListTools(_)
                 | Self::McpApprovalRequest(_)
+                | Self::ToolSearchOutput(_)
         )
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use toolbridge_core::plan::plan as plan_tools;
+use toolbridge_core::plan::{GatewayOffer, plan_request};
 use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Raw;
@@ -106,11 +106,7 @@ pub(super) async fn check(
     })?;
     if let Some(primary) = targets.first() {
         let profile = primary.provider.profile_for(&primary.upstream_model);
-        plan_tools(
-            &canonical.tools,
-            canonical.tool_choice.as_ref(),
-            &profile.tools,
-        )?;
+        plan_request(&canonical, &profile.tools, &GatewayOffer::default())?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use toolbridge_core::plan::plan_with;
+use toolbridge_core::plan::plan_request;
 use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::{Raw, Source};
 
@@ -75,21 +75,17 @@ pub(super) fn route<'a>(
     }
     // The one plan of this request for this provider: the translator and the
     // reconstruction both read it.
-    let plan = tracing::info_span!("plan").in_scope(|| {
-        plan_with(
-            &canonical.tools,
-            canonical.tool_choice.as_ref(),
-            &profile.tools,
-            &offer,
-        )
-    })?;
+    let plan =
+        tracing::info_span!("plan").in_scope(|| plan_request(canonical, &profile.tools, &offer))?;
     let plan = crate::platform::ops::metrics::plan(&provider.name, plan);
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
     // A native Responses upstream's calls are relayed as they come, never repaired.
     let repairs = provider.repair.enabled && !provider.dialect.passes_through();
     let repair_checks = repairs.then(|| {
-        Arc::clone(schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.tools)))
+        Arc::clone(
+            schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.planned_tools())),
+        )
     });
     if let Some(checks) = &repair_checks {
         diagnostics.extend(checks.diagnostics());

@@ -1,0 +1,85 @@
+//! `tool_search` in the plan. The client-run form (`execution: "client"`, Codex's: the client
+//! answers with a `tool_search_output` holding the tools it found) goes to a provider without
+//! tool search as a function, by the profile's `tool_types.tool_search` (degraded by default);
+//! its calls are restored as `tool_search_call` items. The hosted form (no `execution`, the
+//! server searches the tools marked `defer_loading`) is served by the gateway when it runs tools,
+//! and otherwise left out like any hosted tool the provider lacks.
+//!
+//! Not here: lifting the found tools into later rounds (`context`) and restoring the call
+//! (`restore`).
+
+use serde_json::{Map, Value, json};
+use toolbridge_wire::responses::{Diagnostic, Tool};
+
+use super::candidates::{Candidate, unsupported};
+use super::{Decision, Identity, PlanEntry, ToolCapabilities, UpstreamTool, reasons, tool_types};
+use crate::Error;
+use crate::diagnostics::{TOOL_DEGRADED, diag};
+
+/// What the degraded function tells the model, after the client's own description.
+pub const TOOL_SEARCH_DESCRIPTION: &str = "Search for more tools (for example those of connected MCP servers and plugins) when none of the functions you have fits the task. Describe the capability you need in `query`. The tools found become callable functions in your next step; call them directly then.";
+
+/// The parameters of the degraded function: the client's own when they are an object schema,
+/// else a `query` string (and an optional `limit`).
+pub fn tool_search_parameters(declared: Option<&Value>) -> Value {
+    if let Some(p @ Value::Object(schema)) = declared
+        && schema.get("type") == Some(&json!("object"))
+    {
+        return p.clone();
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What the tool you need should do, in a few words (e.g. \"add two numbers\", \"read a GitHub issue\")."},
+            "limit": {"type": "integer", "description": "The most tools to return.", "minimum": 1}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// The candidate of a declared `tool_search`.
+pub(super) fn tool_search(
+    param: &str,
+    tool: &Tool,
+    map: &Map<String, Value>,
+    caps: &ToolCapabilities,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    if map.get("execution").and_then(Value::as_str) != Some("client") {
+        return unsupported(param, "tool_search", caps, diagnostics).map(|c| vec![c]);
+    }
+    let identity = Identity::ToolSearch;
+    if let Some(decided) =
+        tool_types::decide(param, "tool_search", tool, &identity, caps, diagnostics)?
+    {
+        return Ok(vec![decided]);
+    }
+    diagnostics.push(diag(
+        TOOL_DEGRADED,
+        Some(param),
+        "`tool_search` is sent as a function; its calls are restored as `tool_search_call` items and the tools found are offered on the next rounds",
+    ));
+    let parameters = tool_search_parameters(map.get("parameters"));
+    let description = match map.get("description").and_then(Value::as_str) {
+        Some(own) if !own.trim().is_empty() => format!("{own}\n\n{TOOL_SEARCH_DESCRIPTION}"),
+        _ => TOOL_SEARCH_DESCRIPTION.to_owned(),
+    };
+    Ok(vec![Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: "tool_search".to_owned(),
+            name: None,
+            decision: Decision::Degraded,
+            reason: reasons::TOOL_SEARCH_AS_FUNCTION,
+            provider_name: None,
+        },
+        identity: Some(identity),
+        upstream: Some(UpstreamTool::Function {
+            name: "tool_search".to_owned(),
+            description: Some(description),
+            parameters,
+            strict: None,
+        }),
+    }])
+}

@@ -1,0 +1,283 @@
+//! Ring 3: the real Codex CLI 0.171.0 with a stdio MCP server configured (the test kit's
+//! `toolbridge-test-mcp`), through a Chat preset, Anthropic and Gemini. Codex declares the MCP
+//! tools only behind `tool_search` (`execution: "client"`): the gateway offers `tool_search` as a
+//! function, the model (a fake upstream in the dialect's real wire format) calls it, the gateway
+//! shows Codex a `tool_search_call`, Codex answers with a `tool_search_output` holding the
+//! server's namespace, the gateway lifts those tools into the next round's tool list, the model
+//! calls `mcp__kit__add`, the gateway restores it as a `function_call` with `namespace` and
+//! `name`, Codex runs it on the MCP server (approved by the server's
+//! `default_tools_approval_mode`, as `exec` needs), and the final answer carries its result.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::process::Command;
+use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
+
+const A: i64 = 1234;
+const B: i64 = 4321;
+const SUM: &str = "5555";
+const FOUND_NAME: &str = "mcp__kit__add";
+
+/// The function names a request offers, in any dialect.
+fn offered(body: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        for name in [&tool["function"]["name"], &tool["name"]] {
+            if let Some(n) = name.as_str() {
+                names.push(n.to_owned());
+            }
+        }
+        for declaration in tool["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(n) = declaration["name"].as_str() {
+                names.push(n.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// The model: search for tools, call the one found, then answer with its result.
+fn script(wire: Wire, request: &Recorded) -> Reply {
+    let body = &request.body;
+    let text = body.to_string();
+    let offered = offered(body);
+    let call = |id: &str, name: &str, arguments: Value| Answer {
+        reasoning: Vec::new(),
+        text: Vec::new(),
+        calls: vec![Call {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            namespace: None,
+            custom: false,
+            arguments,
+        }],
+        end: End::ToolCalls,
+        usage: Usage {
+            input: 100,
+            output: 10,
+            ..Usage::default()
+        },
+    };
+    let answer = if text.contains(SUM) {
+        Answer {
+            text: vec![format!("The sum is {SUM}.")],
+            end: End::Stop,
+            calls: Vec::new(),
+            ..call("", "", json!({}))
+        }
+    } else if offered.iter().any(|n| n == FOUND_NAME) {
+        call("call_add", FOUND_NAME, json!({"a": A, "b": B}))
+    } else if offered.iter().any(|n| n == "tool_search") {
+        call(
+            "call_search",
+            "tool_search",
+            json!({"query": "add two integers"}),
+        )
+    } else {
+        return Reply::Json {
+            status: 400,
+            body: json!({"error": {"message": format!("no tool_search offered: {offered:?}")}}),
+            headers: Vec::new(),
+        };
+    };
+    wire.stream(&answer)
+}
+
+/// A `toolbridge serve` with one provider (`provider` is its TOML body) and a scratch folder.
+async fn start_gateway(
+    upstream: &FakeUpstream,
+    name: &str,
+    provider: &str,
+) -> (PathBuf, GatewayProcess) {
+    let scratch = std::env::temp_dir().join(format!(
+        "toolbridge-codex-mcp-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config = scratch.join("toolbridge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.upstream]\nbase_url = \"{}\"\napi_key_env = \"UPSTREAM_KEY\"\nmax_retries = 0\n{provider}\n\n[[routes]]\nmodel = \"*\"\nprovider = \"upstream\"\nupstream_model = \"upstream-model\"\n",
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let gateway = GatewayProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+        &[
+            ("TOOLBRIDGE_CONFIG", config.display().to_string()),
+            ("UPSTREAM_KEY", "sk-fake".to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ],
+    )
+    .await;
+    (scratch, gateway)
+}
+
+/// Codex 0.171 with the test kit's MCP server on stdio; returns its last message and its JSON
+/// event lines.
+async fn run_codex(
+    codex: &Path,
+    server: &Path,
+    gateway: &GatewayProcess,
+    scratch: &Path,
+) -> (String, String, String) {
+    let dirs: Vec<PathBuf> = ["home", "codex-home", "work", "tmp"]
+        .iter()
+        .map(|d| scratch.join(d))
+        .collect();
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(
+        dirs[1].join("config.toml"),
+        format!(
+            r#"model = "gpt-5.5"
+model_provider = "gateway"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+
+[model_providers.gateway]
+name = "gateway"
+base_url = "{}"
+wire_api = "responses"
+env_key = "GATEWAY_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[mcp_servers.kit]
+command = "{}"
+args = ["--stdio"]
+default_tools_approval_mode = "approve"
+"#,
+            gateway.url("/v1"),
+            server.display()
+        ),
+    )
+    .unwrap();
+    let last = scratch.join("last-message.txt");
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        Command::new(codex)
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--color",
+                "never",
+                "-s",
+                "workspace-write",
+                "-C",
+            ])
+            .arg(&dirs[2])
+            .arg("-o")
+            .arg(&last)
+            .args(["--json", "Use the kit MCP server to add 1234 and 4321."])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &dirs[0])
+            .env("CODEX_HOME", &dirs[1])
+            .env("TMPDIR", &dirs[3])
+            .env("GATEWAY_API_KEY", "gateway-key")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("codex finishes in time")
+    .expect("codex runs");
+    (
+        std::fs::read_to_string(&last).unwrap_or_default(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
+    let Some(codex) = toolbridge_testkit::tools::codex_0171() else {
+        return;
+    };
+    // The test kit's MCP server binary, built beside `toolbridge` by `cargo test --workspace`.
+    let server = Path::new(env!("CARGO_BIN_EXE_toolbridge")).with_file_name("toolbridge-test-mcp");
+    if !server.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is built by `cargo test --workspace`",
+            server.display()
+        );
+        eprintln!("SKIPPED: {} is absent; run scripts/test", server.display());
+        return;
+    }
+    let upstream = FakeUpstream::start().await;
+    upstream.set_gate(Arc::new(move |r: &Recorded| Some(script(wire, r))));
+    let (scratch, gateway) = start_gateway(&upstream, name, provider).await;
+    let (last, stdout, stderr) = run_codex(&codex, &server, &gateway, &scratch.join("codex")).await;
+    let context = || {
+        format!(
+            "stdout:\n{stdout}\nstderr:\n{stderr}\ngateway stderr:\n{}",
+            gateway.stderr()
+        )
+    };
+    assert_eq!(last.trim(), format!("The sum is {SUM}."), "{}", context());
+
+    let all = upstream.requests();
+    assert_eq!(all.len(), 3, "{}", context());
+    // Round one: no MCP tool, only the search.
+    let first = offered(&all[0].body);
+    assert!(first.iter().any(|n| n == "tool_search"), "{first:?}");
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__kit")),
+        "{first:?}"
+    );
+    // Round two: the found tools were lifted into the tool list, and the search went back as
+    // the degraded call with its result.
+    let second = offered(&all[1].body);
+    assert!(second.iter().any(|n| n == FOUND_NAME), "{second:?}");
+    let history = all[1].body.to_string();
+    assert!(
+        history.contains("These tools are now available"),
+        "{history}"
+    );
+    // Round three: the sum came from the MCP server, which Codex ran.
+    assert!(all[2].body.to_string().contains(SUM));
+    assert!(offered(&all[2].body).iter().any(|n| n == FOUND_NAME));
+    // Codex saw a real MCP tool call (its JSON events name the server and the tool).
+    let ran = stdout
+        .lines()
+        .any(|l| l.contains("mcp_tool_call") && l.contains("\"kit\""));
+    assert!(ran, "{}", context());
+    let _ = std::fs::remove_dir_all(&scratch);
+    gateway.kill().await;
+}
+
+#[tokio::test]
+async fn codex_calls_an_mcp_tool_found_by_tool_search_through_a_chat_preset() {
+    mcp_turn("chat", Wire::Chat { think_tags: false }, "preset = \"glm\"").await;
+}
+
+#[tokio::test]
+async fn codex_calls_an_mcp_tool_found_by_tool_search_through_anthropic() {
+    mcp_turn("anthropic", Wire::Anthropic, "dialect = \"anthropic\"").await;
+}
+
+#[tokio::test]
+async fn codex_calls_an_mcp_tool_found_by_tool_search_through_gemini() {
+    mcp_turn("gemini", Wire::Gemini, "dialect = \"gemini\"").await;
+}
