@@ -210,7 +210,12 @@ default_tools_approval_mode = "approve"
     )
 }
 
+/// One Codex run at a time: three Codex processes, their MCP servers and gateways at once starve
+/// a small machine.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let Some(codex) = toolbridge_testkit::tools::codex_0171() else {
         return;
     };
