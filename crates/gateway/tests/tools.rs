@@ -46,11 +46,12 @@ async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
         .to_str()
         .unwrap()
         .to_owned();
+    // `tool_search` (client-run) goes as a function whose calls become `tool_search_call` items.
     // `strict: false` needs no diagnostic: nothing the client asked for is lost. The stub
     // grammar of `apply_patch` cannot be compiled, so its calls go unchecked, and that is said.
     assert_eq!(
         header,
-        "tool_degraded:tools[1],tool_degraded:tools[2],tool_ignored:tools[3],tool_ignored:tools[4],custom_input_unchecked"
+        "tool_degraded:tools[1],tool_degraded:tools[2],tool_degraded:tools[3],tool_ignored:tools[4],custom_input_unchecked"
     );
     let sent = h.upstream.last_body();
     let names: Vec<&str> = sent["tools"]
@@ -64,7 +65,12 @@ async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
         .collect();
     assert_eq!(
         names,
-        ["exec_command", "apply_patch", "multi_agent_v1__close_agent"]
+        [
+            "exec_command",
+            "apply_patch",
+            "multi_agent_v1__close_agent",
+            "tool_search"
+        ]
     );
     assert_eq!(sent["tool_choice"], "auto");
     assert_eq!(
