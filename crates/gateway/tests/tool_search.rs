@@ -255,3 +255,59 @@ async fn found_tools_stay_on_the_chain_with_previous_response_id() {
         "{names:?}"
     );
 }
+
+/// Code-mode slugs declare their tools in an `additional_tools` input item and send no `tools`:
+/// they are planned like declared ones (a freeform tool inside a namespace comes back as a
+/// `custom_tool_call` with its namespace) and stay on the stored chain's next round.
+#[tokio::test]
+async fn additional_tools_are_served_and_kept_across_the_chain() {
+    let h = harness("dialect = \"anthropic\"").await;
+    let wire = Wire::Anthropic;
+    h.upstream
+        .push(wire.whole(&call("functions__exec", json!({"input": "1+1"}))));
+    let (status, first) = h
+        .post_json(&json!({"model": "m", "store": true, "input": [
+            {"type": "additional_tools", "role": "developer", "tools": [
+                {"type": "namespace", "name": "functions", "description": "Code mode.", "tools": [
+                    {"type": "custom", "name": "exec", "description": "Run JavaScript.", "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
+                ]}
+            ]},
+            {"role": "user", "content": "compute 1+1"}
+        ]}))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    let item = &first["output"][0];
+    assert_eq!(item["type"], "custom_tool_call", "{first}");
+    assert_eq!(
+        (
+            item["namespace"].as_str(),
+            item["name"].as_str(),
+            item["input"].as_str()
+        ),
+        (Some("functions"), Some("exec"), Some("1+1"))
+    );
+    assert!(
+        first["toolbridge_diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["code"] != "item_dropped"),
+        "{first}"
+    );
+    assert_eq!(offered(&h.upstream.last_body()), ["functions__exec"]);
+    h.upstream.push(wire.whole(&Answer {
+        text: vec!["2".to_owned()],
+        calls: Vec::new(),
+        end: End::Stop,
+        ..call("", json!({}))
+    }));
+    let (status, second) = h
+        .post_json(
+            &json!({"model": "m", "previous_response_id": first["id"], "input": [
+                {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": "2"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(offered(&h.upstream.last_body()), ["functions__exec"]);
+}

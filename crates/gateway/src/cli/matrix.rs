@@ -36,7 +36,8 @@ fn probe_tools() -> Vec<Value> {
         json!({"type": "code_interpreter", "container": {"type": "auto"}}),
         json!({"type": "image_generation"}),
         json!({"type": "computer_use_preview", "display_width": 1024, "display_height": 768, "environment": "linux"}),
-        json!({"type": "tool_search"}),
+        // The client-run form Codex declares (the hosted form has no provider-side decision).
+        json!({"type": "tool_search", "execution": "client"}),
     ]
 }
 

@@ -280,10 +280,11 @@ pub fn plan_report(
         crate::http::responses::parse_request(body).map_err(|e| fail(e.code(), e.to_string()))?;
     let canonical =
         normalize(&req, &Limits::default()).map_err(|e| fail(e.code(), e.to_string()))?;
-    let plan = toolbridge_core::plan::plan(
-        &canonical.tools,
-        canonical.tool_choice.as_ref(),
+    // The conversation's own tools (`additional_tools`, found by `tool_search`) are planned too.
+    let plan = toolbridge_core::plan::plan_request(
+        &canonical,
         &profile.tools,
+        &toolbridge_core::plan::GatewayOffer::default(),
     )
     .map_err(|e| fail(e.code(), e.to_string()))?;
     let model = upstream_model.unwrap_or(&canonical.model);
