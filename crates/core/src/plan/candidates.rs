@@ -332,6 +332,18 @@ pub(super) fn function_upstream(
         Some(s) if caps.strict => Some(s),
         _ => None,
     };
+    // A declared tool held back for a hosted `tool_search` is offered directly: no search runs
+    // for a provider without one. (Tools a search found are loaded by design: nothing to say.)
+    if f.extra.get("defer_loading") == Some(&Value::Bool(true)) && param.starts_with("tools[") {
+        diagnostics.push(diag(
+            crate::diagnostics::PARAM_DROPPED,
+            Some(&format!("{param}.defer_loading")),
+            format!(
+                "the provider has no tool search; `{}` is offered directly instead of deferred",
+                f.name
+            ),
+        ));
+    }
     UpstreamTool::Function {
         name: f.name.clone(),
         description: f.description.clone(),

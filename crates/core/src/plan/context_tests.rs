@@ -3,7 +3,7 @@
 //! restored like declared tools, within the provider's tool limit.
 
 use serde_json::{Value, json};
-use toolbridge_wire::responses::CreateResponse;
+use toolbridge_wire::responses::{CreateResponse, Tool};
 
 use super::*;
 use crate::canonical::{CallKind, Turn};
@@ -105,10 +105,22 @@ fn the_profile_decides_tool_search_like_any_client_run_type() {
         plan(&tools, None, &caps),
         Err(Error::UnsupportedTool { .. })
     ));
-    // The hosted form (the server searches) is not the client's tool.
-    let hosted = [serde_json::from_value(json!({"type": "tool_search"})).unwrap()];
+    // The hosted form (the server searches) is not the client's tool; the tools it would have
+    // searched are offered directly, and that is said.
+    let hosted: Vec<Tool> = serde_json::from_value(json!([
+        {"type": "tool_search"},
+        {"type": "function", "name": "rare", "defer_loading": true, "parameters": {"type": "object"}}
+    ]))
+    .unwrap();
     let plan = plan(&hosted, None, &ToolCapabilities::default()).unwrap();
     assert_eq!(plan.entries[0].decision, Decision::Ignored);
+    assert_eq!(upstream_names(&plan), ["rare"]);
+    assert!(
+        plan.diagnostics
+            .iter()
+            .any(|d| d.code == "param_dropped"
+                && d.param.as_deref() == Some("tools[1].defer_loading"))
+    );
 }
 
 #[test]
