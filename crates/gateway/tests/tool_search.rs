@@ -196,6 +196,19 @@ async fn found_tools_are_offered_next_round_and_their_calls_keep_the_namespace()
                 ["exec_command", "tool_search", "mcp__probe__add_numbers"],
                 "{preset}"
             );
+            // Gemini pairs a result with its call by name.
+            let responses: Vec<&Value> = upstream["contents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["parts"].as_array())
+                .flatten()
+                .filter_map(|p| p.get("functionResponse"))
+                .collect();
+            if wire == Wire::Gemini {
+                assert_eq!(responses.len(), 1, "{upstream}");
+                assert_eq!(responses[0]["name"], "tool_search");
+            }
             // The search went back as the degraded call, answered with what it found.
             let text = upstream.to_string();
             assert!(
