@@ -13,6 +13,7 @@ mod hosted;
 mod names;
 mod native;
 mod passthrough;
+mod responses;
 pub(crate) mod schemas;
 mod tool_types;
 
@@ -24,7 +25,8 @@ use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use candidates::Candidate;
 pub use capabilities::{
-    NativeFileSearch, NativeMcp, NativeWebSearch, ToolCapabilities, UnsupportedPolicy,
+    NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
+    UnsupportedPolicy,
 };
 pub use names::{NameMap, sanitize};
 pub use native::{NativeMcpServer, NativeSearch, NativeTool};
@@ -148,6 +150,16 @@ pub struct ToolPlan {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+impl ToolPlan {
+    /// Whether every tool goes upstream as declared, names unchanged (a native Responses
+    /// upstream that takes all of them): the request's tools and calls pass untouched.
+    pub fn passes_tools_as_declared(&self) -> bool {
+        self.entries
+            .iter()
+            .all(|e| e.reason == reasons::RESPONSES_NATIVE)
+    }
+}
+
 /// Reason codes of decisions.
 pub mod reasons {
     pub const FUNCTION: &str = "function";
@@ -223,7 +235,7 @@ pub fn plan_with(
     offer: &GatewayOffer,
 ) -> Result<ToolPlan, Error> {
     if caps.responses_native {
-        return passthrough::plan_passthrough(tools, tool_choice, caps);
+        return responses::plan(tools, tool_choice, caps, offer);
     }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();

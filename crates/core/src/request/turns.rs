@@ -8,9 +8,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 use toolbridge_wire::responses::{Diagnostic, InputItem, McpCallItem, MessageItem, ReasoningItem};
 
-use super::content::{output_text, plain_text, shell_output_text, user_parts};
+use super::content::{output_text, plain_text, shell_output_text, tool_output, user_parts};
 use crate::Error;
-use crate::canonical::{AssistantTurn, CallKind, ToolCall, Turn};
+use crate::canonical::{AssistantTurn, CallKind, ToolCall, ToolOutput, Turn};
 use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag};
 
 /// Folds input items into turns: consecutive assistant output (reasoning, messages, calls)
@@ -84,12 +84,12 @@ impl Reducer {
                 },
             ),
             InputItem::FunctionCallOutput(o) | InputItem::CustomToolCallOutput(o) => {
-                let output = output_text(i, &o.output)?;
+                let output = tool_output(i, &o.output, &mut self.diagnostics)?;
                 self.output(i, &o.call_id, output)
             }
             InputItem::ShellCallOutput(o) => {
                 let output = shell_output_text(&o.output);
-                self.output(i, &o.call_id, output)
+                self.output(i, &o.call_id, output.into())
             }
             InputItem::LocalShellCallOutput(o) => {
                 let Some(call_id) = o.call_id.as_deref().or(o.id.as_deref()) else {
@@ -98,7 +98,7 @@ impl Reducer {
                     });
                 };
                 let output = output_text(i, &o.output)?;
-                self.output(i, call_id, output)
+                self.output(i, call_id, output.into())
             }
             InputItem::ApplyPatchCallOutput(o) => {
                 let status = o.status.as_deref().unwrap_or("completed");
@@ -106,7 +106,7 @@ impl Reducer {
                     Some(v) => format!("{status}: {}", output_text(i, v)?),
                     None => status.to_owned(),
                 };
-                self.output(i, &o.call_id, output)
+                self.output(i, &o.call_id, output.into())
             }
             // A call the gateway ran comes back as the call and its result, so the provider
             // sees the exchange it had.
@@ -154,7 +154,7 @@ impl Reducer {
             (None, Some(error)) => format!("error: {error}"),
             (None, None) => String::new(),
         };
-        self.output(i, &call_id, output)
+        self.output(i, &call_id, output.into())
     }
 
     /// An item of a type with no representation upstream: left out, with a diagnostic.
@@ -241,7 +241,7 @@ impl Reducer {
         Ok(())
     }
 
-    fn output(&mut self, i: usize, call_id: &str, output: String) -> Result<(), Error> {
+    fn output(&mut self, i: usize, call_id: &str, output: ToolOutput) -> Result<(), Error> {
         if call_id.is_empty() {
             return Err(Error::invalid(
                 format!("input[{i}].call_id"),
@@ -338,7 +338,7 @@ impl Reducer {
             self.outputs_seen.insert(call_id.clone());
             self.turns.push(Turn::ToolResult {
                 call_id,
-                output: String::new(),
+                output: ToolOutput::Text(String::new()),
             });
         }
     }

@@ -244,6 +244,7 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
     out.push_str("\ntool_choice (with one function declared; what the translator sends):\n");
     out.push_str(&choice_rows(profile, dialect));
     out.push_str(&limits_line(profile));
+    out.push_str(&fields_line(profile));
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
     if dialect.reads_chat_profile() {
@@ -320,6 +321,30 @@ fn limits_line(profile: &Profile) -> String {
         profile.tools.name_max_len,
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
+    )
+}
+
+/// Tool outputs given as parts, and the request fields the gateway does not translate.
+fn fields_line(profile: &Profile) -> String {
+    let f = &profile.fields;
+    let renamed: Vec<String> = f
+        .rename
+        .iter()
+        .map(|(from, to)| format!("{from} -> {}", to.as_str().unwrap_or("?")))
+        .collect();
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    format!(
+        "tool outputs as parts: {}; unknown request fields: {}; dropped: {}; renamed: {}\n",
+        word(serde_json::to_value(profile.tool_output).unwrap_or_default()),
+        word(serde_json::to_value(f.unknown).unwrap_or_default()),
+        list(&f.drop),
+        list(&renamed),
     )
 }
 

@@ -10,6 +10,7 @@ pub mod request;
 pub mod response;
 pub mod stream;
 pub mod think;
+mod tool_result;
 
 use toolbridge_core::events::FinishReason;
 

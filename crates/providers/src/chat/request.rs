@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
-    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
-    diag,
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
+    SYSTEM_MERGED, diag,
 };
 use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::chat::{
@@ -52,6 +52,27 @@ pub fn build(
     out
 }
 
+/// Puts the cache key in the provider's own cache-hint field (`user`, `session_id`, …); false
+/// when that field is already taken (the end user's identifier went there).
+fn cache_hint(out: &mut ChatRequest, field: &str, key: &str) -> bool {
+    let slot = match field {
+        "user" => &mut out.user,
+        "safety_identifier" => &mut out.safety_identifier,
+        _ => {
+            if out.extra.contains_key(field) {
+                return false;
+            }
+            out.extra.insert(field.to_owned(), json!(key));
+            return true;
+        }
+    };
+    if slot.is_some() {
+        return false;
+    }
+    *slot = Some(key.to_owned());
+    true
+}
+
 /// Sets the fields that say `effort` in `style`; false when the provider has no way to say it.
 fn effort_fields(effort: &str, style: EffortStyle, extra: &mut Map<String, Value>) -> bool {
     let off = matches!(effort, "none" | "minimal");
@@ -94,7 +115,11 @@ fn messages(
     let mut out: Vec<ChatMessage> = Vec::with_capacity(turns.len());
     let mut mapped_developer = false;
     let mut merged = false;
+    let mut results = super::tool_result::ToolResults::default();
     for turn in turns {
+        if !matches!(turn, Turn::ToolResult { .. }) {
+            results.flush(&mut out);
+        }
         match turn {
             Turn::System { text, developer } => {
                 let role = if *developer && profile.developer_role {
@@ -141,14 +166,12 @@ fn messages(
                 }
                 out.push(message)
             }
-            Turn::ToolResult { call_id, output } => out.push(ChatMessage {
-                role: "tool".to_owned(),
-                content: Some(Value::String(output.clone())),
-                tool_call_id: Some(call_id.clone()),
-                ..ChatMessage::default()
-            }),
+            Turn::ToolResult { call_id, output } => {
+                out.push(results.message(call_id, output, profile, diagnostics))
+            }
         }
     }
+    results.flush(&mut out);
     if mapped_developer {
         diagnostics.push(diag(
             DEVELOPER_AS_SYSTEM,
@@ -304,6 +327,14 @@ fn params(
     if let Some(key) = &p.prompt_cache_key {
         if profile.prompt_cache_key {
             out.prompt_cache_key = Some(key.clone());
+        } else if let Some(field) = profile.fields.renamed("prompt_cache_key")
+            && cache_hint(out, field, key)
+        {
+            diagnostics.push(diag(
+                PARAM_RENAMED,
+                Some("prompt_cache_key"),
+                format!("the provider reads its cache hint from `{field}`; the key was sent there"),
+            ));
         } else {
             dropped("prompt_cache_key");
         }
