@@ -179,8 +179,8 @@ fn anthropic_tool_result_holds_text_images_and_documents() {
     );
     // The user's next turn joins the results' message, after the result.
     assert_eq!(body["messages"][2]["content"][1]["text"], "Thanks.");
-    let codes = codes(&diagnostics);
-    assert!(!codes.contains(&"tool_output_media_moved"), "{codes:?}");
+    let found = codes(&diagnostics);
+    assert!(!found.contains(&"tool_output_media_moved"), "{found:?}");
 
     // A text-only profile: images follow every result, still in the same user message.
     let text = patched("anthropic", r#"tool_output = "text""#);
