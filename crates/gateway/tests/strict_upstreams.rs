@@ -216,7 +216,21 @@ provider = "up"
 
 #[tokio::test]
 async fn an_array_tool_output_reaches_anthropic_as_tool_result_blocks() {
-    let h = Harness::with_preset("anthropic").await;
+    let h = Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.claude]
+dialect = "anthropic"
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[routes]]
+model = "*"
+provider = "claude"
+"#
+        )
+    })
+    .await;
     h.upstream
         .push(Wire::Anthropic.whole(&text_answer("A chart.")));
     let (status, body) = h
