@@ -244,7 +244,7 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
     out.push_str("\ntool_choice (with one function declared; what the translator sends):\n");
     out.push_str(&choice_rows(profile, dialect));
     out.push_str(&limits_line(profile));
-    out.push_str(&fields_line(profile));
+    out.push_str(&fields_line(profile, dialect));
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
     if dialect.reads_chat_profile() {
@@ -325,8 +325,14 @@ fn limits_line(profile: &Profile) -> String {
 }
 
 /// Tool outputs given as parts, and the request fields the gateway does not translate.
-fn fields_line(profile: &Profile) -> String {
+fn fields_line(profile: &Profile, dialect: Dialect) -> String {
     let f = &profile.fields;
+    // A native Responses upstream gets the parts as the client sent them.
+    let outputs = if dialect.passes_through() {
+        "as sent".to_owned()
+    } else {
+        word(serde_json::to_value(profile.tool_output).unwrap_or_default())
+    };
     let renamed: Vec<String> = f
         .rename
         .iter()
@@ -341,7 +347,7 @@ fn fields_line(profile: &Profile) -> String {
     };
     format!(
         "tool outputs as parts: {}; unknown request fields: {}; dropped: {}; renamed: {}\n",
-        word(serde_json::to_value(profile.tool_output).unwrap_or_default()),
+        outputs,
         word(serde_json::to_value(f.unknown).unwrap_or_default()),
         list(&f.drop),
         list(&renamed),
