@@ -4,6 +4,7 @@
 mod details;
 pub mod echo;
 pub mod errors;
+mod fields;
 pub(crate) mod native;
 pub mod prompt;
 pub mod request;
