@@ -212,3 +212,132 @@ fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
         _ => choice.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tools(v: Value) -> Vec<Tool> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn codex_tools() -> Vec<Tool> {
+        tools(json!([
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}, "defer_loading": false},
+            {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+            {"type": "namespace", "name": "mcp__docs", "tools": [{"type": "function", "name": "search"}]},
+            {"type": "web_search"},
+            {"type": "tool_search", "execution": "client"},
+            {"type": "future_tool", "name": "x"}
+        ]))
+    }
+
+    fn caps(r: ResponsesTools) -> ToolCapabilities {
+        ToolCapabilities {
+            max_tools: None,
+            responses_native: true,
+            responses: r,
+            ..ToolCapabilities::default()
+        }
+    }
+
+    #[test]
+    fn an_endpoint_that_takes_everything_gets_the_passthrough_plan() {
+        let plan = plan(
+            &codex_tools(),
+            None,
+            &caps(ResponsesTools::default()),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert!(plan.passes_tools_as_declared());
+        assert!(plan.names.is_empty());
+        assert_eq!(plan.upstream.len(), 6);
+    }
+
+    #[test]
+    fn a_strict_endpoint_gets_custom_and_namespace_as_functions_and_the_rest_as_declared() {
+        let strict = ResponsesTools {
+            custom: ToolTypeDecision::Degraded,
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            unknown: ToolTypeDecision::Ignored,
+            ..ResponsesTools::default()
+        };
+        let choice = json!({"type": "custom", "name": "apply_patch"});
+        let plan = plan(
+            &codex_tools(),
+            Some(&choice),
+            &caps(strict),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert!(!plan.passes_tools_as_declared());
+        let decisions: Vec<(&str, Decision, &str)> = plan
+            .entries
+            .iter()
+            .map(|e| (e.kind.as_str(), e.decision, e.reason))
+            .collect();
+        assert_eq!(
+            decisions,
+            [
+                ("function", Decision::Native, reasons::RESPONSES_NATIVE),
+                ("custom", Decision::Degraded, reasons::CUSTOM_AS_FUNCTION),
+                ("function", Decision::Degraded, reasons::NAMESPACE_FLATTENED),
+                ("web_search", Decision::Native, reasons::RESPONSES_NATIVE),
+                (
+                    "tool_search",
+                    Decision::Ignored,
+                    reasons::NO_PROVIDER_SUPPORT
+                ),
+                (
+                    "future_tool",
+                    Decision::Ignored,
+                    reasons::NO_PROVIDER_SUPPORT
+                ),
+            ]
+        );
+        // The function goes as declared, unknown fields and all.
+        let UpstreamTool::Native(NativeTool::AsDeclared(first)) = &plan.upstream[0] else {
+            panic!("{:?}", plan.upstream[0]);
+        };
+        assert_eq!(first["defer_loading"], false);
+        let identity = |name: &str| plan.names.identity(name).cloned();
+        assert_eq!(
+            identity("mcp__docs__search"),
+            Some(Identity::Function {
+                namespace: Some("mcp__docs".to_owned()),
+                name: "search".to_owned()
+            })
+        );
+        assert_eq!(
+            identity("apply_patch"),
+            Some(Identity::Custom {
+                namespace: None,
+                name: "apply_patch".to_owned()
+            })
+        );
+        assert_eq!(
+            plan.tool_choice,
+            Some(json!({"type": "function", "name": "apply_patch"}))
+        );
+    }
+
+    #[test]
+    fn a_refused_type_is_a_client_error() {
+        let refusing = ResponsesTools {
+            namespace: ToolTypeDecision::Rejected,
+            ..ResponsesTools::default()
+        };
+        let err = plan(
+            &codex_tools(),
+            None,
+            &caps(refusing),
+            &GatewayOffer::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "unsupported_tool");
+    }
+}
