@@ -59,8 +59,86 @@ pub enum Turn {
     Assistant(AssistantTurn),
     ToolResult {
         call_id: String,
-        output: String,
+        output: ToolOutput,
     },
+}
+
+/// A tool's output: text, or content parts (MCP and search results come back as
+/// `input_text` / `input_image` / `input_file` parts). Each dialect maps the parts as its profile
+/// says (`tool_output`): content parts where the provider takes them, joined text otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    Text(String),
+    Parts(Vec<OutputPart>),
+}
+
+/// One part of a tool output given as content parts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputPart {
+    Text(String),
+    /// An image by URL (including `data:` URLs) with the optional detail level.
+    Image {
+        url: String,
+        detail: Option<String>,
+    },
+    /// A file: inline (`data:` URL in `file_data`), by URL, or by an id only the client's
+    /// platform knows.
+    File {
+        filename: Option<String>,
+        data: Option<String>,
+        url: Option<String>,
+        file_id: Option<String>,
+    },
+}
+
+impl ToolOutput {
+    /// The output as text: a string as it came, content parts' texts joined (images and files
+    /// left out; a dialect that cannot take them reports what it did with them).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Self::Text(text) => std::borrow::Cow::Borrowed(text),
+            Self::Parts(parts) => std::borrow::Cow::Owned(
+                parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        OutputPart::Text(t) => Some(t.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(""),
+            ),
+        }
+    }
+
+    /// Whether the output carries images or files besides text.
+    pub fn has_media(&self) -> bool {
+        match self {
+            Self::Text(_) => false,
+            Self::Parts(parts) => parts.iter().any(|p| !matches!(p, OutputPart::Text(_))),
+        }
+    }
+
+    /// Whether there is nothing in it.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Self::Text(text) => text.is_empty(),
+            Self::Parts(parts) => parts
+                .iter()
+                .all(|p| matches!(p, OutputPart::Text(t) if t.is_empty())),
+        }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
 }
 
 /// One part of a user turn.

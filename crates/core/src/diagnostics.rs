@@ -102,3 +102,9 @@ pub fn diag(code: &str, param: Option<&str>, message: impl Into<String>) -> Diag
 /// Reasoning sealed through another provider was left out of a request to a native Responses
 /// upstream, which cannot open it.
 pub const REASONING_NOT_REPLAYABLE: &str = "reasoning_not_replayable";
+/// A tool output's image could not go inside the tool result for this provider; it was sent in
+/// a user turn right after the results.
+pub const TOOL_OUTPUT_MEDIA_MOVED: &str = "tool_output_media_moved";
+/// A tool output's part (a file the provider cannot take, an image by id) could not go upstream;
+/// the result names it in its text instead.
+pub const TOOL_OUTPUT_PART_DROPPED: &str = "tool_output_part_dropped";

@@ -406,6 +406,12 @@ async fn providers_prints_every_presets_matrix() {
             "anthropic",
             "gemini",
             "responses",
+            "deepseek-responses",
+            "qwen-responses",
+            "mimo-responses",
+            "minimax-responses",
+            "vllm-responses",
+            "ollama-responses",
         ];
         for preset in presets {
             assert!(
@@ -480,6 +486,24 @@ async fn providers_prints_every_presets_matrix() {
         assert_eq!(
             row(&responses, "reasoning"),
             r#"reasoning effort reasoning={"effort":"high"}"#
+        );
+        // A native Responses endpoint that rejects `custom` and `namespace` gets them planned.
+        let deepseek = section("deepseek-responses");
+        assert_eq!(
+            row(&deepseek, "custom"),
+            "custom degraded as apply_patch (custom_as_function)"
+        );
+        assert_eq!(
+            row(&deepseek, "namespace"),
+            "namespace degraded as repo__read (namespace_flattened)"
+        );
+        assert_eq!(
+            row(&deepseek, "web_search"),
+            "web_search native as - (responses_native)"
+        );
+        assert!(
+            deepseek.contains("unknown request fields: drop; dropped: prompt_cache_key"),
+            "{deepseek}"
         );
         let openai = section("openai");
         assert_eq!(row(&openai, "developer"), "developer role kept");

@@ -103,6 +103,23 @@ fn upstream_function_names(plan: &ToolPlan) -> Vec<String> {
         .collect()
 }
 
+/// The top-level names of a planned Responses request's tools, in order.
+fn planned_names(plan: &ToolPlan) -> Vec<String> {
+    if !plan.send_tools {
+        return Vec::new();
+    }
+    plan.upstream
+        .iter()
+        .map(|t| match t {
+            UpstreamTool::Function { name, .. } => name.clone(),
+            UpstreamTool::Native(NativeTool::AsDeclared(v)) => {
+                v["name"].as_str().unwrap_or("").to_owned()
+            }
+            UpstreamTool::Native(_) => String::new(),
+        })
+        .collect()
+}
+
 /// Runs one (scenario × mode) pair against one target's gateway.
 async fn run_pair(
     h: Arc<Harness>,
@@ -128,6 +145,10 @@ async fn run_pair(
     request["input"] = json!("What is the weather in Paris?");
     request["stream"] = json!(streamed);
     let plan = plan_for(&profile, &request);
+    // A native Responses upstream whose profile takes every tool as declared gets the request
+    // as it came; one that does not gets the plan's tools, and its calls are restored.
+    let passthrough = dialect.passthrough() && plan.passes_tools_as_declared();
+    let functions = upstream_function_names(&plan);
 
     let mut sent_answer = None;
     let (upstream, corrupted) = scenario.upstream.plain();
@@ -145,17 +166,22 @@ async fn run_pair(
                 calls: calls
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| Call {
-                        id: format!("call_{i}"),
-                        // A passthrough upstream knows the tools as declared.
-                        name: if dialect.passthrough() {
+                    .map(|(i, c)| {
+                        // A passthrough upstream knows the tools as declared; a planned one
+                        // calls a degraded tool as the function it was sent as.
+                        let name = if passthrough {
                             c.name.to_owned()
                         } else {
                             provider_name(&plan, c)
-                        },
-                        namespace: c.namespace.map(str::to_owned),
-                        custom: c.custom,
-                        arguments: (c.arguments)(),
+                        };
+                        let degraded = !passthrough && functions.contains(&name);
+                        Call {
+                            id: format!("call_{i}"),
+                            name,
+                            namespace: c.namespace.filter(|_| !degraded).map(str::to_owned),
+                            custom: c.custom && !degraded,
+                            arguments: (c.arguments)(),
+                        }
                     })
                     .collect(),
                 end: *end,
@@ -235,7 +261,7 @@ async fn run_pair(
         }
         // A cut stream relayed has no item the upstream completed.
         let cut_relay = streamed && outcome == Outcome::Truncated;
-        if dialect.passthrough()
+        if passthrough
             && !cut_relay
             && let Some(answer) = &sent_answer
         {
@@ -271,15 +297,17 @@ async fn run_pair(
     );
     assert_eq!(url, dialect.target_url(&model, streamed), "upstream URL");
     dialect.check_common(&profile, &req.body, streamed);
-    if dialect.passthrough() {
+    if passthrough {
         check_passthrough(&request, &req.body, &plan);
     }
-    // A passthrough sends every tool under its declared name; the others, the functions the plan
-    // made.
-    let expected_names = if dialect.passthrough() {
+    // A passthrough sends every tool under its declared name; a planned Responses upstream, the
+    // plan's tools (as declared or as functions); the others, the functions the plan made.
+    let expected_names = if passthrough {
         plan.entries.iter().filter_map(|e| e.name.clone()).collect()
+    } else if dialect.relays() {
+        planned_names(&plan)
     } else {
-        upstream_function_names(&plan)
+        functions.clone()
     };
     assert_eq!(
         dialect.tool_names(&req.body),
@@ -292,9 +320,12 @@ async fn run_pair(
         "tool_choice upstream"
     );
     if let Upstream::Answer { calls, .. } = &scenario.upstream
-        && !dialect.passthrough()
+        && !passthrough
     {
-        for c in calls.iter().filter(|c| c.custom) {
+        for c in calls
+            .iter()
+            .filter(|c| c.custom && functions.contains(&provider_name(&plan, c)))
+        {
             // A degraded custom tool is a function with one string parameter `input`.
             let params = dialect.tool_parameters(&req.body, &provider_name(&plan, c));
             assert_eq!(params["properties"]["input"]["type"], "string", "{params}");
@@ -375,7 +406,7 @@ fn check_response(
                 .as_array()
                 .is_some_and(|d| d.iter().any(|d| d["code"] == "upstream_unterminated"));
             assert!(diagnosed, "{body:#}");
-            if !dialect.passthrough() {
+            if !dialect.relays() {
                 // The text so far is kept, its message marked incomplete.
                 let Upstream::Answer { text, .. } = &scenario.upstream else {
                     unreachable!()
@@ -420,7 +451,7 @@ fn check_response(
     if !reasoning.is_empty() {
         let item = items.next().unwrap();
         // A passthrough shows the reasoning as the upstream did (OpenAI: a summary).
-        let (field, part) = if dialect.passthrough() {
+        let (field, part) = if dialect.relays() {
             ("summary", "summary_text")
         } else {
             ("content", "reasoning_text")
@@ -519,8 +550,11 @@ async fn every_scenario_runs_against_every_preset_and_dialect() {
         let h = Arc::new(gateway(target).await);
         let replies: Replies = Arc::default();
         let table = replies.clone();
+        let preset = target.preset;
         h.upstream.set_gate(Arc::new(move |r: &Recorded| {
-            tag_of(r).and_then(|t| table.lock().unwrap().get(&t).cloned())
+            // The endpoint's documented refusals come first, as the real one would answer.
+            targets::refusal(preset, &r.body)
+                .or_else(|| tag_of(r).and_then(|t| table.lock().unwrap().get(&t).cloned()))
         }));
         for scenario in SCENARIOS {
             for &mode in scenario.modes {

@@ -111,10 +111,12 @@ pub mod chat;
 mod degraded;
 pub mod dialect;
 pub mod error;
+pub mod fields;
 mod first_turn;
 pub mod gemini;
 mod native;
 pub mod profile;
 pub mod responses;
+mod tool_output;
 
 pub use error::{Error, UpstreamError};

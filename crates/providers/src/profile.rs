@@ -90,6 +90,59 @@ pub enum FinishKind {
     Error,
 }
 
+/// How a tool output given as content parts (`input_text`, `input_image`, `input_file`) goes
+/// upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolOutputForm {
+    /// The texts joined into one string; images go in a user turn after the results, files are
+    /// named in the text (each with a diagnostic).
+    Text,
+    /// Text parts (Chat `[{type: text}]`); images moved to a user turn as with `text`.
+    Parts,
+    /// Content parts with images and files inside the result (Anthropic `tool_result` blocks,
+    /// Gemini `functionResponse.parts`, a Chat provider taking `image_url` parts in tool
+    /// messages).
+    PartsWithMedia,
+}
+
+/// What happens to request fields the gateway does not translate: the client's unknown
+/// top-level fields, and named fields an endpoint rejects or calls otherwise. A translating
+/// dialect sends only what it builds, so for it every unknown field is dropped (with a
+/// diagnostic); a native Responses upstream gets the client's body, and these rules decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldRules {
+    /// Top-level fields the Responses API does not define (`client_metadata`, a future field):
+    /// passed to a native Responses upstream, or dropped.
+    pub unknown: UnknownFields,
+    /// Fields the endpoint rejects: left out, each with a `param_dropped` diagnostic.
+    pub drop: Vec<String>,
+    /// Fields the endpoint takes under another name (`prompt_cache_key = "user"`: the cache hint
+    /// goes where the provider reads one), each with a `param_renamed` diagnostic.
+    pub rename: serde_json::Map<String, serde_json::Value>,
+}
+
+/// See [`FieldRules::unknown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownFields {
+    Pass,
+    Drop,
+}
+
+impl FieldRules {
+    /// The name `field` is sent under, when the profile renames it.
+    pub fn renamed(&self, field: &str) -> Option<&str> {
+        self.rename.get(field).and_then(serde_json::Value::as_str)
+    }
+
+    /// Whether the profile drops `field`.
+    pub fn drops(&self, field: &str) -> bool {
+        self.drop.iter().any(|f| f == field)
+    }
+}
+
 /// What one provider accepts. Every field but `name` is written in `presets/common.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +196,10 @@ pub struct Profile {
     /// Context windows of models this provider is known to serve, for `GET /v1/models`.
     #[serde(with = "patch::pairs")]
     pub context_windows: Vec<(String, u64)>,
+    /// How tool outputs given as content parts go upstream.
+    pub tool_output: ToolOutputForm,
+    /// What happens to fields the gateway does not translate (unknown, rejected, renamed).
+    pub fields: FieldRules,
     /// What the provider accepts of tools.
     pub tools: ToolCapabilities,
     /// The provider is known to end answers with neither a finish reason nor its dialect's end

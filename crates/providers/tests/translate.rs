@@ -66,7 +66,7 @@ fn chat_presets() -> impl Iterator<Item = &'static str> {
     Profile::preset_names()
         .iter()
         .copied()
-        .filter(|p| !matches!(*p, "anthropic" | "gemini" | "responses"))
+        .filter(|p| Profile::preset_dialect(p).as_deref() == Some("chat"))
 }
 
 #[test]

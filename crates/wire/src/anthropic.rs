@@ -74,6 +74,8 @@ pub enum ContentBlock {
     /// A tool Anthropic runs itself (`web_search`); its result block stays `Other`.
     ServerToolUse(ToolUseBlock),
     ToolResult(ToolResultBlock),
+    /// A PDF (or another document) by base64 data or URL, in a user turn or a `tool_result`.
+    Document(DocumentBlock),
     Thinking(ThinkingBlock),
     RedactedThinking(RedactedThinkingBlock),
     /// A block type this model does not know (`server_tool_use`, `document`, …).
@@ -92,6 +94,16 @@ pub struct TextBlock {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImageBlock {
     pub source: ImageSource,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentBlock {
+    /// Base64 data with its media type, or a URL (the image sources' shapes).
+    pub source: ImageSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

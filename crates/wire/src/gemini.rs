@@ -109,6 +109,18 @@ pub struct FunctionResponse {
     pub id: Option<String>,
     pub name: String,
     pub response: Value,
+    /// Media that belong to the result (Gemini 3's multimodal function responses): inline data
+    /// only, text stays in `response`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<FunctionResponsePart>,
+}
+
+/// One medium inside a function response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionResponsePart {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_data: Option<Blob>,
 }
 
 /// One entry of `tools`: function declarations, or a native tool such as `googleSearch`.

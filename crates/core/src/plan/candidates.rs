@@ -17,7 +17,7 @@ use crate::Error;
 use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
 
 /// Tool types the Responses API defines that toolbridge knows how to plan.
-const HOSTED_TYPES: &[&str] = &[
+pub(super) const HOSTED_TYPES: &[&str] = &[
     "web_search",
     "web_search_preview",
     "web_search_2025_08_26",
@@ -50,40 +50,51 @@ pub(super) fn declared(
     let mut candidates = Vec::with_capacity(tools.len() + offer.tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let param = format!("tools[{i}]");
-        if let Some(candidate) = served_by_gateway(&param, tool, caps, offer) {
-            candidates.push(candidate);
-            continue;
-        }
-        match tool {
-            Tool::Namespace(ns) => {
-                if ns.name.is_empty() {
-                    return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
-                }
-                diagnostics.push(diag(
-                    TOOL_DEGRADED,
-                    Some(&param),
-                    format!(
-                        "namespace `{}` is flattened into `{}__<name>` functions; calls come back with namespace and name",
-                        ns.name, ns.name
-                    ),
-                ));
-                for (j, child) in ns.tools.iter().enumerate() {
-                    let child_param = format!("{param}.tools[{j}]");
-                    candidates.push(namespaced(
-                        &child_param,
-                        &ns.name,
-                        child,
-                        caps,
-                        diagnostics,
-                    )?);
-                }
-            }
-            other => {
-                candidates.extend(candidate(&param, other, caps, flags, diagnostics)?);
-            }
-        }
+        candidates.extend(declared_one(&param, tool, caps, offer, flags, diagnostics)?);
     }
     Ok(candidates)
+}
+
+/// The candidates of one declared tool (a namespace's children each one).
+pub(super) fn declared_one(
+    param: &str,
+    tool: &Tool,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    if let Some(candidate) = served_by_gateway(param, tool, caps, offer) {
+        return Ok(vec![candidate]);
+    }
+    match tool {
+        Tool::Namespace(ns) => {
+            if ns.name.is_empty() {
+                return Err(Error::invalid(format!("{param}.name"), "must not be empty"));
+            }
+            diagnostics.push(diag(
+                TOOL_DEGRADED,
+                Some(param),
+                format!(
+                    "namespace `{}` is flattened into `{}__<name>` functions; calls come back with namespace and name",
+                    ns.name, ns.name
+                ),
+            ));
+            let mut candidates = Vec::with_capacity(ns.tools.len());
+            for (j, child) in ns.tools.iter().enumerate() {
+                let child_param = format!("{param}.tools[{j}]");
+                candidates.push(namespaced(
+                    &child_param,
+                    &ns.name,
+                    child,
+                    caps,
+                    diagnostics,
+                )?);
+            }
+            Ok(candidates)
+        }
+        other => candidate(param, other, caps, flags, diagnostics),
+    }
 }
 
 /// The candidates of the tools the gateway runs itself: functions under the `gateway` decision.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ToolTypes, tool_types};
+use super::{ToolTypeDecision, ToolTypes, tool_types};
 
 /// What a provider accepts of tools, as data. Part of a provider profile, written in TOML by
 /// presets and config (`"none"` turns an optional field off).
@@ -50,6 +50,63 @@ pub struct ToolCapabilities {
     /// `responses` dialect only (the gateway's config enforces it).
     #[serde(default)]
     pub responses_native: bool,
+    /// For a native Responses upstream (`responses_native`): what the endpoint takes as
+    /// declared, per tool type; everything else is planned as for a translating dialect.
+    #[serde(default)]
+    pub responses: ResponsesTools,
+}
+
+/// What a native Responses endpoint takes as declared, per tool type (data, read only when
+/// `responses_native`). The defaults are OpenAI's own endpoint: everything as declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResponsesTools {
+    pub custom: ToolTypeDecision,
+    pub local_shell: ToolTypeDecision,
+    pub shell: ToolTypeDecision,
+    pub apply_patch: ToolTypeDecision,
+    /// `namespace` tools: `native`, or `degraded` (flattened into `namespace__name` functions,
+    /// calls restored with `namespace` + `name`), `ignored`, `rejected`.
+    pub namespace: ToolTypeDecision,
+    /// Hosted tool types the endpoint runs itself, sent as declared (`"*"`: every one). Any
+    /// other hosted tool is planned as for a translating dialect (`tool_search` degraded where
+    /// the planner can, else left out or refused per `unsupported`).
+    pub server_tools: Vec<String>,
+    /// Tool types toolbridge does not know: `native` (passed as declared) or `ignored`.
+    pub unknown: ToolTypeDecision,
+}
+
+impl Default for ResponsesTools {
+    fn default() -> Self {
+        Self {
+            custom: ToolTypeDecision::Native,
+            local_shell: ToolTypeDecision::Native,
+            shell: ToolTypeDecision::Native,
+            apply_patch: ToolTypeDecision::Native,
+            namespace: ToolTypeDecision::Native,
+            server_tools: vec!["*".to_owned()],
+            unknown: ToolTypeDecision::Native,
+        }
+    }
+}
+
+impl ResponsesTools {
+    /// The client-run types' decisions, as the translating planner reads them.
+    pub fn tool_types(&self) -> ToolTypes {
+        ToolTypes {
+            custom: self.custom,
+            local_shell: self.local_shell,
+            shell: self.shell,
+            apply_patch: self.apply_patch,
+        }
+    }
+
+    /// Whether the endpoint runs the hosted tool type `kind` itself.
+    pub fn runs(&self, kind: &str) -> bool {
+        self.server_tools
+            .iter()
+            .any(|t| t == "*" || t == kind || (t == "web_search" && kind.starts_with("web_search")))
+    }
 }
 
 impl Default for ToolCapabilities {
@@ -69,6 +126,7 @@ impl Default for ToolCapabilities {
             unsupported: UnsupportedPolicy::Ignore,
             tool_types: ToolTypes::default(),
             responses_native: false,
+            responses: ResponsesTools::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod hosted;
 mod names;
 mod native;
 mod passthrough;
+mod responses;
 pub(crate) mod schemas;
 mod search;
 mod tool_types;
@@ -26,7 +27,8 @@ use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use candidates::Candidate;
 pub use capabilities::{
-    NativeFileSearch, NativeMcp, NativeWebSearch, ToolCapabilities, UnsupportedPolicy,
+    NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
+    UnsupportedPolicy,
 };
 pub use context::OVER_TOOL_LIMIT;
 pub use names::{NameMap, sanitize};
@@ -156,6 +158,16 @@ pub struct ToolPlan {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+impl ToolPlan {
+    /// Whether every tool goes upstream as declared, names unchanged (a native Responses
+    /// upstream that takes all of them): the request's tools and calls pass untouched.
+    pub fn passes_tools_as_declared(&self) -> bool {
+        self.entries
+            .iter()
+            .all(|e| e.reason == reasons::RESPONSES_NATIVE)
+    }
+}
+
 /// Reason codes of decisions.
 pub mod reasons {
     pub const FUNCTION: &str = "function";
@@ -260,8 +272,9 @@ fn plan_all(
     offer: &GatewayOffer,
 ) -> Result<ToolPlan, Error> {
     if caps.responses_native {
-        // A Responses upstream reads the conversation's tools from the input it gets as is.
-        return passthrough::plan_passthrough(tools, tool_choice, caps);
+        // A Responses upstream reads the conversation's tools from the input it gets as is;
+        // its declared tools are planned per the profile's `tools.responses`.
+        return responses::plan(tools, tool_choice, caps, offer);
     }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();

@@ -2,12 +2,13 @@
 //! message's plain text, and a user message's parts.
 
 use serde_json::Value;
-use toolbridge_wire::responses::{ContentPart, MessageContent};
+use toolbridge_wire::responses::{ContentPart, Diagnostic, MessageContent};
 
 use crate::Error;
-use crate::canonical::UserPart;
+use crate::canonical::{OutputPart, ToolOutput, UserPart};
+use crate::diagnostics::{ITEM_DROPPED, diag};
 
-/// A tool output: a string, or content parts whose text is joined.
+/// A tool output as text: a string, or content parts whose text is joined.
 pub(super) fn output_text(i: usize, output: &Value) -> Result<String, Error> {
     match output {
         Value::String(s) => Ok(s.clone()),
@@ -19,6 +20,64 @@ pub(super) fn output_text(i: usize, output: &Value) -> Result<String, Error> {
             format!("must be a string or a list of content parts, got {other}"),
         )),
     }
+}
+
+/// A function or custom tool's output: a string, or content parts kept as parts (text, images,
+/// files) for the dialect to map. A part of a type with no meaning upstream is left out with a
+/// diagnostic.
+pub(super) fn tool_output(
+    i: usize,
+    output: &Value,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<ToolOutput, Error> {
+    let Value::Array(parts) = output else {
+        return output_text(i, output).map(ToolOutput::Text);
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        let param = format!("input[{i}].output[{j}]");
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| part.get(key).and_then(Value::as_str).map(str::to_owned);
+        match kind {
+            "input_text" | "output_text" | "text" => out.push(OutputPart::Text(
+                text("text").unwrap_or_default(),
+            )),
+            "input_image" => match part.get("image_url") {
+                Some(Value::String(url)) => out.push(OutputPart::Image {
+                    url: url.clone(),
+                    detail: text("detail"),
+                }),
+                Some(other) if !other.is_null() => {
+                    return Err(Error::invalid(
+                        format!("{param}.image_url"),
+                        "expected a string (a URL or a data URL)",
+                    ));
+                }
+                _ => out.push(OutputPart::File {
+                    filename: None,
+                    data: None,
+                    url: None,
+                    file_id: text("file_id"),
+                }),
+            },
+            "input_file" => out.push(OutputPart::File {
+                filename: text("filename"),
+                data: text("file_data"),
+                url: text("file_url"),
+                file_id: text("file_id"),
+            }),
+            "" => return Err(Error::invalid(format!("{param}.type"), "is missing")),
+            other => match text("text") {
+                Some(t) => out.push(OutputPart::Text(t)),
+                None => diagnostics.push(diag(
+                    ITEM_DROPPED,
+                    Some(&param),
+                    format!("tool output part type `{other}` has no representation upstream and was left out"),
+                )),
+            },
+        }
+    }
+    Ok(ToolOutput::Parts(out))
 }
 
 /// `shell_call_output.output`: a list of `{stdout, stderr, outcome}`, rendered as text.

@@ -10,9 +10,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 use toolbridge_wire::responses::{Diagnostic, InputItem, McpCallItem, MessageItem, ReasoningItem};
 
-use super::content::{output_text, plain_text, shell_output_text, user_parts};
+use super::content::{output_text, plain_text, shell_output_text, tool_output, user_parts};
 use crate::Error;
-use crate::canonical::{AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, Turn};
+use crate::canonical::{
+    AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, ToolOutput, Turn,
+};
 
 mod search;
 use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag};
@@ -92,12 +94,12 @@ impl Reducer {
                 },
             ),
             InputItem::FunctionCallOutput(o) | InputItem::CustomToolCallOutput(o) => {
-                let output = output_text(i, &o.output)?;
+                let output = tool_output(i, &o.output, &mut self.diagnostics)?;
                 self.output(i, &o.call_id, output)
             }
             InputItem::ShellCallOutput(o) => {
                 let output = shell_output_text(&o.output);
-                self.output(i, &o.call_id, output)
+                self.output(i, &o.call_id, output.into())
             }
             InputItem::LocalShellCallOutput(o) => {
                 let Some(call_id) = o.call_id.as_deref().or(o.id.as_deref()) else {
@@ -106,7 +108,7 @@ impl Reducer {
                     });
                 };
                 let output = output_text(i, &o.output)?;
-                self.output(i, call_id, output)
+                self.output(i, call_id, output.into())
             }
             InputItem::ApplyPatchCallOutput(o) => {
                 let status = o.status.as_deref().unwrap_or("completed");
@@ -114,7 +116,7 @@ impl Reducer {
                     Some(v) => format!("{status}: {}", output_text(i, v)?),
                     None => status.to_owned(),
                 };
-                self.output(i, &o.call_id, output)
+                self.output(i, &o.call_id, output.into())
             }
             // A call the gateway ran comes back as the call and its result, so the provider
             // sees the exchange it had.
@@ -168,7 +170,7 @@ impl Reducer {
             (None, Some(error)) => format!("error: {error}"),
             (None, None) => String::new(),
         };
-        self.output(i, &call_id, output)
+        self.output(i, &call_id, output.into())
     }
 
     /// An item of a type with no representation upstream: left out, with a diagnostic.
@@ -255,7 +257,7 @@ impl Reducer {
         Ok(())
     }
 
-    fn output(&mut self, i: usize, call_id: &str, output: String) -> Result<(), Error> {
+    fn output(&mut self, i: usize, call_id: &str, output: ToolOutput) -> Result<(), Error> {
         if call_id.is_empty() {
             return Err(Error::invalid(
                 format!("input[{i}].call_id"),
@@ -352,7 +354,7 @@ impl Reducer {
             self.outputs_seen.insert(call_id.clone());
             self.turns.push(Turn::ToolResult {
                 call_id,
-                output: String::new(),
+                output: ToolOutput::Text(String::new()),
             });
         }
     }

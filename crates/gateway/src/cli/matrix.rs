@@ -245,6 +245,7 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
     out.push_str("\ntool_choice (with one function declared; what the translator sends):\n");
     out.push_str(&choice_rows(profile, dialect));
     out.push_str(&limits_line(profile));
+    out.push_str(&fields_line(profile, dialect));
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
     if dialect.reads_chat_profile() {
@@ -321,6 +322,36 @@ fn limits_line(profile: &Profile) -> String {
         profile.tools.name_max_len,
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
+    )
+}
+
+/// Tool outputs given as parts, and the request fields the gateway does not translate.
+fn fields_line(profile: &Profile, dialect: Dialect) -> String {
+    let f = &profile.fields;
+    // A native Responses upstream gets the parts as the client sent them.
+    let outputs = if dialect.passes_through() {
+        "as sent".to_owned()
+    } else {
+        word(serde_json::to_value(profile.tool_output).unwrap_or_default())
+    };
+    let renamed: Vec<String> = f
+        .rename
+        .iter()
+        .map(|(from, to)| format!("{from} -> {}", to.as_str().unwrap_or("?")))
+        .collect();
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    format!(
+        "tool outputs as parts: {}; unknown request fields: {}; dropped: {}; renamed: {}\n",
+        outputs,
+        word(serde_json::to_value(f.unknown).unwrap_or_default()),
+        list(&f.drop),
+        list(&renamed),
     )
 }
 

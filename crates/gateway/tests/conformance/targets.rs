@@ -98,6 +98,12 @@ impl Dialect {
         self == Self::Responses
     }
 
+    /// Whether the answer is relayed (a native Responses upstream), not decoded: items and
+    /// reasoning come back in the upstream's own shapes.
+    pub fn relays(self) -> bool {
+        self == Self::Responses
+    }
+
     /// Whether the provider's calls carry ids the client gets back as `call_id`.
     pub fn call_ids(self) -> bool {
         match self {
@@ -291,4 +297,113 @@ impl Dialect {
             }
         }
     }
+}
+
+/// What a native Responses endpoint refuses with a 400 for the whole request, as its
+/// documentation (or the observed behaviour in `../shared/reference/codex-0.171.md` §H) says:
+/// tool types it does not take, `namespace` on items, fields it does not define.
+struct Refusals {
+    /// Tool types it takes (anything else: 400).
+    tools: &'static [&'static str],
+    /// A `namespace` on an input item is a 400.
+    namespace_items: bool,
+    /// A top-level field outside the Responses API's own is a 400.
+    strict_fields: bool,
+}
+
+fn refusals(preset: &str) -> Option<Refusals> {
+    Some(match preset {
+        "deepseek-responses" => Refusals {
+            tools: &["function", "web_search"],
+            namespace_items: true,
+            strict_fields: true,
+        },
+        "qwen-responses" => Refusals {
+            tools: &[
+                "function",
+                "web_search",
+                "web_extractor",
+                "code_interpreter",
+                "file_search",
+            ],
+            namespace_items: true,
+            strict_fields: false,
+        },
+        "mimo-responses" | "minimax-responses" => Refusals {
+            tools: &["function"],
+            namespace_items: true,
+            strict_fields: true,
+        },
+        // vLLM and Ollama take custom tools in the request but flatten namespaces: a fake that
+        // refuses `namespace` outright is the strict reading.
+        "vllm-responses" => Refusals {
+            tools: &["function", "custom", "local_shell", "shell", "apply_patch"],
+            namespace_items: true,
+            strict_fields: false,
+        },
+        "ollama-responses" => Refusals {
+            tools: &["function"],
+            namespace_items: true,
+            strict_fields: false,
+        },
+        _ => return None,
+    })
+}
+
+/// The Responses API's top-level request fields.
+const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "top_logprobs",
+    "max_output_tokens",
+    "max_tool_calls",
+    "user",
+    "safety_identifier",
+    "metadata",
+    "store",
+    "stream",
+    "text",
+    "reasoning",
+    "include",
+    "truncation",
+    "service_tier",
+    "prompt_cache_key",
+];
+
+/// The 400 a strict native endpoint answers `body` with, if it refuses it.
+pub fn refusal(preset: &str, body: &Value) -> Option<toolbridge_testkit::Reply> {
+    let r = refusals(preset)?;
+    let refuse = |why: String| {
+        Some(toolbridge_testkit::Reply::error(
+            400,
+            json!({"error": {"message": why, "type": "invalid_request_error", "param": null, "code": "invalid_request"}}),
+        ))
+    };
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        let kind = tool["type"].as_str().unwrap_or_default();
+        if !r.tools.contains(&kind) {
+            return refuse(format!("{preset}: tool type `{kind}` is not supported"));
+        }
+    }
+    if r.namespace_items
+        && body["input"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i.get("namespace").is_some()))
+    {
+        return refuse(format!("{preset}: `namespace` is not supported"));
+    }
+    if r.strict_fields
+        && let Some(k) = body
+            .as_object()
+            .and_then(|b| b.keys().find(|k| !RESPONSES_FIELDS.contains(&k.as_str())))
+    {
+        return refuse(format!("{preset}: unknown field `{k}`"));
+    }
+    None
 }

@@ -9,6 +9,7 @@ pub mod errors;
 pub mod request;
 pub mod response;
 pub mod stream;
+mod tool_result;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use toolbridge_core::diagnostics::{
 use toolbridge_core::plan::{NativeSearch, ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::anthropic::{
     ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
-    System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice, ToolResultBlock, ToolUseBlock,
+    System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice, ToolUseBlock,
 };
 use toolbridge_wire::responses::Diagnostic;
 
@@ -65,7 +65,7 @@ pub fn build(
     let mut out = MessagesRequest {
         model: upstream_model.to_owned(),
         system: (!system.is_empty()).then_some(System::Text(system)),
-        messages: messages(&req.turns, plan, profile),
+        messages: messages(&req.turns, plan, profile, diagnostics),
         max_tokens: DEFAULT_MAX_TOKENS,
         stream: req.stream,
         ..MessagesRequest::default()
@@ -127,23 +127,31 @@ fn system_text(turns: &[Turn], diagnostics: &mut Vec<Diagnostic>) -> String {
     parts.join("\n\n")
 }
 
-fn messages(turns: &[Turn], plan: &ToolPlan, profile: &Profile) -> Vec<Message> {
+fn messages(
+    turns: &[Turn],
+    plan: &ToolPlan,
+    profile: &Profile,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(turns.len());
-    for turn in turns {
-        let (role, blocks) = match turn {
+    let mut results = super::tool_result::ToolResults::default();
+    for (i, turn) in turns.iter().enumerate() {
+        let (role, mut blocks) = match turn {
             Turn::System { .. } => continue,
             Turn::User { parts } => ("user", parts.iter().filter_map(user_block).collect()),
             Turn::Assistant(turn) => ("assistant", assistant_blocks(turn, plan, profile)),
             Turn::ToolResult { call_id, output } => (
                 "user",
-                vec![ContentBlock::ToolResult(ToolResultBlock {
-                    tool_use_id: call_id.clone(),
-                    // Anthropic rejects empty text; an empty output is sent without content.
-                    content: (!output.is_empty()).then(|| MessageContent::Text(output.clone())),
-                    ..ToolResultBlock::default()
-                })],
+                vec![results.block(call_id, output, profile, diagnostics)],
             ),
         };
+        // Images a result could not hold follow the run of results (Anthropic wants every
+        // `tool_result` block first in its user message).
+        if matches!(turn, Turn::ToolResult { .. })
+            && !matches!(turns.get(i + 1), Some(Turn::ToolResult { .. }))
+        {
+            blocks.extend(results.flush());
+        }
         if blocks.is_empty() {
             continue;
         }
@@ -181,7 +189,7 @@ fn text_block(text: &str) -> ContentBlock {
 }
 
 /// A `data:<type>;base64,<data>` URL as a base64 source; any other URL as a url source.
-fn image_source(url: &str) -> ImageSource {
+pub(super) fn image_source(url: &str) -> ImageSource {
     if let Some(rest) = url.strip_prefix("data:")
         && let Some((media_type, data)) = rest.split_once(";base64,")
     {

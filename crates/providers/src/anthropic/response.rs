@@ -40,6 +40,7 @@ pub fn decode(
             ContentBlock::ServerToolUse(_)
             | ContentBlock::RedactedThinking(_)
             | ContentBlock::Image(_)
+            | ContentBlock::Document(_)
             | ContentBlock::ToolResult(_)
             | ContentBlock::Other => {}
         }

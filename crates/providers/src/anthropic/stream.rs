@@ -149,6 +149,7 @@ impl MessagesDecoder {
             }
             ContentBlock::RedactedThinking(_)
             | ContentBlock::Image(_)
+            | ContentBlock::Document(_)
             | ContentBlock::ToolResult(_)
             | ContentBlock::Other => {}
         }

@@ -4,12 +4,14 @@
 mod details;
 pub mod echo;
 pub mod errors;
+mod fields;
 pub(crate) mod native;
 pub mod prompt;
 pub mod request;
 pub mod response;
 pub mod stream;
 pub mod think;
+mod tool_result;
 
 use toolbridge_core::events::FinishReason;
 

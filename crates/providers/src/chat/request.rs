@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
-    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
-    diag,
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
+    SYSTEM_MERGED, diag,
 };
 use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::chat::{
@@ -13,9 +13,8 @@ use toolbridge_wire::chat::{
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use crate::profile::{
-    EffortStyle, EndUserField, MaxTokensField, Profile, ReasoningField, ReasoningReplay,
-};
+use super::fields::{cache_hint, effort_fields};
+use crate::profile::{EndUserField, MaxTokensField, Profile, ReasoningField, ReasoningReplay};
 
 /// Translates `req` for a provider with `profile`, sending `upstream_model`, with the tools and
 /// names of `plan`. Every lossy decision is appended to `diagnostics`.
@@ -52,39 +51,6 @@ pub fn build(
     out
 }
 
-/// Sets the fields that say `effort` in `style`; false when the provider has no way to say it.
-fn effort_fields(effort: &str, style: EffortStyle, extra: &mut Map<String, Value>) -> bool {
-    let off = matches!(effort, "none" | "minimal");
-    let mut set = |k: &str, v: Value| {
-        extra.insert(k.to_owned(), v);
-    };
-    match style {
-        EffortStyle::None => return false,
-        EffortStyle::ReasoningEffort => set("reasoning_effort", json!(effort)),
-        EffortStyle::DeepSeek => {
-            if off {
-                set("thinking", json!({"type": "disabled"}));
-            } else {
-                set("thinking", json!({"type": "enabled"}));
-                set(
-                    "reasoning_effort",
-                    json!(if effort == "xhigh" { "max" } else { "high" }),
-                );
-            }
-        }
-        EffortStyle::Glm => set(
-            "thinking",
-            json!({"type": if off { "disabled" } else { "enabled" }}),
-        ),
-        EffortStyle::Qwen => set("enable_thinking", json!(!off)),
-        EffortStyle::MiniMax => set(
-            "thinking",
-            json!({"type": if off { "disabled" } else { "adaptive" }}),
-        ),
-    }
-    true
-}
-
 fn messages(
     turns: &[Turn],
     plan: &ToolPlan,
@@ -94,7 +60,11 @@ fn messages(
     let mut out: Vec<ChatMessage> = Vec::with_capacity(turns.len());
     let mut mapped_developer = false;
     let mut merged = false;
+    let mut results = super::tool_result::ToolResults::default();
     for turn in turns {
+        if !matches!(turn, Turn::ToolResult { .. }) {
+            results.flush(&mut out);
+        }
         match turn {
             Turn::System { text, developer } => {
                 let role = if *developer && profile.developer_role {
@@ -141,14 +111,12 @@ fn messages(
                 }
                 out.push(message)
             }
-            Turn::ToolResult { call_id, output } => out.push(ChatMessage {
-                role: "tool".to_owned(),
-                content: Some(Value::String(output.clone())),
-                tool_call_id: Some(call_id.clone()),
-                ..ChatMessage::default()
-            }),
+            Turn::ToolResult { call_id, output } => {
+                out.push(results.message(call_id, output, profile, diagnostics))
+            }
         }
     }
+    results.flush(&mut out);
     if mapped_developer {
         diagnostics.push(diag(
             DEVELOPER_AS_SYSTEM,
@@ -304,6 +272,14 @@ fn params(
     if let Some(key) = &p.prompt_cache_key {
         if profile.prompt_cache_key {
             out.prompt_cache_key = Some(key.clone());
+        } else if let Some(field) = profile.fields.renamed("prompt_cache_key")
+            && cache_hint(out, field, key)
+        {
+            diagnostics.push(diag(
+                PARAM_RENAMED,
+                Some("prompt_cache_key"),
+                format!("the provider reads its cache hint from `{field}`; the key was sent there"),
+            ));
         } else {
             dropped("prompt_cache_key");
         }

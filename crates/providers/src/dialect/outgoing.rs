@@ -56,6 +56,9 @@ impl Dialect {
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Outgoing {
         let canonical = source.canonical;
+        if !self.passes_through() {
+            crate::fields::report_untranslated(source.req, diagnostics);
+        }
         match self {
             Self::Chat => Outgoing::Chat(crate::chat::request::build(
                 canonical,

@@ -6,6 +6,7 @@ pub mod request;
 pub mod response;
 pub mod schema;
 pub mod stream;
+mod tool_result;
 
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,9 @@
 //!   `prompt_cache_key`, `parallel_tool_calls: false`; stop sequences past Gemini's five.
 
 use serde_json::{Map, Value, json};
-use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Turn, UserPart};
+use toolbridge_core::canonical::{
+    AssistantTurn, CallKind, CanonicalRequest, ToolOutput, Turn, UserPart,
+};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
     DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
@@ -73,6 +75,7 @@ fn contents(
     let mut system: Vec<Part> = Vec::new();
     let mut developer = false;
     let mut out: Vec<Content> = Vec::new();
+    let mut moved = super::tool_result::Moved::default();
     for (i, turn) in turns.iter().enumerate() {
         let (role, parts) = match turn {
             Turn::System {
@@ -85,17 +88,22 @@ fn contents(
             }
             Turn::User { parts } => ("user", parts.iter().map(user_part).collect()),
             Turn::Assistant(turn) => ("model", model_parts(turn, plan, profile)),
-            Turn::ToolResult { call_id, output } => (
-                "user",
-                vec![tool_result(
+            Turn::ToolResult { call_id, output } => {
+                let mut parts = vec![tool_result(
                     turns.get(..i).unwrap_or_default(),
                     call_id,
                     output,
                     plan,
                     profile,
+                    &mut moved,
                     diagnostics,
-                )],
-            ),
+                )];
+                // Images a result could not hold follow the run of results.
+                if !matches!(turns.get(i + 1), Some(Turn::ToolResult { .. })) {
+                    parts.extend(super::tool_result::flush(&mut moved));
+                }
+                ("user", parts)
+            }
         };
         push(&mut out, role, parts);
     }
@@ -153,7 +161,7 @@ fn push(out: &mut Vec<Content>, role: &str, parts: Vec<Part>) {
     });
 }
 
-fn user_part(part: &UserPart) -> Part {
+pub(super) fn user_part(part: &UserPart) -> Part {
     match part {
         UserPart::Text(text) => Part::text(text.clone()),
         UserPart::Image { url, .. } => {
@@ -175,7 +183,7 @@ fn user_part(part: &UserPart) -> Part {
 }
 
 /// `data:<mime>;base64,<data>` → (mime, data).
-fn data_url(url: &str) -> Option<(String, String)> {
+pub(super) fn data_url(url: &str) -> Option<(String, String)> {
     let rest = url.strip_prefix("data:")?;
     let (meta, data) = rest.split_once(',')?;
     let mime = meta.strip_suffix(";base64")?;
@@ -234,9 +242,10 @@ fn model_parts(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<
 fn tool_result(
     earlier: &[Turn],
     call_id: &str,
-    output: &str,
+    output: &ToolOutput,
     plan: &ToolPlan,
     profile: &Profile,
+    moved: &mut super::tool_result::Moved,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Part {
     let call = earlier.iter().rev().find_map(|t| match t {
@@ -256,15 +265,17 @@ fn tool_result(
             sanitize(call_id, &profile.tools)
         }
     };
-    let response = match serde_json::from_str(output) {
+    let (text, parts) = super::tool_result::split(call_id, output, profile, moved, diagnostics);
+    let response = match serde_json::from_str(&text) {
         Ok(Value::Object(obj)) => Value::Object(obj),
-        _ => json!({"output": output}),
+        _ => json!({"output": text}),
     };
     Part {
         function_response: Some(FunctionResponse {
             id: None,
             name,
             response,
+            parts,
         }),
         ..Part::default()
     }

@@ -107,11 +107,11 @@ fn a_tool_round_trip_with_system_turns_and_merged_contents() {
         weather_call(r#"{"city":"Paris"}"#),
         Turn::ToolResult {
             call_id: "call_abc".to_owned(),
-            output: "18C and sunny".to_owned(),
+            output: "18C and sunny".into(),
         },
         Turn::ToolResult {
             call_id: "call_abc".to_owned(),
-            output: r#"{"temp":18}"#.to_owned(),
+            output: r#"{"temp":18}"#.into(),
         },
     ]);
     let (body, diagnostics) = build(&req, &weather_plan(Some(json!("auto"))));
@@ -528,7 +528,7 @@ fn a_tool_output_takes_the_name_of_the_nearest_call_with_its_id() {
     };
     let result = |output: &str| Turn::ToolResult {
         call_id: "call_0".to_owned(),
-        output: output.to_owned(),
+        output: output.into(),
     };
     let req = request_with(vec![
         call("first"),
@@ -568,6 +568,6 @@ fn a_tool_output_takes_the_name_of_the_nearest_call_with_its_id() {
 fn result_for_unknown() -> Turn {
     Turn::ToolResult {
         call_id: "call_zz".to_owned(),
-        output: "orphan".to_owned(),
+        output: "orphan".into(),
     }
 }

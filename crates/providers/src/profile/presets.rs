@@ -31,6 +31,12 @@ presets!(
     "anthropic",
     "gemini",
     "responses",
+    "deepseek-responses",
+    "qwen-responses",
+    "mimo-responses",
+    "minimax-responses",
+    "vllm-responses",
+    "ollama-responses",
 );
 
 /// The common part every preset starts from.

@@ -8,9 +8,11 @@
 //! values. `response` decodes a whole answer into neutral events for the gateway's own rounds
 //! (compaction).
 
+mod history;
 pub mod relay;
 pub mod request;
 pub mod response;
+pub mod restore;
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ use toolbridge_core::assemble::codes::UPSTREAM_TRUNCATED;
 use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UPSTREAM_UNTERMINATED, diag};
 use toolbridge_wire::responses::Diagnostic;
 
+use super::restore::Restorer;
 use crate::error::Error;
 
 /// Fields of the response object that are the gateway's, not the upstream's.
@@ -70,6 +71,8 @@ pub struct Relay {
     skipped: usize,
     done: bool,
     final_response: Option<Value>,
+    /// The plan's degraded calls, restored as they pass (`None`: nothing to restore).
+    restorer: Option<Restorer>,
 }
 
 impl Relay {
@@ -92,7 +95,14 @@ impl Relay {
             skipped: 0,
             done: false,
             final_response: None,
+            restorer: None,
         }
+    }
+
+    /// This relay, restoring the plan's degraded calls as they pass.
+    pub fn restoring(mut self, restorer: Option<Restorer>) -> Self {
+        self.restorer = restorer;
+        self
     }
 
     /// `response.created` and `response.in_progress`, when the upstream accepted the request.
@@ -190,16 +200,23 @@ impl Relay {
                 Ok(Flow::Done)
             }
             _ => {
-                if kind == "response.output_item.done"
-                    && let (Some(index), Some(item)) = (
-                        event.get("output_index").and_then(Value::as_u64),
-                        event.get("item"),
-                    )
-                {
-                    self.done_items.insert(index, item.clone());
+                let events = match &mut self.restorer {
+                    Some(restorer) => restorer.on_event(&kind, event),
+                    None => vec![event],
+                };
+                for event in events {
+                    if event.get("type").and_then(Value::as_str)
+                        == Some("response.output_item.done")
+                        && let (Some(index), Some(item)) = (
+                            event.get("output_index").and_then(Value::as_u64),
+                            event.get("item"),
+                        )
+                    {
+                        self.done_items.insert(index, item.clone());
+                    }
+                    self.forwarded += 1;
+                    self.push(Value::Object(event), out);
                 }
-                self.forwarded += 1;
-                self.push(Value::Object(event), out);
                 Ok(Flow::Continue)
             }
         }
@@ -286,6 +303,9 @@ impl Relay {
 
     fn terminal(&mut self, response: Value) -> Value {
         let mut response = self.owned(response);
+        if let Some(restorer) = &self.restorer {
+            restorer.restore_output(&mut response);
+        }
         if !self.diagnostics.is_empty()
             && let Some(map) = response.as_object_mut()
         {
@@ -372,17 +392,28 @@ fn stream_code(mapped: &str) -> String {
 /// `tolerate_unterminated`), which completes it; either way with an `upstream_unterminated`
 /// diagnostic.
 pub fn whole(
+    answer: Value,
+    skeleton: &Value,
+    diagnostics: &[Diagnostic],
+    tolerated: bool,
+) -> Result<Value, Error> {
+    whole_restored(answer, skeleton, diagnostics, tolerated, None)
+}
+
+/// [`whole`], with the plan's degraded calls restored (`restorer`).
+pub fn whole_restored(
     mut answer: Value,
     skeleton: &Value,
     diagnostics: &[Diagnostic],
     tolerated: bool,
+    restorer: Option<Restorer>,
 ) -> Result<Value, Error> {
     if !answer.is_object() || !answer["output"].is_array() {
         return Err(Error::Decode {
             message: "not a Responses response: no `output` array".to_owned(),
         });
     }
-    let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec());
+    let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec()).restoring(restorer);
     let final_status = ["completed", "incomplete", "failed", "cancelled"];
     if !final_status.iter().any(|s| answer["status"] == *s)
         && let Some(map) = answer.as_object_mut()

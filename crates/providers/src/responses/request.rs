@@ -80,21 +80,26 @@ pub fn build(
         body.remove(gateway_owned);
     }
     body.insert("store".to_owned(), Value::Bool(false));
-    // The client's own tools when its JSON is at hand (the plan passes every tool as declared);
-    // else the plan's.
-    if raw.is_none() {
-        let tools: Vec<Value> = plan
-            .upstream
-            .iter()
-            .filter_map(|tool| match tool {
-                UpstreamTool::Native(native) => crate::native::render(native),
-                UpstreamTool::Function { .. } => None,
-            })
-            .collect();
+    // The client's own tools when its JSON is at hand and the plan passes every tool as
+    // declared; else the plan's, with the history and `tool_choice` in the forms it chose.
+    let planned = !plan.passes_tools_as_declared();
+    if raw.is_none() || planned {
+        let tools: Vec<Value> = plan.upstream.iter().filter_map(render_tool).collect();
         if tools.is_empty() {
             body.remove("tools");
         } else {
             body.insert("tools".to_owned(), Value::Array(tools));
+        }
+    }
+    if planned {
+        match &plan.tool_choice {
+            Some(choice) if body.contains_key("tool_choice") => {
+                body.insert("tool_choice".to_owned(), choice.clone());
+            }
+            _ => {}
+        }
+        if let Some(Value::Array(items)) = body.get_mut("input") {
+            super::history::encode(items, plan);
         }
     }
     if pass.keep_reasoning {
@@ -103,10 +108,36 @@ pub fn build(
     if let Some(Value::Array(items)) = body.get_mut("input") {
         drop_foreign_reasoning(items, pass.sealed_by_gateway, diagnostics);
     }
+    crate::fields::apply(&mut body, &profile.fields, diagnostics);
     for (key, value) in &profile.extra_body {
         body.insert(key.clone(), value.clone());
     }
     Value::Object(body)
+}
+
+/// One planned tool in the Responses shape.
+fn render_tool(tool: &UpstreamTool) -> Option<Value> {
+    match tool {
+        UpstreamTool::Native(native) => crate::native::render(native),
+        UpstreamTool::Function {
+            name,
+            description,
+            parameters,
+            strict,
+        } => {
+            let mut f = Map::new();
+            f.insert("type".to_owned(), json!("function"));
+            f.insert("name".to_owned(), json!(name));
+            if let Some(d) = description {
+                f.insert("description".to_owned(), json!(d));
+            }
+            f.insert("parameters".to_owned(), parameters.clone());
+            if let Some(s) = strict {
+                f.insert("strict".to_owned(), json!(s));
+            }
+            Some(Value::Object(f))
+        }
+    }
 }
 
 const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";

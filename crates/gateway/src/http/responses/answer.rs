@@ -143,6 +143,7 @@ async fn relay(
         tolerate_unterminated: routed.profile.tolerate_unterminated,
         registration: setup.flight.registration,
         framing: setup.framing,
+        restorer: toolbridge_providers::responses::restore::Restorer::new(&routed.plan),
     };
     Ok(match answer {
         Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,

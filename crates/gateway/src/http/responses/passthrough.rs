@@ -17,7 +17,8 @@ use super::sse;
 use super::transport::{self, Framing, PumpLimits, Wake};
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
-use toolbridge_providers::responses::relay::{Relay, whole};
+use toolbridge_providers::responses::relay::{Relay, whole_restored};
+use toolbridge_providers::responses::restore::Restorer;
 
 /// What relaying one answer needs.
 pub(super) struct Passthrough {
@@ -33,6 +34,8 @@ pub(super) struct Passthrough {
     pub(super) registration: Option<crate::platform::inflight::Registration>,
     /// The transport's framing of the relayed events.
     pub(super) framing: Framing,
+    /// The plan's degraded calls, restored in the answer (`None`: every tool went as declared).
+    pub(super) restorer: Option<Restorer>,
 }
 
 impl Passthrough {
@@ -66,11 +69,12 @@ impl Passthrough {
             })
         })?;
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
-        let response = whole(
+        let response = whole_restored(
             answer,
             &skeleton,
             &self.diagnostics,
             self.tolerate_unterminated,
+            self.restorer,
         )
         .map_err(GatewayError::Upstream)?;
         let mut response = response;
@@ -103,7 +107,7 @@ impl Passthrough {
             let _ = persist.save_started(&self.skeleton, &self.request_id).await;
         }
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
-        let mut relay = Relay::new(skeleton, self.diagnostics);
+        let mut relay = Relay::new(skeleton, self.diagnostics).restoring(self.restorer);
         let mut start = Vec::new();
         relay.start(&mut start);
         let pump = RelayPump {

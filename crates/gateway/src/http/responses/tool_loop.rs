@@ -57,9 +57,10 @@ impl Continuation {
     ) -> Result<(reqwest::Response, Bytes), GatewayError> {
         self.canonical.turns.push(Turn::Assistant(turn));
         for (call_id, output) in results {
-            self.canonical
-                .turns
-                .push(Turn::ToolResult { call_id, output });
+            self.canonical.turns.push(Turn::ToolResult {
+                call_id,
+                output: output.into(),
+            });
         }
         // The first round's translation diagnostics are already on the response.
         let mut diagnostics = Vec::new();

@@ -1,0 +1,343 @@
+//! The plan for a native Responses upstream, from its profile's [`ResponsesTools`]: every tool
+//! the endpoint takes goes as declared (byte for byte where nothing else changes), every other
+//! one is planned as for a translating dialect — a `custom` tool or a built-in type degraded to
+//! a function, a namespace flattened, a hosted tool the endpoint lacks left out or refused —,
+//! under names allocated for the whole set, so the relay can restore each degraded call as the
+//! item the client declared.
+//!
+//! When every tool goes as declared this is the passthrough plan (`passthrough`), unchanged.
+//!
+//! Not here: the translating planner's decisions themselves (`candidates`, `tool_types`,
+//! `hosted`), which this reuses.
+
+use serde_json::{Map, Value, json};
+use toolbridge_wire::responses::Tool;
+
+use super::candidates::{self, Candidate, HOSTED_TYPES, check_name, ignored};
+use super::{
+    Decision, GatewayOffer, Identity, NameMap, NativeTool, PlanEntry, ResponsesTools,
+    ToolCapabilities, ToolPlan, ToolTypeDecision, UpstreamTool, drop_absent_fields, named,
+    passthrough, reasons,
+};
+use crate::Error;
+use crate::diagnostics::{TOOL_IGNORED, diag};
+
+/// What the endpoint's profile decides for one declared tool.
+fn decision(tool: &Tool, r: &ResponsesTools) -> ToolTypeDecision {
+    match tool {
+        Tool::Function(_) => ToolTypeDecision::Native,
+        Tool::Custom(_) => r.custom,
+        Tool::Namespace(_) => r.namespace,
+        Tool::Other(_) => match tool.kind() {
+            "local_shell" => r.local_shell,
+            "shell" => r.shell,
+            "apply_patch" => r.apply_patch,
+            kind if HOSTED_TYPES.contains(&kind) || kind.starts_with("web_search") => {
+                if r.runs(kind) {
+                    ToolTypeDecision::Native
+                } else {
+                    // Planned as for a translating dialect.
+                    ToolTypeDecision::Degraded
+                }
+            }
+            _ => r.unknown,
+        },
+    }
+}
+
+/// Plans `tools` for a native Responses upstream with `caps`.
+pub(super) fn plan(
+    tools: &[Tool],
+    tool_choice: Option<&Value>,
+    caps: &ToolCapabilities,
+    offer: &GatewayOffer,
+) -> Result<ToolPlan, Error> {
+    let r = &caps.responses;
+    if tools
+        .iter()
+        .all(|t| decision(t, r) == ToolTypeDecision::Native)
+    {
+        return passthrough::plan_passthrough(tools, tool_choice, caps);
+    }
+    // The translating planner, reading the endpoint's own decisions for client-run types.
+    let mut planned = caps.clone();
+    planned.responses_native = false;
+    planned.tool_types = r.tool_types();
+    let mut diagnostics = Vec::new();
+    let mut flags = Map::new();
+    let mut found = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let param = format!("tools[{i}]");
+        match (decision(tool, r), tool) {
+            (ToolTypeDecision::Native, _) => found.push(as_declared(&param, tool)?),
+            (ToolTypeDecision::Rejected, _) => {
+                return Err(Error::UnsupportedTool {
+                    param,
+                    kind: tool.kind().to_owned(),
+                });
+            }
+            (ToolTypeDecision::Ignored, _) => {
+                diagnostics.push(diag(
+                    TOOL_IGNORED,
+                    Some(&param),
+                    format!(
+                        "the provider's endpoint does not take `{}` tools; it was left out",
+                        tool.kind()
+                    ),
+                ));
+                found.push(ignored(&param, tool.kind(), reasons::NO_PROVIDER_SUPPORT));
+            }
+            (ToolTypeDecision::Degraded, _) => found.extend(candidates::declared_one(
+                &param,
+                tool,
+                &planned,
+                offer,
+                &mut flags,
+                &mut diagnostics,
+            )?),
+        }
+    }
+    let names = NameMap::allocate(
+        found
+            .iter()
+            .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
+        &planned,
+    )?;
+    let (entries, upstream) = named(found, &names);
+    let upstream: Vec<UpstreamTool> = upstream.into_iter().map(|(_, u)| u).collect();
+    if let Some(max) = caps.max_tools
+        && upstream.len() > max
+    {
+        return Err(Error::TooManyTools {
+            count: upstream.len(),
+            limit: max,
+        });
+    }
+    let functions: Vec<&str> = upstream
+        .iter()
+        .filter_map(|u| match u {
+            UpstreamTool::Function { name, .. } => Some(name.as_str()),
+            UpstreamTool::Native(_) => None,
+        })
+        .collect();
+    let tool_choice = tool_choice.map(|choice| choice_for(choice, &names, &functions));
+    Ok(ToolPlan {
+        entries,
+        upstream,
+        request_flags: flags,
+        tool_choice,
+        send_tools: true,
+        names,
+        echo_tools: Vec::new(),
+        diagnostics,
+    })
+}
+
+/// A tool the endpoint takes as it was declared. A function or custom tool keeps its identity
+/// (its name is reserved against the degraded tools' names, and kept unless the endpoint's
+/// charset forbids it).
+fn as_declared(param: &str, tool: &Tool) -> Result<Candidate, Error> {
+    let identity = match tool {
+        Tool::Function(f) => {
+            check_name(param, &f.name)?;
+            Some(Identity::Function {
+                namespace: None,
+                name: f.name.clone(),
+            })
+        }
+        Tool::Custom(c) => {
+            check_name(param, &c.name)?;
+            Some(Identity::Custom {
+                namespace: None,
+                name: c.name.clone(),
+            })
+        }
+        Tool::Namespace(ns) => {
+            check_name(param, &ns.name)?;
+            None
+        }
+        Tool::Other(_) => None,
+    };
+    let mut value = serde_json::to_value(tool).map_err(|e| Error::invalid(param, e.to_string()))?;
+    drop_absent_fields(&mut value);
+    let name = match tool {
+        Tool::Function(f) => Some(f.name.clone()),
+        Tool::Custom(c) => Some(c.name.clone()),
+        Tool::Namespace(ns) => Some(ns.name.clone()),
+        Tool::Other(map) => map.get("name").and_then(Value::as_str).map(str::to_owned),
+    };
+    Ok(Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: tool.kind().to_owned(),
+            name,
+            decision: Decision::Native,
+            reason: reasons::RESPONSES_NATIVE,
+            provider_name: None,
+        },
+        identity,
+        upstream: Some(UpstreamTool::Native(NativeTool::AsDeclared(value))),
+    })
+}
+
+/// `tool_choice` in the Responses shape: a named tool that went upstream as a function (one of
+/// `functions`) is named as that function; anything else as sent.
+fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
+    let Some(obj) = choice.as_object() else {
+        return choice.clone();
+    };
+    let name = obj.get("name").and_then(Value::as_str);
+    let namespace = obj
+        .get("namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let identity = match (obj.get("type").and_then(Value::as_str), name) {
+        (Some("custom"), Some(name)) => Identity::Custom {
+            namespace,
+            name: name.to_owned(),
+        },
+        (Some("function"), Some(name)) => Identity::Function {
+            namespace,
+            name: name.to_owned(),
+        },
+        (Some("local_shell"), _) => Identity::LocalShell,
+        (Some("shell"), _) => Identity::Shell,
+        (Some("apply_patch"), _) => Identity::ApplyPatch,
+        _ => return choice.clone(),
+    };
+    match names.provider_name(&identity) {
+        Some(provider) if functions.contains(&provider) => {
+            json!({"type": "function", "name": provider})
+        }
+        _ => choice.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tools(v: Value) -> Vec<Tool> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn codex_tools() -> Vec<Tool> {
+        tools(json!([
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}, "defer_loading": false},
+            {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+            {"type": "namespace", "name": "mcp__docs", "tools": [{"type": "function", "name": "search"}]},
+            {"type": "web_search"},
+            {"type": "tool_search", "execution": "client"},
+            {"type": "future_tool", "name": "x"}
+        ]))
+    }
+
+    fn caps(r: ResponsesTools) -> ToolCapabilities {
+        ToolCapabilities {
+            max_tools: None,
+            responses_native: true,
+            responses: r,
+            ..ToolCapabilities::default()
+        }
+    }
+
+    #[test]
+    fn an_endpoint_that_takes_everything_gets_the_passthrough_plan() {
+        let plan = plan(
+            &codex_tools(),
+            None,
+            &caps(ResponsesTools::default()),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert!(plan.passes_tools_as_declared());
+        assert!(plan.names.is_empty());
+        assert_eq!(plan.upstream.len(), 6);
+    }
+
+    #[test]
+    fn a_strict_endpoint_gets_custom_and_namespace_as_functions_and_the_rest_as_declared() {
+        let strict = ResponsesTools {
+            custom: ToolTypeDecision::Degraded,
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            unknown: ToolTypeDecision::Ignored,
+            ..ResponsesTools::default()
+        };
+        let choice = json!({"type": "custom", "name": "apply_patch"});
+        let plan = plan(
+            &codex_tools(),
+            Some(&choice),
+            &caps(strict),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert!(!plan.passes_tools_as_declared());
+        let decisions: Vec<(&str, Decision, &str)> = plan
+            .entries
+            .iter()
+            .map(|e| (e.kind.as_str(), e.decision, e.reason))
+            .collect();
+        assert_eq!(
+            decisions,
+            [
+                ("function", Decision::Native, reasons::RESPONSES_NATIVE),
+                ("custom", Decision::Degraded, reasons::CUSTOM_AS_FUNCTION),
+                ("function", Decision::Degraded, reasons::NAMESPACE_FLATTENED),
+                ("web_search", Decision::Native, reasons::RESPONSES_NATIVE),
+                (
+                    "tool_search",
+                    Decision::Ignored,
+                    reasons::NO_PROVIDER_SUPPORT
+                ),
+                (
+                    "future_tool",
+                    Decision::Ignored,
+                    reasons::NO_PROVIDER_SUPPORT
+                ),
+            ]
+        );
+        // The function goes as declared, unknown fields and all.
+        let UpstreamTool::Native(NativeTool::AsDeclared(first)) = &plan.upstream[0] else {
+            panic!("{:?}", plan.upstream[0]);
+        };
+        assert_eq!(first["defer_loading"], false);
+        let identity = |name: &str| plan.names.identity(name).cloned();
+        assert_eq!(
+            identity("mcp__docs__search"),
+            Some(Identity::Function {
+                namespace: Some("mcp__docs".to_owned()),
+                name: "search".to_owned()
+            })
+        );
+        assert_eq!(
+            identity("apply_patch"),
+            Some(Identity::Custom {
+                namespace: None,
+                name: "apply_patch".to_owned()
+            })
+        );
+        assert_eq!(
+            plan.tool_choice,
+            Some(json!({"type": "function", "name": "apply_patch"}))
+        );
+    }
+
+    #[test]
+    fn a_refused_type_is_a_client_error() {
+        let refusing = ResponsesTools {
+            namespace: ToolTypeDecision::Rejected,
+            ..ResponsesTools::default()
+        };
+        let err = plan(
+            &codex_tools(),
+            None,
+            &caps(refusing),
+            &GatewayOffer::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "unsupported_tool");
+    }
+}

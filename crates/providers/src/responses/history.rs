@@ -1,0 +1,134 @@
+//! The history of a planned native Responses request, in the forms the plan sent: a call to a
+//! tool that went upstream as a function is written as that `function_call` (a `custom` call's
+//! input as `{"input": …}`, a built-in call's action or operation as its degraded arguments, a
+//! namespace member under its flattened name, without `namespace`), and its output as a
+//! `function_call_output`. The inverse of `restore`; every other item passes untouched.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+use toolbridge_core::canonical::CallKind;
+use toolbridge_core::plan::{Identity, ToolPlan, UpstreamTool};
+
+/// Rewrites `items` for `plan` (a plan that changed some tool's form).
+pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
+    let functions: HashSet<&str> = plan
+        .upstream
+        .iter()
+        .filter_map(|u| match u {
+            UpstreamTool::Function { name, .. } => Some(name.as_str()),
+            UpstreamTool::Native(_) => None,
+        })
+        .collect();
+    let provider = |identity: &Identity| {
+        plan.names
+            .provider_name(identity)
+            .filter(|p| functions.contains(p))
+            .map(str::to_owned)
+    };
+    let mut converted: HashSet<String> = HashSet::new();
+    for item in items.iter_mut() {
+        let Value::Object(map) = item else { continue };
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+        let call_id = text("call_id").or_else(|| text("id")).unwrap_or_default();
+        let call = match kind {
+            "function_call" => {
+                let identity = Identity::Function {
+                    namespace: text("namespace"),
+                    name: text("name").unwrap_or_default(),
+                };
+                if let Some(name) = provider(&identity)
+                    && (identity.declared_name() != name || text("namespace").is_some())
+                {
+                    map.insert("name".to_owned(), json!(name));
+                    map.remove("namespace");
+                }
+                continue;
+            }
+            "custom_tool_call" => Some((
+                Identity::Custom {
+                    namespace: text("namespace"),
+                    name: text("name").unwrap_or_default(),
+                },
+                CallKind::Custom {
+                    namespace: None,
+                    name: String::new(),
+                    input: text("input").unwrap_or_default(),
+                },
+            )),
+            "local_shell_call" => Some((
+                Identity::LocalShell,
+                CallKind::LocalShell {
+                    action: map.get("action").cloned().unwrap_or(Value::Null),
+                },
+            )),
+            "shell_call" => Some((
+                Identity::Shell,
+                CallKind::Shell {
+                    action: map.get("action").cloned().unwrap_or(Value::Null),
+                },
+            )),
+            "apply_patch_call" => Some((
+                Identity::ApplyPatch,
+                CallKind::ApplyPatch {
+                    operation: map.get("operation").cloned().unwrap_or(Value::Null),
+                },
+            )),
+            "custom_tool_call_output"
+            | "local_shell_call_output"
+            | "shell_call_output"
+            | "apply_patch_call_output"
+                if converted.contains(&call_id) =>
+            {
+                *map = output(map, kind, &call_id);
+                None
+            }
+            _ => None,
+        };
+        if let Some((identity, call)) = call
+            && let Some(name) = provider(&identity)
+        {
+            let mut out = Map::new();
+            out.insert("type".to_owned(), json!("function_call"));
+            out.insert("call_id".to_owned(), json!(call_id));
+            out.insert("name".to_owned(), json!(name));
+            out.insert(
+                "arguments".to_owned(),
+                json!(crate::degraded::call_text(&call)),
+            );
+            if let Some(status) = map.get("status") {
+                out.insert("status".to_owned(), status.clone());
+            }
+            converted.insert(call_id);
+            *map = out;
+        }
+    }
+}
+
+/// A converted call's output as a `function_call_output`.
+fn output(map: &Map<String, Value>, kind: &str, call_id: &str) -> Map<String, Value> {
+    let output = match (kind, map.get("output")) {
+        ("apply_patch_call_output", value) => {
+            let status = map
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("completed");
+            match value.and_then(Value::as_str) {
+                Some(text) => json!(format!("{status}: {text}")),
+                None => json!(status),
+            }
+        }
+        (_, Some(Value::String(text))) => json!(text),
+        (_, Some(Value::Array(parts))) if kind == "custom_tool_call_output" => {
+            Value::Array(parts.clone())
+        }
+        (_, Some(other)) => json!(other.to_string()),
+        (_, None) => json!(""),
+    };
+    let mut out = Map::new();
+    out.insert("type".to_owned(), json!("function_call_output"));
+    out.insert("call_id".to_owned(), json!(call_id));
+    out.insert("output".to_owned(), output);
+    out
+}
