@@ -98,6 +98,9 @@ impl ResponsesTools {
             local_shell: self.local_shell,
             shell: self.shell,
             apply_patch: self.apply_patch,
+            // Not among `server_tools`: the client-run form goes as the translating planner's
+            // function, its calls restored as `tool_search_call`.
+            tool_search: ToolTypeDecision::Degraded,
         }
     }
 

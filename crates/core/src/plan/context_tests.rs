@@ -144,6 +144,9 @@ fn found_tools_are_planned_after_the_declared_ones_and_restored_with_their_names
         panic!("{:?}", req.turns)
     };
     assert_eq!(call_id, "call_ts_1");
+    let crate::canonical::ToolOutput::Text(output) = output else {
+        panic!("{output:?}")
+    };
     assert!(
         output.contains("- mcp__probe__add_numbers: Add two integers."),
         "{output}"

@@ -244,6 +244,13 @@ impl Restorer {
                 keep("call_id", &mut out);
                 out.insert("operation".to_owned(), operation);
             }
+            CallKind::ToolSearch { arguments } => {
+                out.insert("type".to_owned(), json!("tool_search_call"));
+                keep("id", &mut out);
+                keep("call_id", &mut out);
+                out.insert("execution".to_owned(), json!("client"));
+                out.insert("arguments".to_owned(), arguments);
+            }
             CallKind::Gateway { .. } => return item.clone(),
         }
         keep("status", &mut out);

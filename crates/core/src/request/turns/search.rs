@@ -8,7 +8,7 @@ use toolbridge_wire::responses::{Tool, ToolSearchCallItem, ToolSearchOutputItem}
 
 use super::Reducer;
 use crate::Error;
-use crate::canonical::{CallKind, ContextSource, ContextTool};
+use crate::canonical::{CallKind, ContextSource, ContextTool, ToolOutput};
 use crate::diagnostics::{ITEM_DROPPED, diag};
 
 impl Reducer {
@@ -61,7 +61,7 @@ impl Reducer {
             ));
             return Ok(());
         };
-        self.output(i, &call_id, found_text(&o.tools))
+        self.output(i, &call_id, ToolOutput::Text(found_text(&o.tools)))
     }
 
     /// Records the tools of item `i` for planning.
