@@ -250,7 +250,53 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
         out.push_str("\nprofile (Chat dialect):\n");
         out.push_str(&chat_profile_rows(profile));
     }
+    out.push_str("\nCodex catalog (GET /v1/models?client_version=…, repair on):\n");
+    out.push_str(&catalog_rows(profile, dialect));
     out
+}
+
+/// What the Codex catalog says of this preset's models, from the same derivation the catalog
+/// uses (the gateway's own search counted as not configured).
+fn catalog_rows(profile: &Profile, dialect: Dialect) -> String {
+    let caps = crate::catalog::derive::capabilities(profile, dialect, true, false);
+    let levels = if caps.reasoning_levels.is_empty() {
+        "none offered".to_owned()
+    } else {
+        caps.reasoning_levels.join(", ")
+    };
+    let rows = [
+        (
+            "apply_patch_tool_type",
+            if caps.freeform_apply_patch {
+                format!("freeform (custom tools {})", caps.custom_tools)
+            } else {
+                format!("none (custom tools {})", caps.custom_tools)
+            },
+        ),
+        ("reasoning levels", levels),
+        (
+            "parallel tool calls",
+            yes(caps.parallel_tool_calls).to_owned(),
+        ),
+        (
+            "input_modalities",
+            if caps.images { "text, image" } else { "text" }.to_owned(),
+        ),
+        ("supports_search_tool", yes(caps.tool_search).to_owned()),
+        (
+            "web search",
+            match caps.web_search {
+                crate::catalog::derive::WebSearch::None => {
+                    "none (gateway's when [gateway_tools.web_search] is set)".to_owned()
+                }
+                other => other.as_str().to_owned(),
+            },
+        ),
+        ("prefer_websockets", "yes".to_owned()),
+    ];
+    rows.iter()
+        .map(|(name, value)| format!("  {name:<22} {value}\n"))
+        .collect()
 }
 
 /// One probe tool planned on its own: the planner's decision for it, the name it reaches the
