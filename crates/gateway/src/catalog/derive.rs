@@ -52,6 +52,48 @@ pub(crate) struct Capabilities {
     pub(crate) web_search: WebSearch,
 }
 
+impl Capabilities {
+    /// The catalog's fields as `toolbridge providers` shows them: `(row name, value)`.
+    pub(crate) fn rows(&self) -> Vec<(&'static str, String)> {
+        let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
+        let apply_patch = if self.freeform_apply_patch {
+            "freeform"
+        } else {
+            "none"
+        };
+        vec![
+            (
+                "apply_patch_tool_type",
+                format!("{apply_patch} (custom tools {})", self.custom_tools),
+            ),
+            (
+                "reasoning levels",
+                if self.reasoning_levels.is_empty() {
+                    "none offered".to_owned()
+                } else {
+                    self.reasoning_levels.join(", ")
+                },
+            ),
+            ("parallel tool calls", yes(self.parallel_tool_calls)),
+            (
+                "input_modalities",
+                if self.images { "text, image" } else { "text" }.to_owned(),
+            ),
+            ("supports_search_tool", yes(self.tool_search)),
+            (
+                "web search",
+                match self.web_search {
+                    WebSearch::None => {
+                        "none (gateway's when [gateway_tools.web_search] is set)".to_owned()
+                    }
+                    other => other.as_str().to_owned(),
+                },
+            ),
+            ("prefer_websockets", "yes".to_owned()),
+        ]
+    }
+}
+
 /// The capabilities of `profile` on `dialect`; `repair` is whether the provider's calls are
 /// checked, `gateway_search` whether the gateway's search backend serves its requests.
 pub(crate) fn capabilities(

@@ -259,42 +259,8 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
 /// uses (the gateway's own search counted as not configured).
 fn catalog_rows(profile: &Profile, dialect: Dialect) -> String {
     let caps = crate::catalog::derive::capabilities(profile, dialect, true, false);
-    let levels = if caps.reasoning_levels.is_empty() {
-        "none offered".to_owned()
-    } else {
-        caps.reasoning_levels.join(", ")
-    };
-    let rows = [
-        (
-            "apply_patch_tool_type",
-            if caps.freeform_apply_patch {
-                format!("freeform (custom tools {})", caps.custom_tools)
-            } else {
-                format!("none (custom tools {})", caps.custom_tools)
-            },
-        ),
-        ("reasoning levels", levels),
-        (
-            "parallel tool calls",
-            yes(caps.parallel_tool_calls).to_owned(),
-        ),
-        (
-            "input_modalities",
-            if caps.images { "text, image" } else { "text" }.to_owned(),
-        ),
-        ("supports_search_tool", yes(caps.tool_search).to_owned()),
-        (
-            "web search",
-            match caps.web_search {
-                crate::catalog::derive::WebSearch::None => {
-                    "none (gateway's when [gateway_tools.web_search] is set)".to_owned()
-                }
-                other => other.as_str().to_owned(),
-            },
-        ),
-        ("prefer_websockets", "yes".to_owned()),
-    ];
-    rows.iter()
+    caps.rows()
+        .iter()
         .map(|(name, value)| format!("  {name:<22} {value}\n"))
         .collect()
 }
