@@ -105,6 +105,10 @@ pub enum GatewayError {
     /// The model's tool call stayed invalid after repair, and the provider's policy is `fail`.
     #[error("{0}")]
     InvalidToolCall(String),
+    #[error(
+        "this gateway has no web search backend; configure [gateway_tools.web_search] (searxng, brave or tavily) to serve /v1/alpha/search"
+    )]
+    SearchUnavailable,
 }
 
 impl GatewayError {
@@ -142,6 +146,7 @@ impl GatewayError {
             Self::BudgetExhausted { .. } => "budget_exhausted",
             Self::RateLimited { .. } => "rate_limit_exceeded",
             Self::InvalidToolCall(_) => toolbridge_core::assemble::codes::INVALID_TOOL_CALL,
+            Self::SearchUnavailable => "web_search_unavailable",
         }
     }
 
@@ -166,6 +171,7 @@ impl GatewayError {
             Self::UpstreamTimeout => 504,
             Self::ModelNotAllowed { .. } | Self::ToolNotAllowed { .. } => 403,
             Self::BudgetExhausted { .. } | Self::RateLimited { .. } => 429,
+            Self::SearchUnavailable => 501,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
     }
@@ -205,6 +211,7 @@ impl GatewayError {
                     | Self::UnsupportedMediaType
                     | Self::UnsupportedEncoding(_)
                     | Self::RouteNotFound(_) => ("invalid_request_error", None),
+                    Self::SearchUnavailable => ("invalid_request_error", Some("commands")),
                     _ => ("server_error", None),
                 };
                 ErrorBody {

@@ -4,6 +4,7 @@
 //! The folders follow the architecture (see ARCHITECTURE.md):
 //!
 //! - `http`: the router, one router per route module, and the `/v1/responses` pipeline;
+//! - `catalog`: the Codex model catalog, derived from the routes and their profiles;
 //! - `upstream`: the pooled HTTP clients of the providers, retries and the send;
 //! - `tools`: the tools the gateway runs itself (built-ins, MCP servers);
 //! - `platform`: authentication, limits, observability, sessions, sealing and serving;
@@ -18,6 +19,7 @@
 //! helpers the benches measure; the session event types the side-channel tests read.
 #![warn(unreachable_pub)]
 
+mod catalog;
 pub mod cli;
 pub mod config;
 mod error;

@@ -456,3 +456,92 @@ async fn a_twenty_call_session_sends_the_upstream_the_same_history_for_a_fractio
     .await
     .expect("the test ran past its time limit");
 }
+
+/// Over the socket, a frame says its kind in `client_metadata` (the handshake's header is the
+/// prewarm's): a compaction frame goes to the route for compaction, and its
+/// `compaction_trigger` is answered with one `compaction` item, as text frames.
+#[tokio::test]
+async fn a_compaction_frame_is_routed_by_its_client_metadata_and_answered_with_a_compaction_item() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let main = FakeUpstream::start().await;
+        main.set_fallback(Reply::sse(text_stream(&["turn answer"], "stop")));
+        let summarizer = FakeUpstream::start().await;
+        summarizer.set_fallback(Reply::json(toolbridge_testkit::chat::completion(
+            "SUMMARY of the session",
+            "stop",
+        )));
+        let dir = toolbridge_testkit::tempdir::TempDir::new("ws-compaction-route");
+        let config = dir.write(
+            "toolbridge.toml",
+            &format!(
+                r#"
+[providers.main]
+base_url = "{}"
+
+[providers.summarizer]
+base_url = "{}"
+
+[[routes]]
+model = "*"
+provider = "summarizer"
+upstream_model = "summarizer-model"
+request_kind = "compaction"
+
+[[routes]]
+model = "*"
+provider = "main"
+"#,
+                main.base_url(),
+                summarizer.base_url()
+            ),
+        );
+        let gateway = GatewayProcess::start(
+            Path::new(BIN),
+            &[("TOOLBRIDGE_CONFIG", config.display().to_string())],
+        )
+        .await;
+        let mut socket = connect(&gateway, "/v1/responses", None).await.unwrap();
+        let metadata = |kind: &str| {
+            json!({"x-codex-turn-metadata": json!({"request_kind": kind, "agent_name": "/root"}).to_string()})
+        };
+        let mut turn = create(user("hello"), None);
+        turn["client_metadata"] = metadata("turn");
+        send(&mut socket, turn).await;
+        assert_eq!(last(&events(&mut socket).await)["type"], "response.completed");
+
+        let mut compaction = create(
+            json!([
+                {"type": "message", "role": "user", "content": "hello"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "turn answer"}]},
+                {"type": "compaction_trigger"}
+            ]),
+            None,
+        );
+        compaction["client_metadata"] = metadata("compaction");
+        send(&mut socket, compaction).await;
+        let answered = events(&mut socket).await;
+        let kinds: Vec<&str> = answered.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.output_item.done",
+                "response.completed"
+            ],
+            "{answered:#?}"
+        );
+        let output = last(&answered)["response"]["output"].as_array().unwrap().clone();
+        assert_eq!(output.len(), 1);
+        assert_eq!(output[0]["type"], "compaction");
+        assert_eq!(main.requests().len(), 1);
+        let summaries = summarizer.requests();
+        assert_eq!(summaries.len(), 1);
+        assert_eq!(summaries[0].body["model"], "summarizer-model");
+        assert!(summaries[0].body.to_string().contains("turn answer"));
+        gateway.kill().await;
+    })
+    .await
+    .expect("the test finishes in time");
+}

@@ -176,6 +176,9 @@ pub struct Profile {
     pub stream_usage: bool,
     /// Accepts `parallel_tool_calls`.
     pub parallel_tool_calls: bool,
+    /// The models take images in user turns (what the Codex catalog's `input_modalities`
+    /// says).
+    pub image_input: bool,
     /// How `reasoning.effort` is said to this provider.
     pub effort: EffortStyle,
     /// Which earlier assistant turns carry their reasoning back (in `reasoning_field`).

@@ -15,3 +15,4 @@ pub mod error;
 pub mod gemini;
 pub mod inbound;
 pub mod responses;
+pub mod search;

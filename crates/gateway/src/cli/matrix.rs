@@ -252,7 +252,19 @@ pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
         out.push_str("\nprofile (Chat dialect):\n");
         out.push_str(&chat_profile_rows(profile));
     }
+    out.push_str("\nCodex catalog (GET /v1/models?client_version=…, repair on):\n");
+    out.push_str(&catalog_rows(profile, dialect));
     out
+}
+
+/// What the Codex catalog says of this preset's models, from the same derivation the catalog
+/// uses (the gateway's own search counted as not configured).
+fn catalog_rows(profile: &Profile, dialect: Dialect) -> String {
+    let caps = crate::catalog::derive::capabilities(profile, dialect, true, false);
+    caps.rows()
+        .iter()
+        .map(|(name, value)| format!("  {name:<22} {value}\n"))
+        .collect()
 }
 
 /// One probe tool planned on its own: the planner's decision for it, the name it reaches the

@@ -208,8 +208,9 @@ pub fn describe(config: &Config) -> String {
     out.push_str("routes:\n");
     for r in &config.routes {
         out.push_str(&format!(
-            "  {} -> {} ({})\n",
+            "  {}{} -> {} ({})\n",
             r.pattern,
+            r.conditions(),
             r.provider,
             r.upstream_model
                 .as_deref()

@@ -203,6 +203,39 @@ pub struct RouteFile {
     /// 5xx or 429 after retries).
     #[serde(default)]
     pub fallbacks: Vec<FallbackFile>,
+    /// Match only requests of this Codex request kind (`turn`, `compaction` or `prewarm`, from
+    /// `x-codex-turn-metadata`), so that compaction can go to another model or provider.
+    pub request_kind: Option<String>,
+    /// Match only requests of Codex agents whose `agent_name` matches this glob (`/root` is the
+    /// main agent; sub-agents have their own names).
+    pub agent_name: Option<String>,
+    /// What the Codex model catalog says of the models this route serves.
+    #[serde(default)]
+    pub catalog: CatalogFile,
+}
+
+/// `[routes.catalog]`: the Codex model catalog's entry for a route's models, where the derived
+/// values are not what the operator wants.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogFile {
+    /// The base instructions Codex uses with these models (they replace Codex's own prompt).
+    /// Default: the gateway's coding-agent prompt.
+    pub base_instructions: Option<String>,
+    /// A file holding them (read at load).
+    pub base_instructions_file: Option<std::path::PathBuf>,
+    /// The name shown in Codex's model picker. Default: the model name.
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    /// Tokens after which Codex compacts. Default: 90% of the context window.
+    pub auto_compact_token_limit: Option<u64>,
+    /// Whether Codex should prefer the WebSocket transport. Default true.
+    pub prefer_websockets: Option<bool>,
+    /// `text` and `image`, or `text` alone. Default: from the provider's profile.
+    pub input_modalities: Option<Vec<String>>,
+    /// Left out of the catalog. Default false.
+    #[serde(default)]
+    pub hidden: bool,
 }
 
 /// One step of a route's fallback chain.

@@ -33,11 +33,11 @@ mod routes;
 mod sessions;
 
 pub use file::{
-    ClientDisconnect, FallbackFile, FileConfig, KeyFile, ModelFile, ProviderFile, RouteFile,
-    SessionsFile,
+    CatalogFile, ClientDisconnect, FallbackFile, FileConfig, KeyFile, ModelFile, ProviderFile,
+    RouteFile, SessionsFile,
 };
 pub use providers::{InvalidCalls, Provider, RepairPolicy};
-pub use routes::{KnownModel, Route, Target};
+pub use routes::{KnownModel, Route, RouteCatalog, RouteSignals, Target};
 pub use sessions::{DEFAULT_CHANNEL_PREFIX, SessionsConfig, redact_url};
 
 /// The default listen address.
@@ -189,6 +189,9 @@ impl Config {
                 provider: "upstream".to_owned(),
                 upstream_model: None,
                 fallbacks: Vec::new(),
+                request_kind: None,
+                agent_name: None,
+                catalog: Default::default(),
             }],
             gateway_tools: None,
             ..FileConfig::default()

@@ -1,12 +1,18 @@
 //! Routes: a requested model name (or glob) → provider and upstream model, with its fallback
 //! chain; and the model list `GET /v1/models` derives from them.
 //!
+//! A route may also match on what Codex says of a request (`x-codex-turn-metadata`: its
+//! `request_kind` and `agent_name`, [`RouteSignals`]), so that compaction or a sub-agent's turns
+//! go to another model or provider. Routes are tried in order and the first that matches wins,
+//! so such a route goes before the plain one for the same models; a request without the signal
+//! never matches a route that asks for it.
+//!
 //! Not here: what happens when a target fails (the fallback loop is the responses handler's).
 
 use std::collections::BTreeMap;
 
 use super::Config;
-use super::file::RouteFile;
+use super::file::{CatalogFile, RouteFile};
 use super::providers::Provider;
 use crate::error::ConfigError;
 
@@ -19,6 +25,80 @@ pub struct Route {
     pub upstream_model: Option<String>,
     /// `(provider, upstream model)` to try in order after `provider`.
     pub fallbacks: Vec<(String, Option<String>)>,
+    /// Only requests of this Codex request kind.
+    pub request_kind: Option<String>,
+    /// Only requests of Codex agents whose name matches.
+    pub agent_name: Option<(String, globset::GlobMatcher)>,
+    /// What the Codex catalog says of this route's models.
+    pub catalog: RouteCatalog,
+}
+
+/// The Codex catalog's settings of a route, resolved (the base instructions read from their
+/// file).
+#[derive(Debug, Clone, Default)]
+pub struct RouteCatalog {
+    pub base_instructions: Option<String>,
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    pub auto_compact_token_limit: Option<u64>,
+    pub prefer_websockets: Option<bool>,
+    pub input_modalities: Option<Vec<String>>,
+    pub hidden: bool,
+}
+
+/// The Codex request kinds a route may match.
+const REQUEST_KINDS: &[&str] = &["turn", "compaction", "prewarm"];
+
+/// What a client says of a request beyond its body, that a route may match on: Codex's
+/// `x-codex-turn-metadata` (the header, or the same JSON text in the body's `client_metadata`,
+/// as Codex sends it over WebSocket).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteSignals {
+    pub request_kind: Option<String>,
+    pub agent_name: Option<String>,
+}
+
+/// The longest `x-codex-turn-metadata` read, in bytes: it is a small JSON object.
+const MAX_TURN_METADATA: usize = 16 * 1024;
+
+impl RouteSignals {
+    /// The signals in a `x-codex-turn-metadata` JSON text; none when it is not a JSON object.
+    pub fn from_turn_metadata(text: &str) -> Self {
+        if text.len() > MAX_TURN_METADATA {
+            return Self::default();
+        }
+        let Ok(serde_json::Value::Object(map)) = serde_json::from_str(text) else {
+            return Self::default();
+        };
+        let field = |name: &str| {
+            map.get(name)
+                .and_then(serde_json::Value::as_str)
+                .filter(|v| !v.is_empty() && v.len() <= 256)
+                .map(str::to_owned)
+        };
+        Self {
+            request_kind: field("request_kind"),
+            agent_name: field("agent_name"),
+        }
+    }
+
+    /// The signals of a request body's `client_metadata["x-codex-turn-metadata"]`, else `header`.
+    pub fn of_request(
+        extra: &serde_json::Map<String, serde_json::Value>,
+        header: &RouteSignals,
+    ) -> Self {
+        let from_body = extra
+            .get("client_metadata")
+            .and_then(|m| m.get("x-codex-turn-metadata"))
+            .and_then(serde_json::Value::as_str)
+            .map(Self::from_turn_metadata)
+            .unwrap_or_default();
+        if from_body == Self::default() {
+            header.clone()
+        } else {
+            from_body
+        }
+    }
 }
 
 /// One provider and model a request can be sent to.
@@ -32,6 +112,42 @@ impl Route {
     /// True when the pattern is a plain model name rather than a glob.
     pub fn is_exact(&self) -> bool {
         !self.pattern.contains(['*', '?', '[', '{'])
+    }
+
+    /// True when the route asks for a Codex signal (then it is not a model of its own).
+    pub fn is_conditional(&self) -> bool {
+        self.request_kind.is_some() || self.agent_name.is_some()
+    }
+
+    /// Whether the route serves `model` for a request with `signals`.
+    pub fn matches(&self, model: &str, signals: &RouteSignals) -> bool {
+        self.matcher.is_match(model)
+            && self
+                .request_kind
+                .as_ref()
+                .is_none_or(|kind| signals.request_kind.as_ref() == Some(kind))
+            && self.agent_name.as_ref().is_none_or(|(_, glob)| {
+                signals
+                    .agent_name
+                    .as_deref()
+                    .is_some_and(|name| glob.is_match(name))
+            })
+    }
+
+    /// The route's conditions as `toolbridge check` shows them (empty when it has none).
+    pub fn conditions(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(kind) = &self.request_kind {
+            parts.push(format!("request_kind = {kind}"));
+        }
+        if let Some((pattern, _)) = &self.agent_name {
+            parts.push(format!("agent_name = {pattern}"));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" [when {}]", parts.join(", "))
+        }
     }
 }
 
@@ -63,6 +179,26 @@ pub(super) fn compile(
                 ));
             }
         }
+        if let Some(kind) = &r.request_kind
+            && !REQUEST_KINDS.contains(&kind.as_str())
+        {
+            return Err(ConfigError::invalid(
+                format!("routes[{i}].request_kind"),
+                format!("`{kind}` is not one of {}", REQUEST_KINDS.join(", ")),
+            ));
+        }
+        let agent_name = match &r.agent_name {
+            Some(pattern) => Some((
+                pattern.clone(),
+                globset::Glob::new(pattern)
+                    .map_err(|e| {
+                        ConfigError::invalid(format!("routes[{i}].agent_name"), e.to_string())
+                    })?
+                    .compile_matcher(),
+            )),
+            None => None,
+        };
+        let catalog = route_catalog(i, r.catalog)?;
         routes.push(Route {
             pattern: r.model,
             matcher: glob.compile_matcher(),
@@ -73,6 +209,9 @@ pub(super) fn compile(
                 .into_iter()
                 .map(|f| (f.provider, f.upstream_model))
                 .collect(),
+            request_kind: r.request_kind,
+            agent_name,
+            catalog,
         });
     }
     if routes.is_empty() {
@@ -84,17 +223,74 @@ pub(super) fn compile(
     Ok(routes)
 }
 
+/// A route's `[routes.catalog]`, checked, its instructions file read.
+fn route_catalog(i: usize, file: CatalogFile) -> Result<RouteCatalog, ConfigError> {
+    let at = |field: &str| format!("routes[{i}].catalog.{field}");
+    let base_instructions = match (file.base_instructions, file.base_instructions_file) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                at("base_instructions_file"),
+                "give base_instructions or base_instructions_file, not both",
+            ));
+        }
+        (Some(text), None) => Some(text),
+        (None, Some(path)) => Some(std::fs::read_to_string(&path).map_err(|e| {
+            ConfigError::invalid(
+                at("base_instructions_file"),
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?),
+        (None, None) => None,
+    };
+    if let Some(modalities) = &file.input_modalities {
+        if let Some(bad) = modalities
+            .iter()
+            .find(|m| !["text", "image"].contains(&m.as_str()))
+        {
+            return Err(ConfigError::invalid(
+                at("input_modalities"),
+                format!("`{bad}` is not one of text, image"),
+            ));
+        }
+        if !modalities.iter().any(|m| m == "text") {
+            return Err(ConfigError::invalid(
+                at("input_modalities"),
+                "`text` is required",
+            ));
+        }
+    }
+    Ok(RouteCatalog {
+        base_instructions,
+        display_name: file.display_name,
+        description: file.description,
+        auto_compact_token_limit: file.auto_compact_token_limit,
+        prefer_websockets: file.prefer_websockets,
+        input_modalities: file.input_modalities,
+        hidden: file.hidden,
+    })
+}
+
 impl Config {
-    /// The route for a requested model: the first route whose pattern matches.
+    /// The route for a requested model, for a request with no Codex signals.
     pub fn resolve(&self, model: &str) -> Option<(&Route, &Provider)> {
-        let route = self.routes.iter().find(|r| r.matcher.is_match(model))?;
+        self.resolve_for(model, &RouteSignals::default())
+    }
+
+    /// The route for a requested model and signals: the first route that matches both.
+    pub fn resolve_for(&self, model: &str, signals: &RouteSignals) -> Option<(&Route, &Provider)> {
+        let route = self.routes.iter().find(|r| r.matches(model, signals))?;
         let provider = self.providers.get(&route.provider)?;
         Some((route, provider))
     }
 
     /// Where a request for `model` goes: the route's provider, then its fallbacks.
     pub fn targets(&self, model: &str) -> Option<Vec<Target<'_>>> {
-        let (route, provider) = self.resolve(model)?;
+        self.targets_for(model, &RouteSignals::default())
+    }
+
+    /// Where a request for `model` with `signals` goes.
+    pub fn targets_for(&self, model: &str, signals: &RouteSignals) -> Option<Vec<Target<'_>>> {
+        let (route, provider) = self.resolve_for(model, signals)?;
         let primary = route
             .upstream_model
             .clone()
@@ -118,22 +314,32 @@ impl Config {
     /// or config knows that a glob route sends to it.
     pub fn known_models(&self) -> Vec<KnownModel> {
         let mut out: Vec<KnownModel> = Vec::new();
-        let push = |out: &mut Vec<KnownModel>, id: String, provider: &Provider, upstream: &str| {
+        let push = |out: &mut Vec<KnownModel>,
+                    id: String,
+                    route: usize,
+                    provider: &Provider,
+                    upstream: &str| {
             if out.iter().all(|m| m.id != id) {
                 out.push(KnownModel {
                     context_window: provider.context_window(upstream),
                     owned_by: provider.name.clone(),
                     id,
+                    route,
+                    upstream_model: upstream.to_owned(),
                 });
             }
         };
-        for route in &self.routes {
+        for (index, route) in self.routes.iter().enumerate() {
             let Some(provider) = self.providers.get(&route.provider) else {
                 continue;
             };
+            // A route for some requests of a model (compaction, a sub-agent) adds no model.
+            if route.is_conditional() {
+                continue;
+            }
             if route.is_exact() {
                 let upstream = route.upstream_model.as_deref().unwrap_or(&route.pattern);
-                push(&mut out, route.pattern.clone(), provider, upstream);
+                push(&mut out, route.pattern.clone(), index, provider, upstream);
                 continue;
             }
             let candidates = provider
@@ -157,7 +363,7 @@ impl Config {
                         .upstream_model
                         .clone()
                         .unwrap_or_else(|| model.clone());
-                    push(&mut out, model, provider, &upstream);
+                    push(&mut out, model, index, provider, &upstream);
                 }
             }
         }
@@ -171,4 +377,8 @@ pub struct KnownModel {
     pub id: String,
     pub owned_by: String,
     pub context_window: Option<u64>,
+    /// The index of the route that serves it, in `Config::routes`.
+    pub route: usize,
+    /// The model name sent upstream.
+    pub upstream_model: String,
 }

@@ -1,6 +1,6 @@
 //! The HTTP face of the gateway: [`app`] builds the whole router, for `main` and for tests
 //! alike, from one router per route module (`responses`, `stored`, `conversations`, `models`,
-//! `sessions`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
+//! `search`, `sessions`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
 //! see [`crate::platform::auth`] and [`crate::platform::limits`]), plus `/healthz` and the
 //! metrics route. Every error answer is OpenAI's JSON, the router's own included
 //! ([`json_errors`]).
@@ -14,6 +14,7 @@ mod health;
 pub(crate) mod json_errors;
 mod models;
 pub(crate) mod responses;
+mod search;
 mod sessions;
 pub(crate) mod stored;
 
@@ -37,6 +38,7 @@ pub fn app(state: AppState) -> Router {
         .merge(stored::router())
         .merge(conversations::router())
         .merge(models::router())
+        .merge(search::router())
         .merge(sessions::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Codex's base URL may lack `/v1`: the WebSocket mode answers there too, behind the same key.

@@ -14,7 +14,8 @@
 //!
 //! The module is split by job: `file` holds `[gateway_tools]` as written and the two pieces
 //! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `mcp`
-//! one connected MCP server and its approval rule; this file the tools of a running gateway,
+//! one connected MCP server and its approval rule; `standalone` Codex's standalone search
+//! (`/v1/alpha/search`) over the same web tools; this file the tools of a running gateway,
 //! what each request is offered, and the running of one call.
 
 use std::sync::Arc;
@@ -31,9 +32,11 @@ use toolbridge_wire::responses::Tool;
 
 mod file;
 mod mcp;
+mod standalone;
 
 pub(crate) use file::ToolsFile;
 pub(crate) use mcp::McpServer;
+pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
 
 use file::{jq_worker, search_backend};
 use mcp::Approval;
@@ -333,6 +336,12 @@ impl GatewayTools {
             }
         }
         offer
+    }
+
+    /// Whether the gateway's search backend serves a declared `web_search` of `model`'s
+    /// requests (when the provider has no search of its own).
+    pub fn searches_for(&self, model: &str) -> bool {
+        self.search.is_some() && self.models.is_match(model)
     }
 
     /// True when the gateway shows `name` of `server` as a `web_search_call` item.

@@ -124,6 +124,7 @@ fn spawn(
             key: key.clone(),
             session: None,
             framing: super::transport::Framing::Sse,
+            signals: crate::config::RouteSignals::default(),
         };
         if let Err(e) = respond(
             &worker_state,

@@ -7,6 +7,10 @@
 //! the prepare stage's `expand`, the route is the route stage's `lookup`, the body is built by
 //! `responses::translate` and the answer read by `decode_whole`. What is its own: the summary
 //! request (no tools, the route's primary only, not streamed) and the answer's shape.
+//!
+//! The route is looked up with the request's Codex signals, a `request_kind` of `compaction`
+//! when it names none, so a route for compaction serves it. Codex's inline form (a
+//! `compaction_trigger` input item on `/v1/responses`) is `trigger`'s, with the same summary.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -33,7 +37,7 @@ use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 /// What a sealed compaction blob starts with, so it is never taken for reasoning.
 const MARK: &str = "toolbridge-compaction\n";
 
-const INSTRUCTION: &str = "Summarize the conversation so far so that you can continue it later from the summary alone: keep the goals, decisions, facts, names of files and tools, results that matter and open tasks. Answer with the summary only.";
+pub(super) const INSTRUCTION: &str = "Summarize the conversation so far so that you can continue it later from the summary alone: keep the goals, decisions, facts, names of files and tools, results that matter and open tasks. Answer with the summary only.";
 
 /// The request body.
 #[derive(Debug, Deserialize)]
@@ -48,10 +52,12 @@ pub(crate) struct CompactRequest {
 /// The handler.
 pub(crate) async fn compact(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let signals = super::signals_from_headers(&headers);
     let result = match body {
-        Ok(body) => run(&state, &body).await,
+        Ok(body) => run(&state, &body, &signals).await,
         Err(r) => Err(GatewayError::from_body_rejection(
             &r,
             state.config.body_limit,
@@ -63,7 +69,11 @@ pub(crate) async fn compact(
     }
 }
 
-async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
+async fn run(
+    state: &AppState,
+    body: &[u8],
+    signals: &crate::config::RouteSignals,
+) -> Result<Value, GatewayError> {
     let request: CompactRequest = serde_json::from_slice(body).map_err(|e| {
         GatewayError::Request(toolbridge_core::Error::InvalidJson {
             param: None,
@@ -115,22 +125,13 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     };
     items.push(user(INSTRUCTION.to_owned()));
     req.input = Some(Input::Items(items));
-    let (summary, usage, payload) = summarize(state, &model, &req, &mut diagnostics).await?;
-    if summary.trim().is_empty() {
-        return Err(GatewayError::Upstream(
-            toolbridge_providers::Error::Decode {
-                message: "the upstream returned an empty summary".to_owned(),
-            },
-        ));
-    }
-    let sealed = state
-        .sealer
-        .seal(&format!("{MARK}{summary}"))
-        .ok_or_else(|| GatewayError::Store("the summary could not be sealed".to_owned()))?;
+    let signals = compaction_signals(signals);
+    let summary = summarize(state, &model, &req, &signals, &mut diagnostics).await?;
     let mut output = kept_users;
-    output.push(json!({"id": ids::new("cmp"), "type": "compaction", "encrypted_content": sealed}));
-    let usage =
-        usage.unwrap_or_else(|| crate::http::responses::usage::estimate(&payload, &summary));
+    output.push(compaction_item(state, &summary.text)?);
+    let usage = summary.usage.unwrap_or_else(|| {
+        crate::http::responses::usage::estimate(&summary.payload, &summary.text)
+    });
     let mut body = json!({
         "id": ids::new("resp"),
         "object": "response.compaction",
@@ -146,17 +147,59 @@ async fn run(state: &AppState, body: &[u8]) -> Result<Value, GatewayError> {
     Ok(body)
 }
 
+/// The signals a compaction is routed with: the request's, its kind `compaction` unless it
+/// names one.
+pub(super) fn compaction_signals(
+    signals: &crate::config::RouteSignals,
+) -> crate::config::RouteSignals {
+    let mut signals = signals.clone();
+    signals
+        .request_kind
+        .get_or_insert_with(|| "compaction".to_owned());
+    signals
+}
+
+/// The `compaction` output item sealing `summary`; an empty summary is the upstream's failure.
+pub(super) fn compaction_item(state: &AppState, summary: &str) -> Result<Value, GatewayError> {
+    if summary.trim().is_empty() {
+        return Err(GatewayError::Upstream(
+            toolbridge_providers::Error::Decode {
+                message: "the upstream returned an empty summary".to_owned(),
+            },
+        ));
+    }
+    let sealed = state
+        .sealer
+        .seal(&format!("{MARK}{summary}"))
+        .ok_or_else(|| GatewayError::Store("the summary could not be sealed".to_owned()))?;
+    Ok(json!({"id": ids::new("cmp"), "type": "compaction", "encrypted_content": sealed}))
+}
+
+/// What the summary request brought back.
+pub(super) struct Summary {
+    pub(super) text: String,
+    pub(super) usage: Option<Usage>,
+    /// The body sent, for a usage estimate.
+    pub(super) payload: Bytes,
+    /// The provider that wrote it.
+    pub(super) provider: String,
+}
+
 /// Sends the summary request to the route's primary provider (no tools, not streamed) and
-/// reads its text and usage; the payload is returned for a usage estimate.
-async fn summarize(
+/// reads its text and usage.
+pub(super) async fn summarize(
     state: &AppState,
     model: &str,
     req: &CreateResponse,
+    signals: &crate::config::RouteSignals,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Result<(String, Option<Usage>, Bytes), GatewayError> {
+) -> Result<Summary, GatewayError> {
     let mut canonical = normalize(req, &Limits::default())?;
     canonical.stream = false;
-    let targets = lookup(state, model).ok_or_else(|| GatewayError::ModelNotFound {
+    // The summary goes without tools: Codex's compaction request declares them all.
+    canonical.tools.clear();
+    canonical.tool_choice = None;
+    let targets = lookup(state, model, signals).ok_or_else(|| GatewayError::ModelNotFound {
         model: model.to_owned(),
         known: String::new(),
     })?;
@@ -198,7 +241,12 @@ async fn summarize(
             _ => {}
         }
     }
-    Ok((summary, usage, payload))
+    Ok(Summary {
+        text: summary,
+        usage,
+        payload,
+        provider: target.provider.name.clone(),
+    })
 }
 
 fn usage_json(usage: &Usage) -> Value {
@@ -221,7 +269,7 @@ fn kept_message(m: &MessageItem) -> Value {
     })
 }
 
-fn user(text: String) -> InputItem {
+pub(super) fn user(text: String) -> InputItem {
     InputItem::Message(MessageItem {
         id: None,
         role: "user".to_owned(),

@@ -46,6 +46,7 @@ pub(super) async fn ingress(
     body: Result<Bytes, BytesRejection>,
     request_id: &str,
     session: Option<String>,
+    signals: crate::config::RouteSignals,
 ) -> Result<Response, GatewayError> {
     let bytes = body.map_err(|rejection| {
         GatewayError::from_body_rejection(&rejection, state.config.body_limit)
@@ -60,6 +61,7 @@ pub(super) async fn ingress(
             key: key.clone(),
             session,
             framing: super::transport::Framing::Sse,
+            signals,
         };
         respond(state, req, request_id, None, Some(&bytes), caller).await
     };

@@ -68,6 +68,7 @@ mod sse;
 mod sync;
 mod tool_loop;
 mod transport;
+mod trigger;
 pub(crate) mod usage;
 mod websocket;
 
@@ -130,7 +131,8 @@ pub(crate) async fn create(
     let request_id = crate::platform::ops::observe::request_id();
     let started = Instant::now();
     let session = crate::platform::sessions::session_id_from_headers(&headers);
-    let mut response = match ingress(&state, body, &request_id, session).await {
+    let signals = signals_from_headers(&headers);
+    let mut response = match ingress(&state, body, &request_id, session, signals).await {
         Ok(response) => response,
         Err(error) => {
             tracing::info!(
@@ -149,6 +151,15 @@ pub(crate) async fn create(
     response
 }
 
+/// The routing signals of Codex's `x-codex-turn-metadata` header.
+pub(crate) fn signals_from_headers(headers: &axum::http::HeaderMap) -> crate::config::RouteSignals {
+    headers
+        .get("x-codex-turn-metadata")
+        .and_then(|v| v.to_str().ok())
+        .map(crate::config::RouteSignals::from_turn_metadata)
+        .unwrap_or_default()
+}
+
 /// Who asked: the gateway key (charged for the tokens) and the session whose side channel
 /// shows the response's progress.
 #[derive(Clone, Default)]
@@ -157,6 +168,8 @@ struct Caller {
     session: Option<String>,
     /// How the answer's events are framed: SSE for HTTP, JSON texts for a WebSocket.
     framing: transport::Framing,
+    /// What the request's headers say of it (Codex's `x-codex-turn-metadata`), for routing.
+    signals: crate::config::RouteSignals,
 }
 
 /// A background run's identity, fixed before it starts.
@@ -220,6 +233,9 @@ async fn respond(
     body: Option<&Bytes>,
     caller: Caller,
 ) -> Result<Response, GatewayError> {
+    if trigger::is_trigger(&req) {
+        return trigger::answer(state, req, &caller).await;
+    }
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let (prepared, raw) = prepare::prepare(state, req, &caller, stored, body).await?;
     let dispatched = dispatch::dispatch(state, &prepared, raw, &caller, request_id).await?;

@@ -33,8 +33,13 @@ pub(super) async fn prepare<'a>(
 ) -> Result<(Prepared<'a>, Option<Raw>), GatewayError> {
     let tenant = crate::platform::auth::tenant_of(caller.key.as_ref());
     let (turn_items, compaction_diagnostics) = expand(state, &tenant, &mut req, stored).await?;
-    // The one lookup of the route (history never changes the model).
-    let targets = req.model.as_deref().and_then(|m| lookup(state, m));
+    // The one lookup of the route (history never changes the model), on the model and what
+    // Codex says of the request.
+    let signals = crate::config::RouteSignals::of_request(&req.extra, &caller.signals);
+    let targets = req
+        .model
+        .as_deref()
+        .and_then(|m| lookup(state, m, &signals));
     let raw = raw_request(targets.as_deref(), body);
     // The request's own MCP servers the gateway serves, connected and listed once; then the
     // calls the client approved run, before the model's turn.
@@ -100,10 +105,12 @@ pub(super) async fn check(
     let mut probe = req.clone();
     expand(state, tenant, &mut probe, false).await?;
     let canonical = normalize(&probe, &Limits::default())?;
-    let targets = lookup(state, &canonical.model).ok_or_else(|| GatewayError::ModelNotFound {
-        model: canonical.model.clone(),
-        known: known_list(state),
-    })?;
+    let signals = crate::config::RouteSignals::of_request(&req.extra, &Default::default());
+    let targets =
+        lookup(state, &canonical.model, &signals).ok_or_else(|| GatewayError::ModelNotFound {
+            model: canonical.model.clone(),
+            known: known_list(state),
+        })?;
     if let Some(primary) = targets.first() {
         let profile = primary.provider.profile_for(&primary.upstream_model);
         plan_request(&canonical, &profile.tools, &GatewayOffer::default())?;

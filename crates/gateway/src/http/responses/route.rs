@@ -13,9 +13,13 @@ use super::{Caller, Prepared, Routed, sealed_by_gateway, translate};
 use crate::config::Target;
 use crate::state::AppState;
 
-/// Where a request for `model` goes: the route's provider, then its fallbacks.
-pub(crate) fn lookup<'a>(state: &'a AppState, model: &str) -> Option<Vec<Target<'a>>> {
-    state.config.targets(model)
+/// Where a request for `model` with `signals` goes: the route's provider, then its fallbacks.
+pub(crate) fn lookup<'a>(
+    state: &'a AppState,
+    model: &str,
+    signals: &crate::config::RouteSignals,
+) -> Option<Vec<Target<'a>>> {
+    state.config.targets_for(model, signals)
 }
 
 /// The models this gateway serves, for a `model_not_found` error.

@@ -178,6 +178,8 @@ impl Connection {
             key: key.clone(),
             session: self.session.clone(),
             framing: Framing::Json,
+            // A frame says its kind in its own `client_metadata` (read by `prepare`).
+            signals: crate::config::RouteSignals::default(),
         };
         let state = self.state.clone();
         match respond(&state, req, request_id, None, None, caller).await {
