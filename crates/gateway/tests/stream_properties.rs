@@ -346,9 +346,10 @@ fn the_replicated_pump_sees_the_fixtures_as_the_gateway_does() {
         "Hello, wörld! Ünïcödé → 日本語 and emoji 🦀."
     );
     assert_eq!(
-        status("empty_stream")["error"]["code"],
+        status("empty_stream")["error"]["toolbridge_code"],
         "empty_upstream_response"
     );
+    assert_eq!(status("empty_stream")["error"]["code"], "server_error");
     assert_eq!(status("error_chunk_mid_stream")["status"], "failed");
     assert_eq!(status("length_finish")["status"], "incomplete");
     assert_eq!(

@@ -28,6 +28,7 @@ pub use items::{
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
 pub use response::{
+    ProviderState, ProviderStateEntry,
     Diagnostic, IncompleteDetails, InputTokensDetails, McpApprovalRequestItem,
     McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent, OutputItem,
     OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,

@@ -63,8 +63,11 @@ impl Upstreams {
     ///
     /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
     /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
-    /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
-    /// upstream has answered 2xx.
+    /// as long as the waits fit in the provider's retry budget. A whole (non-streamed) answer is
+    /// read here, inside the retries: a body cut mid-way (`upstream_body_cut`) is retried like
+    /// any failure before the client saw a byte. Nothing of a stream is retried once the
+    /// upstream has answered 2xx. An error after retries were spent (or refused by the budget)
+    /// is [`GatewayError::Retried`], which tells the client's SDK not to retry again.
     pub(crate) async fn send(
         &self,
         provider: &Provider,
@@ -105,7 +108,15 @@ impl Upstreams {
                 return Err(error);
             };
             if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
-                return Err(error);
+                // The gateway's retry policy has had its say: with retries configured, the
+                // client's SDK must not multiply them (`x-should-retry: false`).
+                if provider.max_retries == 0 {
+                    return Err(error);
+                }
+                return Err(GatewayError::Retried {
+                    attempts: attempt + 1,
+                    error: Box::new(error),
+                });
             }
             tracing::info!(
                 provider = provider.name,
@@ -161,7 +172,10 @@ impl Upstreams {
         let response = sent.map_err(send_error)?;
         let status = response.status();
         if status.is_success() {
-            return Ok(response);
+            if stream {
+                return Ok(response);
+            }
+            return whole_in_memory(response).await;
         }
         let retry_after = response
             .headers()
@@ -181,11 +195,27 @@ impl Upstreams {
     }
 }
 
+/// A whole answer read to its end (bounded), as a response served from memory: a body cut
+/// mid-way is an error while the request can still be retried.
+async fn whole_in_memory(response: reqwest::Response) -> Result<reqwest::Response, GatewayError> {
+    let mut head = axum::http::Response::builder().status(response.status());
+    for (name, value) in response.headers() {
+        head = head.header(name, value);
+    }
+    let body = read_capped(response, MAX_RESPONSE_BODY).await?;
+    let whole = head
+        .body(Bytes::from(body))
+        .map_err(|e| GatewayError::UpstreamBodyCut(e.to_string()))?;
+    Ok(reqwest::Response::from(whole))
+}
+
 /// How long to wait before retrying after `error`, or `None` when it must not be retried.
 fn retry_wait(error: &GatewayError, attempt: u32) -> Option<Duration> {
     let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
     match error {
-        GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout => Some(backoff),
+        GatewayError::UpstreamUnreachable(_)
+        | GatewayError::UpstreamTimeout
+        | GatewayError::UpstreamBodyCut(_) => Some(backoff),
         GatewayError::Upstream(toolbridge_providers::Error::Upstream(e)) => match e.status {
             429 if e.code == "insufficient_quota" => None,
             429 | 500..=599 => Some(
@@ -242,11 +272,12 @@ async fn read_capped_inner(
     let mut out = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
+        // The upstream was reached and answered: a body that breaks off is not "unreachable".
         let chunk = chunk.map_err(|e| {
             if e.is_timeout() {
                 GatewayError::UpstreamTimeout
             } else {
-                GatewayError::UpstreamUnreachable(without_url(&e))
+                GatewayError::UpstreamBodyCut(without_url(&e))
             }
         })?;
         if out.len() + chunk.len() > limit {

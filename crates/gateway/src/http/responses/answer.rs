@@ -16,6 +16,7 @@ use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use super::meter::Meter;
 use super::passthrough::Passthrough;
 use super::persist::Persist;
+use super::provider_state::StateSink;
 use super::repair::{RepairRounds, record_repairs};
 use super::rounds::Rounds;
 use super::sse::{Pump, stream_response};
@@ -35,6 +36,8 @@ struct Setup {
     meta: ResponseMeta,
     meter: Meter,
     persist: Option<Persist>,
+    /// Where the response's provider state is kept (`provider_state`).
+    states: Option<StateSink>,
     flight: Flight,
     detach: Option<Detach>,
     /// The transport's framing of the events (SSE, or JSON texts for a WebSocket).
@@ -107,6 +110,8 @@ fn setup(
         }),
         _ => None,
     };
+    let stored_until = stored.then(|| meta.created_at + state.config.store_ttl.as_secs() as i64);
+    let states = StateSink::new(state, &prepared.tenant, stored_until);
     let flight = Flight::start(
         state,
         persist.as_ref().is_some_and(|p| p.keep_response),
@@ -118,6 +123,7 @@ fn setup(
         meta,
         meter,
         persist,
+        states,
         flight,
         detach,
         framing: caller.framing,
@@ -299,6 +305,7 @@ async fn stream(
         prelude: assembled.prelude,
         meter: Some(setup.meter),
         persist: setup.persist,
+        states: setup.states,
         final_response: None,
         terminal: None,
         used: None,
@@ -352,6 +359,9 @@ async fn whole(
         &upstream_model,
         &response.toolbridge_diagnostics,
     );
+    if let Some(states) = &setup.states {
+        states.save(&response, request_id).await;
+    }
     let mut stored = serde_json::to_value(&response).unwrap_or_default();
     // The one serialisation: the store keeps this text and the client is sent it.
     let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
