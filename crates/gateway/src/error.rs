@@ -259,9 +259,7 @@ impl GatewayError {
     /// True for failures another provider might not have: unreachable, timed out, 5xx, 429.
     pub fn allows_fallback(&self) -> bool {
         match self {
-            Self::UpstreamUnreachable(_) | Self::UpstreamTimeout | Self::UpstreamBodyCut(_) => {
-                true
-            }
+            Self::UpstreamUnreachable(_) | Self::UpstreamTimeout | Self::UpstreamBodyCut(_) => true,
             Self::Retried { error, .. } => error.allows_fallback(),
             Self::Upstream(toolbridge_providers::Error::Upstream(e)) => {
                 e.status == 429 || e.status >= 500

@@ -377,7 +377,11 @@ async fn a_mid_stream_error_event_fails_the_response_once() {
         "a cut-off message must not be completed: {kinds:?}"
     );
     let output = last["output"].as_array().unwrap();
-    assert_eq!(output.len(), 1, "the completed reasoning item only: {last:#}");
+    assert_eq!(
+        output.len(),
+        1,
+        "the completed reasoning item only: {last:#}"
+    );
     assert_eq!(output[0]["type"], "reasoning");
 }
 

@@ -358,7 +358,9 @@ fn check_response(
             // The documented code, and the gateway's own beside it when it differs.
             let documented = toolbridge_core::assemble::codes::public_code(code);
             assert_eq!(body["error"]["code"], documented, "{body:#}");
-            let fine = body["error"]["toolbridge_code"].as_str().unwrap_or(documented);
+            let fine = body["error"]["toolbridge_code"]
+                .as_str()
+                .unwrap_or(documented);
             assert_eq!(fine, code, "{body:#}");
             return;
         }

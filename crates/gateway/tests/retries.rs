@@ -48,10 +48,9 @@ fn unavailable() -> Reply {
 
 /// A whole Chat answer whose connection breaks after its first half.
 fn cut_completion() -> Reply {
-    let text = completion("Never seen whole.", "stop").to_string();
-    Reply::StreamThenReset {
-        pieces: vec![text[..text.len() / 2].to_owned()],
-    }
+    let body = completion("Never seen whole.", "stop").to_string();
+    let sent = body.len() / 2;
+    Reply::JsonThenReset { body, sent }
 }
 
 #[tokio::test]
@@ -61,7 +60,10 @@ async fn spent_retries_answer_with_x_should_retry_false() {
     let response = h.post(&json!({"model": "m", "input": "Hi"})).await;
     assert_eq!(response.status().as_u16(), 503);
     assert_eq!(
-        response.headers().get("x-should-retry").map(|v| v.to_str().unwrap()),
+        response
+            .headers()
+            .get("x-should-retry")
+            .map(|v| v.to_str().unwrap()),
         Some("false")
     );
     let body: Value = response.json().await.unwrap();
@@ -103,7 +105,8 @@ async fn a_client_error_is_not_retried_and_says_nothing_of_retries() {
 async fn a_whole_answer_cut_mid_body_is_retried() {
     let h = harness(2).await;
     h.upstream.push(cut_completion());
-    h.upstream.push(Reply::json(completion("Whole at last.", "stop")));
+    h.upstream
+        .push(Reply::json(completion("Whole at last.", "stop")));
     let (status, body) = h.post_json(&json!({"model": "m", "input": "Hi"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["output"][0]["content"][0]["text"], "Whole at last.");
@@ -111,17 +114,14 @@ async fn a_whole_answer_cut_mid_body_is_retried() {
 }
 
 #[tokio::test]
-async fn a_whole_answer_always_cut_has_its_own_code() {
-    let h = harness(1).await;
-    h.upstream.set_fallback(cut_completion());
+async fn a_whole_answer_cut_mid_body_has_its_own_code() {
+    let h = harness(0).await;
+    h.upstream.push(cut_completion());
     let response = h.post(&json!({"model": "m", "input": "Hi"})).await;
     assert_eq!(response.status().as_u16(), 502);
-    assert_eq!(
-        response.headers().get("x-should-retry").map(|v| v.to_str().unwrap()),
-        Some("false")
-    );
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "upstream_body_cut", "{body}");
+    assert_eq!(body["error"]["type"], "server_error", "{body}");
     assert!(
         !body["error"]["message"]
             .as_str()
@@ -129,6 +129,24 @@ async fn a_whole_answer_always_cut_has_its_own_code() {
             .contains("could not be reached"),
         "{body}"
     );
+    assert_eq!(h.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_body_cut_on_every_try_says_the_retries_are_spent() {
+    let h = harness(1).await;
+    h.upstream.set_fallback(cut_completion());
+    let response = h.post(&json!({"model": "m", "input": "Hi"})).await;
+    assert_eq!(response.status().as_u16(), 502);
+    assert_eq!(
+        response
+            .headers()
+            .get("x-should-retry")
+            .map(|v| v.to_str().unwrap()),
+        Some("false")
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "upstream_body_cut", "{body}");
     assert_eq!(h.upstream.requests().len(), 2);
 }
 

@@ -134,7 +134,8 @@ async fn second_turn(
         !answer.to_string().contains("SIG-"),
         "signatures are never shown: {answer:#}"
     );
-    let result = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "-3C"});
+    let result =
+        json!({"type": "function_call_output", "call_id": call["call_id"], "output": "-3C"});
     let mut next = json!({"model": model, "tools": tools(), "reasoning": {"effort": "low"},
         "stream": stream});
     let target = match how {
@@ -152,9 +153,14 @@ async fn second_turn(
             if matches!(how, Continue::EchoSealed) {
                 let sealed = output.iter().any(|i| {
                     i["type"] == "reasoning"
-                        && i["encrypted_content"].as_str().is_some_and(|c| !c.is_empty())
+                        && i["encrypted_content"]
+                            .as_str()
+                            .is_some_and(|c| !c.is_empty())
                 });
-                assert!(sealed, "a sealed reasoning item carries the state: {answer:#}");
+                assert!(
+                    sealed,
+                    "a sealed reasoning item carries the state: {answer:#}"
+                );
                 &g.stateless
             } else {
                 assert!(
@@ -215,5 +221,9 @@ async fn the_second_tool_turn_keeps_its_signatures_in_every_continuation() {
             }
         }
     }
-    assert_eq!(upstream.requests().len(), 2 * n, "no turn was refused and retried");
+    assert_eq!(
+        upstream.requests().len(),
+        2 * n,
+        "no turn was refused and retried"
+    );
 }

@@ -164,7 +164,13 @@ mod tests {
         assert_eq!(kept, ["call_2", "call_3", "call_4"], "bounded per tenant");
         assert_eq!(found["call_4"], "s4");
         // Another tenant sees none of them, and its own rows with the same ids are its own.
-        assert!(store.provider_states(&b, &ids, 200).await.unwrap().is_empty());
+        assert!(
+            store
+                .provider_states(&b, &ids, 200)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         store
             .put_provider_states(&b, &[pair("call_4", "theirs")], 110, 1_000, 3)
             .await
@@ -180,9 +186,21 @@ mod tests {
             .unwrap();
         let old = ["call_old".to_owned()];
         assert_eq!(store.provider_states(&a, &old, 140).await.unwrap().len(), 1);
-        assert!(store.provider_states(&a, &old, 151).await.unwrap().is_empty());
+        assert!(
+            store
+                .provider_states(&a, &old, 151)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert!(store.purge_provider_states(151).await.unwrap() >= 1);
-        assert!(store.provider_states(&a, &old, 140).await.unwrap().is_empty());
+        assert!(
+            store
+                .provider_states(&a, &old, 140)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(store.provider_states(&a, &ids, 200).await.unwrap().len(), 3);
     }
 

@@ -28,11 +28,10 @@ pub use items::{
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
 pub use response::{
-    ProviderState, ProviderStateEntry,
     Diagnostic, IncompleteDetails, InputTokensDetails, McpApprovalRequestItem,
     McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent, OutputItem,
-    OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,
-    WebSearchCallItem,
+    OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response, ResponseError,
+    ResponseStatus, Usage, WebSearchCallItem,
 };
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};
 

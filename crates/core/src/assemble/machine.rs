@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use toolbridge_wire::responses::{
-    Diagnostic, EventKind, OutputItem, ProviderState, ProviderStateEntry, Response,
-    ResponseStatus, StreamEvent, Usage,
+    Diagnostic, EventKind, OutputItem, ProviderState, ProviderStateEntry, Response, ResponseStatus,
+    StreamEvent, Usage,
 };
 
 use super::calls::CallState;

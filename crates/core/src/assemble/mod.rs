@@ -126,7 +126,10 @@ pub mod codes {
 
     /// The `error` of a failed response: the documented code, and the finer one beside it in
     /// `toolbridge_code` when they differ.
-    pub fn response_error(code: &str, message: String) -> toolbridge_wire::responses::ResponseError {
+    pub fn response_error(
+        code: &str,
+        message: String,
+    ) -> toolbridge_wire::responses::ResponseError {
         let public = public_code(code);
         toolbridge_wire::responses::ResponseError {
             code: public.to_owned(),

@@ -119,7 +119,11 @@ fn a_signature_without_text_gets_a_reasoning_item_to_carry_it_when_sealing() {
     let OutputItem::Reasoning(item) = &response.output[0] else {
         panic!("{:?}", response.output);
     };
-    let state = parse_plaintext(Plain.open(item.encrypted_content.as_deref().unwrap()).unwrap());
+    let state = parse_plaintext(
+        Plain
+            .open(item.encrypted_content.as_deref().unwrap())
+            .unwrap(),
+    );
     assert_eq!(state.signature.as_deref(), Some("GSIG"));
     assert!(matches!(response.output[1], OutputItem::FunctionCall(_)));
 }

@@ -113,7 +113,10 @@ fn anthropic_call(s: &Scenario, stream: bool) -> Reply {
                 "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
                 "stop_sequence": null, "usage": {"input_tokens": 12, "output_tokens": 1}}}),
         ),
-        start(0, json!({"type": "thinking", "thinking": "", "signature": ""})),
+        start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
         delta(
             0,
             json!({"type": "thinking_delta", "thinking": "I need the weather."}),
@@ -123,7 +126,10 @@ fn anthropic_call(s: &Scenario, stream: bool) -> Reply {
             json!({"type": "signature_delta", "signature": s.anthropic_signature()}),
         ),
         stop(0),
-        start(1, json!({"type": "redacted_thinking", "data": s.redacted()})),
+        start(
+            1,
+            json!({"type": "redacted_thinking", "data": s.redacted()}),
+        ),
         stop(1),
         start(
             2,
@@ -188,7 +194,9 @@ fn gemini(r: &Recorded, s: &Scenario) -> Reply {
             .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
             .collect()
     };
-    let second = parts("user").iter().any(|p| p.get("functionResponse").is_some());
+    let second = parts("user")
+        .iter()
+        .any(|p| p.get("functionResponse").is_some());
     if !second {
         // Gemini 3 with thoughts not included: the signature alone, on the call.
         return gemini_answer(

@@ -54,7 +54,10 @@ pub(super) async fn prepare<'a>(
         known: known_list(state),
     })?;
     // Signatures the client did not carry back, from the gateway's store.
-    if targets.iter().any(|t| t.provider.dialect.checks_signatures()) {
+    if targets
+        .iter()
+        .any(|t| t.provider.dialect.checks_signatures())
+    {
         super::provider_state::fill(state, &tenant, &mut canonical.turns).await;
     }
     let display = ReasoningDisplay::for_request(&req);

@@ -39,7 +39,11 @@ pub(super) struct StateSink {
 impl StateSink {
     /// The sink of a response, when the gateway has a store; `stored_until` is the stored
     /// response's expiry, `None` when it is not stored.
-    pub(super) fn new(state: &AppState, tenant: &Tenant, stored_until: Option<i64>) -> Option<Self> {
+    pub(super) fn new(
+        state: &AppState,
+        tenant: &Tenant,
+        stored_until: Option<i64>,
+    ) -> Option<Self> {
         let store = state.provider_states.clone()?;
         let expires_at = stored_until.unwrap_or_else(|| time::now() + STATELESS_TTL_SECS);
         Some(Self {
@@ -66,11 +70,7 @@ impl StateSink {
             )
             .await;
         if let Err(e) = written {
-            tracing::warn!(
-                request_id,
-                code = e.code(),
-                "provider state not kept: {e}"
-            );
+            tracing::warn!(request_id, code = e.code(), "provider state not kept: {e}");
         }
     }
 }
