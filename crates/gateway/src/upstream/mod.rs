@@ -63,11 +63,10 @@ impl Upstreams {
     ///
     /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
     /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
-    /// as long as the waits fit in the provider's retry budget. A whole (non-streamed) answer is
-    /// read here, inside the retries: a body cut mid-way (`upstream_body_cut`) is retried like
-    /// any failure before the client saw a byte. Nothing of a stream is retried once the
-    /// upstream has answered 2xx. An error after retries were spent (or refused by the budget)
-    /// is [`GatewayError::Retried`], which tells the client's SDK not to retry again.
+    /// as long as the waits fit in the provider's retry budget. Nothing is retried here once the
+    /// upstream has answered 2xx (a whole answer's body is read by [`Self::read_whole`]). An
+    /// error after retries were spent (or refused by the budget) is [`GatewayError::Retried`],
+    /// which tells the client's SDK not to retry again.
     pub(crate) async fn send(
         &self,
         provider: &Provider,
@@ -84,6 +83,47 @@ impl Upstreams {
         self.send_retrying(client, provider, model, payload, stream)
             .instrument(span)
             .await
+    }
+
+    /// Reads a whole (non-streamed) answer to its end, bounded. Nothing of it has reached the
+    /// client yet, so a body cut mid-way (`upstream_body_cut`) is retried like a failure before
+    /// the first byte: `payload` is sent again (through [`Self::send`]) up to the provider's
+    /// `max_retries`, within its retry budget; spent, the error is [`GatewayError::Retried`].
+    pub(crate) async fn read_whole(
+        &self,
+        mut response: reqwest::Response,
+        provider: &Provider,
+        model: &str,
+        payload: &Bytes,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0u32;
+        loop {
+            let error = match read_capped(response, MAX_RESPONSE_BODY).await {
+                Err(error @ GatewayError::UpstreamBodyCut(_)) => error,
+                other => return other,
+            };
+            let wait = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
+            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
+                if provider.max_retries == 0 {
+                    return Err(error);
+                }
+                return Err(GatewayError::Retried {
+                    attempts: attempt + 1,
+                    error: Box::new(error),
+                });
+            }
+            tracing::info!(
+                provider = provider.name,
+                attempt = attempt + 1,
+                wait_ms = wait.as_millis() as u64,
+                "the upstream answer broke off; sending the request again"
+            );
+            tokio::time::sleep(wait).await;
+            waited += wait;
+            attempt += 1;
+            response = self.send(provider, model, payload, false).await?;
+        }
     }
 
     async fn send_retrying(
@@ -172,10 +212,7 @@ impl Upstreams {
         let response = sent.map_err(send_error)?;
         let status = response.status();
         if status.is_success() {
-            if stream {
-                return Ok(response);
-            }
-            return whole_in_memory(response).await;
+            return Ok(response);
         }
         let retry_after = response
             .headers()
@@ -193,20 +230,6 @@ impl Upstreams {
             ))),
         ))
     }
-}
-
-/// A whole answer read to its end (bounded), as a response served from memory: a body cut
-/// mid-way is an error while the request can still be retried.
-async fn whole_in_memory(response: reqwest::Response) -> Result<reqwest::Response, GatewayError> {
-    let mut head = axum::http::Response::builder().status(response.status());
-    for (name, value) in response.headers() {
-        head = head.header(name, value);
-    }
-    let body = read_capped(response, MAX_RESPONSE_BODY).await?;
-    let whole = head
-        .body(Bytes::from(body))
-        .map_err(|e| GatewayError::UpstreamBodyCut(e.to_string()))?;
-    Ok(reqwest::Response::from(whole))
 }
 
 /// How long to wait before retrying after `error`, or `None` when it must not be retried.

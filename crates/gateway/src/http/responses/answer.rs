@@ -20,7 +20,7 @@ use super::provider_state::StateSink;
 use super::repair::{RepairRounds, record_repairs};
 use super::rounds::Rounds;
 use super::sse::{Pump, stream_response};
-use super::sync::sync_response;
+use super::sync::{Resend, sync_response};
 use super::tool_loop::{Continuation, ToolRounds};
 use super::transport::{Framing, wait_for};
 use super::{
@@ -248,6 +248,8 @@ async fn assemble(
         usage_basis: routed.usage_basis,
         provider,
         upstream_model: routed.upstream_model,
+        payload: routed.payload,
+        upstreams: state.upstreams.clone(),
     };
     match answer {
         Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
@@ -267,6 +269,9 @@ struct Assembled<'a> {
     usage_basis: Option<axum::body::Bytes>,
     provider: &'a crate::config::Provider,
     upstream_model: String,
+    /// The request as sent, to send again when a whole answer breaks off mid-body.
+    payload: axum::body::Bytes,
+    upstreams: Arc<crate::upstream::Upstreams>,
 }
 
 /// A streamed answer: the pump, its first snapshot stored first.
@@ -334,6 +339,8 @@ async fn whole(
         usage_basis,
         provider,
         upstream_model,
+        payload,
+        upstreams,
     } = assembled;
     for item in prelude {
         assembler.gateway_item(item, &mut Vec::new());
@@ -352,6 +359,7 @@ async fn whole(
             &profile,
             usage_basis,
             rounds,
+            Resend { upstreams: &upstreams, provider, model: &upstream_model, payload },
         ) => response?,
     };
     record_repairs(
