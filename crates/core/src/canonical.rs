@@ -158,9 +158,13 @@ pub struct AssistantTurn {
     pub text: Option<String>,
     /// The turn's reasoning text, for providers that need it replayed.
     pub reasoning: Option<String>,
-    /// The provider's signature over that reasoning (Anthropic), recovered from its sealed blob;
-    /// a provider that checks signatures gets the reasoning back only with it.
+    /// The provider's signature over that reasoning (Anthropic's `thinking`, Gemini's
+    /// `thoughtSignature`), recovered from its sealed blob or the gateway's provider-state
+    /// store; a provider that checks signatures gets the reasoning back only with it.
     pub reasoning_signature: Option<String>,
+    /// Reasoning the provider returned encrypted (Anthropic's `redacted_thinking` `data`),
+    /// recovered the same way, replayed unchanged.
+    pub redacted_reasoning: Vec<String>,
     /// `encrypted_content` blobs of the turn's reasoning items that had no plain text; opened by
     /// [`crate::reasoning::open_sealed`].
     pub sealed_reasoning: Vec<String>,

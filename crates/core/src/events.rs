@@ -19,6 +19,9 @@ pub enum UpstreamEvent {
     /// `signature`). It is sealed with the reasoning into `encrypted_content`, so a later turn
     /// can hand the reasoning back exactly as the provider requires.
     ReasoningSignature(String),
+    /// Reasoning the provider returned encrypted (Anthropic's `redacted_thinking` `data`): kept
+    /// with the reasoning like a signature and handed back unchanged on the next turn.
+    RedactedReasoning(String),
     /// A fragment of a tool call.
     ToolCall(ToolCallDelta),
     /// A web search the provider ran itself within the turn (Anthropic's server tool, Gemini's

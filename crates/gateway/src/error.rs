@@ -71,6 +71,16 @@ pub enum GatewayError {
     UpstreamUnreachable(String),
     #[error("the upstream provider did not answer in time")]
     UpstreamTimeout,
+    /// The upstream answered 2xx, then its body broke off before its end.
+    #[error("the upstream provider's answer broke off before its end: {0}")]
+    UpstreamBodyCut(String),
+    /// `error`, after the gateway spent its retries on it (or its retry budget refused one):
+    /// answered like `error`, with `x-should-retry: false` so the client does not retry again.
+    #[error("{error} (after {attempts} attempts)")]
+    Retried {
+        attempts: u32,
+        error: Box<GatewayError>,
+    },
     #[error("not found: {0}")]
     RouteNotFound(String),
     #[error("previous response `{0}` was not found (it was never stored, was deleted, or expired)")]
@@ -135,6 +145,8 @@ impl GatewayError {
             Self::UnsupportedEncoding(_) => "unsupported_content_encoding",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamTimeout => "upstream_timeout",
+            Self::UpstreamBodyCut(_) => "upstream_body_cut",
+            Self::Retried { error, .. } => error.code(),
             Self::RouteNotFound(_) => "not_found",
             Self::PreviousResponseNotFound(_) => "previous_response_not_found",
             Self::ItemReferenceNotFound { .. } => "item_reference_not_found",
@@ -167,7 +179,10 @@ impl GatewayError {
             Self::MethodNotAllowed { .. } => 405,
             Self::Rejected(status) => *status,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
-            Self::UpstreamUnreachable(_) | Self::InvalidToolCall(_) => 502,
+            Self::UpstreamUnreachable(_) | Self::UpstreamBodyCut(_) | Self::InvalidToolCall(_) => {
+                502
+            }
+            Self::Retried { error, .. } => return error.status(),
             Self::UpstreamTimeout => 504,
             Self::ModelNotAllowed { .. } | Self::ToolNotAllowed { .. } => 403,
             Self::BudgetExhausted { .. } | Self::RateLimited { .. } => 429,
@@ -181,6 +196,11 @@ impl GatewayError {
         match self {
             Self::Request(e) => e.body(),
             Self::Upstream(e) => e.body(),
+            Self::Retried { error, attempts } => {
+                let mut body = error.body();
+                body.error.message = format!("{} (after {attempts} attempts)", body.error.message);
+                body
+            }
             _ => {
                 let (kind, param) = match self {
                     Self::Unauthorized => ("authentication_error", None),
@@ -246,7 +266,8 @@ impl GatewayError {
     /// True for failures another provider might not have: unreachable, timed out, 5xx, 429.
     pub fn allows_fallback(&self) -> bool {
         match self {
-            Self::UpstreamUnreachable(_) | Self::UpstreamTimeout => true,
+            Self::UpstreamUnreachable(_) | Self::UpstreamTimeout | Self::UpstreamBodyCut(_) => true,
+            Self::Retried { error, .. } => error.allows_fallback(),
             Self::Upstream(toolbridge_providers::Error::Upstream(e)) => {
                 e.status == 429 || e.status >= 500
             }
@@ -256,6 +277,7 @@ impl GatewayError {
 
     fn retry_after(&self) -> Option<String> {
         match self {
+            Self::Retried { error, .. } => error.retry_after(),
             Self::Upstream(toolbridge_providers::Error::Upstream(e)) => e.retry_after.clone(),
             Self::BudgetExhausted {
                 retry_after_secs, ..
@@ -282,6 +304,10 @@ impl IntoResponse for GatewayError {
             .and_then(|v| HeaderValue::from_str(&v).ok())
         {
             headers.insert(header::RETRY_AFTER, v);
+        }
+        if matches!(self, Self::Retried { .. }) {
+            // The OpenAI SDKs honour it: their retries would multiply the gateway's.
+            headers.insert("x-should-retry", HeaderValue::from_static("false"));
         }
         if matches!(self, Self::Unauthorized) {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

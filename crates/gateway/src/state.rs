@@ -14,7 +14,7 @@ use crate::platform::seal::AeadSealer;
 use crate::platform::sessions::EventBus;
 use crate::upstream::Upstreams;
 use toolbridge_core::reasoning::Sealer;
-use toolbridge_store::{CaptureStore, KeyStore, ResponseStore, SqlStore};
+use toolbridge_store::{CaptureStore, KeyStore, ProviderStateStore, ResponseStore, SqlStore};
 
 /// Shared, read-only state of the application.
 #[derive(Clone)]
@@ -45,6 +45,9 @@ pub struct AppState {
     pub(crate) sessions: EventBus,
     /// Request captures (`[capture]`); `None` when storage is off.
     pub(crate) captures: Option<Arc<dyn CaptureStore>>,
+    /// Provider state by `call_id` (signatures a later turn must send back); `None` when
+    /// storage is off (sealed `encrypted_content` is then the only way back).
+    pub(crate) provider_states: Option<Arc<dyn ProviderStateStore>>,
     /// Compiled tool checks shared by every request (kept across reloads: they depend only on
     /// the tools a request declares).
     pub(crate) schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
@@ -65,6 +68,7 @@ impl AppState {
     pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
         let mut key_store: Option<Arc<dyn KeyStore>> = None;
         let mut captures: Option<Arc<dyn CaptureStore>> = None;
+        let mut provider_states: Option<Arc<dyn ProviderStateStore>> = None;
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
             Some(url) => {
@@ -89,6 +93,7 @@ impl AppState {
                 }
                 key_store = Some(Arc::new(store.clone()));
                 captures = Some(Arc::new(store.clone()));
+                provider_states = Some(Arc::new(store.clone()));
                 Some(Arc::new(store))
             }
         };
@@ -129,6 +134,7 @@ impl AppState {
                 limits: Arc::new(limits),
                 sessions,
                 captures,
+                provider_states,
                 schema_cache: Arc::default(),
             },
             tx,

@@ -319,7 +319,8 @@ async fn compact_on_an_anthropic_provider_summarises_through_messages() {
 }
 
 /// An `error` event after the answer started ends the stream with one `response.failed`, the
-/// text so far not completed, and a code a Responses client acts on.
+/// text so far not completed, a code OpenAI documents (the finer one beside it), and the
+/// reasoning item completed before the failure kept in the failed response's output.
 #[tokio::test]
 async fn a_mid_stream_error_event_fails_the_response_once() {
     let h = harness(0).await;
@@ -327,11 +328,23 @@ async fn a_mid_stream_error_event_fails_the_response_once() {
         message_start(8),
         (
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
         ),
         (
             "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Part"}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me answer."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Part"}}),
         ),
         (
             "error",
@@ -357,10 +370,19 @@ async fn a_mid_stream_error_event_fails_the_response_once() {
     assert_eq!(last["status"], "failed");
     let message = last["error"]["message"].as_str().unwrap();
     assert!(message.contains("Overloaded"), "{last:#}");
+    assert_eq!(last["error"]["code"], "server_error", "{last:#}");
+    assert_eq!(last["error"]["toolbridge_code"], "upstream_overloaded");
     assert!(
         !kinds.iter().any(|t| t == "response.output_text.done"),
         "a cut-off message must not be completed: {kinds:?}"
     );
+    let output = last["output"].as_array().unwrap();
+    assert_eq!(
+        output.len(),
+        1,
+        "the completed reasoning item only: {last:#}"
+    );
+    assert_eq!(output[0]["type"], "reasoning");
 }
 
 /// Streamed thinking comes back as a `reasoning` item before the message.

@@ -255,7 +255,11 @@ async fn a_stream_left_while_the_gateway_shuts_down_still_ends_stored() {
         .unwrap()
         .expect("stored");
     assert_eq!(stored.status, "failed", "{:#}", stored.response);
-    assert_eq!(stored.response["error"]["code"], "server_shutting_down");
+    assert_eq!(stored.response["error"]["code"], "server_error");
+    assert_eq!(
+        stored.response["error"]["toolbridge_code"],
+        "server_shutting_down"
+    );
 }
 
 #[tokio::test]

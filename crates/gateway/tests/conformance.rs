@@ -386,7 +386,13 @@ fn check_response(
     match outcome {
         Outcome::Failed(code) => {
             assert_eq!(body["status"], "failed", "{body:#}");
-            assert_eq!(body["error"]["code"], code, "{body:#}");
+            // The documented code, and the gateway's own beside it when it differs.
+            let documented = toolbridge_core::assemble::codes::public_code(code);
+            assert_eq!(body["error"]["code"], documented, "{body:#}");
+            let fine = body["error"]["toolbridge_code"]
+                .as_str()
+                .unwrap_or(documented);
+            assert_eq!(fine, code, "{body:#}");
             return;
         }
         Outcome::Incomplete => {

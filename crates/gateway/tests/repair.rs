@@ -369,7 +369,8 @@ async fn the_fail_policy_fails_the_response_naming_the_tool_and_pointer() {
         "{message}"
     );
 
-    // Streamed, the headers are out: the response fails with the same code.
+    // Streamed, the headers are out: the response fails with a documented code, the same
+    // code beside it.
     h.upstream.push(streamed_call(
         "call_2",
         "exec_command",
@@ -378,7 +379,11 @@ async fn the_fail_policy_fails_the_response_naming_the_tool_and_pointer() {
     let events = h.post_stream(&request(true)).await;
     let last = events.last().unwrap();
     assert_eq!(last.data["type"], "response.failed");
-    assert_eq!(last.data["response"]["error"]["code"], "invalid_tool_call");
+    assert_eq!(last.data["response"]["error"]["code"], "server_error");
+    assert_eq!(
+        last.data["response"]["error"]["toolbridge_code"],
+        "invalid_tool_call"
+    );
     assert!(!events.iter().any(|e| e.data.to_string().contains("call_2")));
 }
 

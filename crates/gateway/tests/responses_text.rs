@@ -289,7 +289,8 @@ async fn json_schema_degrades_to_json_mode_and_strict_output_is_validated() {
     let (status, body) = h.post_json(&request).await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "failed");
-    assert_eq!(body["error"]["code"], "output_validation_failed");
+    assert_eq!(body["error"]["code"], "server_error");
+    assert_eq!(body["error"]["toolbridge_code"], "output_validation_failed");
     assert!(
         body["error"]["message"].as_str().unwrap().contains("/n"),
         "{body}"
@@ -475,8 +476,9 @@ async fn an_empty_stream_fails_with_a_specific_code() {
             "response.failed"
         ]
     );
+    assert_eq!(events[2].data["response"]["error"]["code"], "server_error");
     assert_eq!(
-        events[2].data["response"]["error"]["code"],
+        events[2].data["response"]["error"]["toolbridge_code"],
         "empty_upstream_response"
     );
 }

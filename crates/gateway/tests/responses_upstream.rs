@@ -371,10 +371,9 @@ async fn upstream_errors_keep_their_status_before_the_stream_and_fail_it_after()
         .post_stream(&json!({"model": "m", "input": "hi", "stream": true}))
         .await;
     assert_eq!(events.len(), 3);
-    assert_eq!(
-        events.last().unwrap().data["response"]["error"]["code"],
-        "empty_upstream_response"
-    );
+    let error = &events.last().unwrap().data["response"]["error"];
+    assert_eq!(error["code"], "server_error");
+    assert_eq!(error["toolbridge_code"], "empty_upstream_response");
 }
 
 #[tokio::test]

@@ -66,6 +66,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE toolbridge_conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE toolbridge_conversation_items ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE toolbridge_captures ADD COLUMN tenant TEXT NOT NULL DEFAULT ''",
+    // Provider state by call (`provider_states`).
+    "CREATE TABLE IF NOT EXISTS toolbridge_provider_states (
+        tenant TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        PRIMARY KEY (tenant, call_id)
+    )",
+    "CREATE INDEX IF NOT EXISTS toolbridge_provider_states_expires ON toolbridge_provider_states (expires_at)",
+    "CREATE INDEX IF NOT EXISTS toolbridge_provider_states_age ON toolbridge_provider_states (tenant, created_at)",
 ];
 
 impl SqlStore {

@@ -32,6 +32,10 @@ pub enum Reply {
     /// An SSE body whose connection breaks after these pieces (the body fails mid-way, so the
     /// reader sees an aborted transfer, not a clean end).
     StreamThenReset { pieces: Vec<String> },
+    /// A 200 JSON answer whose connection breaks after `sent` of its bytes: the headers (with
+    /// the whole body's `Content-Length`) and the first bytes go out, then, after a short
+    /// pause, the connection drops, so the reader sees a body cut mid-way.
+    JsonThenReset { body: String, sent: usize },
     /// Another reply, served after a pause (a slow upstream).
     Delayed { pause: Duration, reply: Box<Reply> },
     /// An SSE body of exact byte pieces, which need not be UTF-8.
@@ -310,6 +314,34 @@ async fn handle(
             )),
         )
             .into_response(),
+        Some(Reply::JsonThenReset { body, sent }) => {
+            let length = body.len();
+            let head = Bytes::from(body.into_bytes()).slice(..sent.min(length));
+            let parts = stream::unfold(Some(head), |state| async move {
+                match state {
+                    Some(head) => Some((Ok(head), None)),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        let reset = std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "fake upstream: connection dropped",
+                        );
+                        // The stream ends after this error (the body is aborted).
+                        Some((Err::<Bytes, std::io::Error>(reset), None))
+                    }
+                }
+            });
+            let mut response = (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                Body::from_stream(parts),
+            )
+                .into_response();
+            if let Ok(v) = axum::http::HeaderValue::from_str(&length.to_string()) {
+                response.headers_mut().insert("content-length", v);
+            }
+            response
+        }
         Some(Reply::StreamThenReset { pieces }) => {
             let mut parts: Vec<Result<Bytes, std::io::Error>> =
                 pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();

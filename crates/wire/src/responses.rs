@@ -31,8 +31,8 @@ pub use items::{
 pub use response::{
     Diagnostic, IncompleteDetails, InputTokensDetails, McpApprovalRequestItem,
     McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent, OutputItem,
-    OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,
-    WebSearchCallItem,
+    OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response, ResponseError,
+    ResponseStatus, Usage, WebSearchCallItem,
 };
 pub use search::{AdditionalToolsItem, ToolSearchCallItem, ToolSearchOutputItem};
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use toolbridge_wire::responses::{
-    Diagnostic, EventKind, OutputItem, Response, ResponseError, ResponseStatus, StreamEvent, Usage,
+    Diagnostic, EventKind, OutputItem, ProviderState, ProviderStateEntry, Response, ResponseStatus,
+    StreamEvent, Usage,
 };
 
 use super::calls::CallState;
@@ -70,6 +71,10 @@ pub struct Assembler {
     pub(super) repair: Option<Arc<ToolSchemas>>,
     /// Client calls of this round already shown (repair on, beside gateway calls).
     pub(super) client_calls_shown: bool,
+    /// Provider state kept for the client calls it goes back with (see `text::keep_state`).
+    pub(super) provider_states: Vec<ProviderStateEntry>,
+    /// Whether the last of `provider_states` still takes the calls that become final.
+    pub(super) state_open: bool,
 }
 
 #[derive(Debug)]
@@ -81,6 +86,8 @@ pub(super) enum Open {
         text: String,
         /// The provider's signature over this reasoning, sealed with it.
         signature: Option<String>,
+        /// Redacted reasoning beside it (Anthropic's `redacted_thinking`), sealed with it.
+        redacted: Vec<String>,
     },
     Message {
         index: usize,
@@ -122,6 +129,8 @@ impl Assembler {
             forced_incomplete: None,
             repair: options.repair,
             client_calls_shown: false,
+            provider_states: Vec::new(),
+            state_open: false,
         }
     }
 
@@ -163,12 +172,19 @@ impl Assembler {
             UpstreamEvent::Text(delta) => self.text(delta, false, out),
             UpstreamEvent::Refusal(delta) => self.text(delta, true, out),
             UpstreamEvent::Reasoning(delta) => self.reasoning(delta, out),
-            UpstreamEvent::ReasoningSignature(sig) => {
-                // Only reasoning with text can be replayed; a signature alone is dropped.
-                if let Open::Reasoning { signature, .. } = &mut self.current {
-                    self.round.reasoning_signature = Some(sig.clone());
-                    *signature = Some(sig);
-                }
+            UpstreamEvent::ReasoningSignature(signature) => {
+                let state = ProviderState {
+                    signature: Some(signature),
+                    ..ProviderState::default()
+                };
+                self.provider_state(state, out);
+            }
+            UpstreamEvent::RedactedReasoning(data) => {
+                let state = ProviderState {
+                    redacted: vec![data],
+                    ..ProviderState::default()
+                };
+                self.provider_state(state, out);
             }
             UpstreamEvent::ToolCall(delta) => self.tool_call(delta, out),
             UpstreamEvent::WebSearch { query } => {
@@ -264,10 +280,7 @@ impl Assembler {
     ) -> Response {
         self.current = Open::None;
         self.calls.clear();
-        let error = ResponseError {
-            code: code.to_owned(),
-            message,
-        };
+        let error = super::codes::response_error(code, message);
         self.terminate(ResponseStatus::Failed, Some(error), None, completed_at, out)
     }
 
@@ -299,6 +312,11 @@ impl Assembler {
 
     /// `output_item.done` for a final item, which takes its slot in the output.
     pub(super) fn done(&mut self, index: usize, item: OutputItem, out: &mut Vec<StreamEvent>) {
+        if self.state_open
+            && let Some(call_id) = client_call_id(&item)
+        {
+            self.state_for_call(&call_id);
+        }
         self.push(
             out,
             EventKind::OutputItemDone {
@@ -328,4 +346,17 @@ impl Assembler {
         );
         self.done(index, done, out);
     }
+}
+
+/// The `call_id` of a call item the client runs (a function, custom, shell or patch call).
+fn client_call_id(item: &OutputItem) -> Option<String> {
+    let value = match item {
+        OutputItem::Reasoning(_) | OutputItem::Message(_) => return None,
+        other => serde_json::to_value(other).ok()?,
+    };
+    let kind = value["type"].as_str()?;
+    if !kind.ends_with("_call") || kind.starts_with("mcp") || kind.starts_with("web_search") {
+        return None;
+    }
+    value["call_id"].as_str().map(str::to_owned)
 }

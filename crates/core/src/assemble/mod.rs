@@ -86,7 +86,60 @@ pub mod codes {
     /// The `incomplete_details.reason` of an answer the upstream cut off: it ended with neither a
     /// finish reason nor its dialect's end marker.
     pub const UPSTREAM_TRUNCATED: &str = "upstream_truncated";
+
+    /// The codes OpenAI documents for `error.code` of a failed response, plus
+    /// `context_length_exceeded`, which OpenAI sends for a context overflow and Codex reads.
+    pub const DOCUMENTED: &[&str] = &[
+        "server_error",
+        "rate_limit_exceeded",
+        "invalid_prompt",
+        "vector_store_timeout",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "invalid_image_mode",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+        "context_length_exceeded",
+    ];
+
+    /// The documented code a failed response shows for the gateway's finer `code`: itself when
+    /// documented; `invalid_prompt` for a request the upstream refused as it is (retrying it
+    /// cannot help); `server_error` for everything else.
+    pub fn public_code(code: &str) -> &'static str {
+        if let Some(known) = DOCUMENTED.iter().find(|c| **c == code) {
+            return known;
+        }
+        match code {
+            "upstream_bad_request" | "upstream_request_too_large" => "invalid_prompt",
+            _ => "server_error",
+        }
+    }
+
+    /// The `error` of a failed response: the documented code, and the finer one beside it in
+    /// `toolbridge_code` when they differ.
+    pub fn response_error(
+        code: &str,
+        message: String,
+    ) -> toolbridge_wire::responses::ResponseError {
+        let public = public_code(code);
+        toolbridge_wire::responses::ResponseError {
+            code: public.to_owned(),
+            message,
+            toolbridge_code: (public != code).then(|| code.to_owned()),
+        }
+    }
 }
 
+#[cfg(test)]
+mod state_tests;
 #[cfg(test)]
 mod tests;

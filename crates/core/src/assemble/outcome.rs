@@ -26,10 +26,7 @@ impl Assembler {
         let failed = |code: &str, message: String| {
             (
                 ResponseStatus::Failed,
-                Some(ResponseError {
-                    code: code.to_owned(),
-                    message,
-                }),
+                Some(super::codes::response_error(code, message)),
                 None,
             )
         };
@@ -108,6 +105,10 @@ impl Assembler {
             .flatten()
             .collect();
         response.usage = self.usage.take();
+        response.provider_states = std::mem::take(&mut self.provider_states)
+            .into_iter()
+            .filter(|e| !e.call_ids.is_empty())
+            .collect();
         let snapshot = Box::new(response.clone());
         let kind = match status {
             ResponseStatus::Completed => EventKind::Completed { response: snapshot },

@@ -65,6 +65,8 @@ pub struct RoundOutput {
     pub reasoning: Option<String>,
     /// The provider's signature over that reasoning (Anthropic, Gemini), needed to replay it.
     pub reasoning_signature: Option<String>,
+    /// Redacted reasoning of the round (Anthropic's `redacted_thinking`), replayed unchanged.
+    pub reasoning_redacted: Vec<String>,
 }
 
 impl Assembler {
@@ -247,6 +249,7 @@ impl Assembler {
                 text: round.text,
                 reasoning: round.reasoning,
                 reasoning_signature: round.reasoning_signature,
+                redacted_reasoning: round.reasoning_redacted,
                 sealed_reasoning: Vec::new(),
                 tool_calls,
             },

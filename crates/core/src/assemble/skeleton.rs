@@ -69,6 +69,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         prompt_cache_key: req.prompt_cache_key.clone(),
         conversation: conversation_id(req).map(|id| serde_json::json!({"id": id})),
         toolbridge_diagnostics: Vec::new(),
+        provider_states: Vec::new(),
     }
 }
 

@@ -207,7 +207,13 @@ fn failing_mid_stream_never_completes_the_open_item() {
         }
     )));
     assert_eq!(response.status, ResponseStatus::Failed);
-    assert_eq!(response.error.unwrap().code, "upstream_stream_error");
+    // A documented code, the gateway's own beside it.
+    let error = response.error.unwrap();
+    assert_eq!(error.code, "server_error");
+    assert_eq!(
+        error.toolbridge_code.as_deref(),
+        Some("upstream_stream_error")
+    );
     // The text item was closed (final) when the call started; the call was not.
     assert_eq!(response.output.len(), 1);
     assert!(matches!(out.last().unwrap().kind, EventKind::Failed { .. }));
@@ -217,7 +223,12 @@ fn failing_mid_stream_never_completes_the_open_item() {
 fn nothing_at_all_is_a_failure_with_a_specific_code() {
     let (_, response) = run(vec![UpstreamEvent::Finish(FinishReason::Stop)]);
     assert_eq!(response.status, ResponseStatus::Failed);
-    assert_eq!(response.error.unwrap().code, codes::EMPTY_RESPONSE);
+    let error = response.error.unwrap();
+    assert_eq!(error.code, "server_error");
+    assert_eq!(
+        error.toolbridge_code.as_deref(),
+        Some(codes::EMPTY_RESPONSE)
+    );
 }
 
 #[test]

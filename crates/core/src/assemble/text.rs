@@ -5,8 +5,8 @@
 //! Not here: tool calls (`calls`, `closing`), which close the open text item before they start.
 
 use toolbridge_wire::responses::{
-    EventKind, OutputContent, OutputItem, OutputMessage, ReasoningContent, ReasoningItem,
-    StreamEvent, SummaryPart,
+    EventKind, OutputContent, OutputItem, OutputMessage, ProviderState, ProviderStateEntry,
+    ReasoningContent, ReasoningItem, StreamEvent, SummaryPart,
 };
 
 use super::machine::{Assembler, Open, Part};
@@ -117,6 +117,35 @@ impl Assembler {
             .reasoning
             .get_or_insert_with(String::new)
             .push_str(&delta);
+        self.open_reasoning(out);
+        let summary = self.reasoning_display.summary;
+        let Open::Reasoning {
+            index, id, text, ..
+        } = &mut self.current
+        else {
+            return;
+        };
+        text.push_str(&delta);
+        let kind = if summary {
+            EventKind::ReasoningSummaryTextDelta {
+                item_id: id.clone(),
+                output_index: *index,
+                summary_index: 0,
+                delta,
+            }
+        } else {
+            EventKind::ReasoningTextDelta {
+                item_id: id.clone(),
+                output_index: *index,
+                content_index: 0,
+                delta,
+            }
+        };
+        self.push(out, kind);
+    }
+
+    /// Opens a reasoning item (its part included) unless one is open.
+    pub(super) fn open_reasoning(&mut self, out: &mut Vec<StreamEvent>) {
         self.saw_output = true;
         if !matches!(self.current, Open::Reasoning { .. }) {
             self.close_current(out);
@@ -161,32 +190,9 @@ impl Assembler {
                 id,
                 text: String::new(),
                 signature: None,
+                redacted: Vec::new(),
             };
         }
-        let summary = self.reasoning_display.summary;
-        let Open::Reasoning {
-            index, id, text, ..
-        } = &mut self.current
-        else {
-            return;
-        };
-        text.push_str(&delta);
-        let kind = if summary {
-            EventKind::ReasoningSummaryTextDelta {
-                item_id: id.clone(),
-                output_index: *index,
-                summary_index: 0,
-                delta,
-            }
-        } else {
-            EventKind::ReasoningTextDelta {
-                item_id: id.clone(),
-                output_index: *index,
-                content_index: 0,
-                delta,
-            }
-        };
-        self.push(out, kind);
     }
 
     pub(super) fn close_current(&mut self, out: &mut Vec<StreamEvent>) {
@@ -197,8 +203,17 @@ impl Assembler {
                 id,
                 text,
                 signature,
+                redacted,
             } => {
-                let encrypted_content = self.seal(&sealed_plaintext(&text, signature.as_deref()));
+                let state = ProviderState {
+                    text: text.clone(),
+                    signature,
+                    redacted,
+                };
+                let encrypted_content = self.seal(&sealed_plaintext(&state));
+                if state.is_signed() {
+                    self.keep_state(state);
+                }
                 let item = if self.reasoning_display.summary {
                     let part = SummaryPart::summary_text(text.clone());
                     self.push(
@@ -273,6 +288,66 @@ impl Assembler {
                 });
                 self.done(index, item, out);
             }
+        }
+    }
+}
+
+impl Assembler {
+    /// A signature or redacted reasoning from the upstream: it joins the open reasoning item;
+    /// with none open, it opens an empty one when the request wants sealed reasoning (the blob
+    /// carries it), else it is kept for the calls that follow.
+    pub(super) fn provider_state(&mut self, state: ProviderState, out: &mut Vec<StreamEvent>) {
+        if !matches!(self.current, Open::Reasoning { .. }) && self.reasoning_display.encrypted {
+            self.open_reasoning(out);
+        }
+        if let Some(signature) = &state.signature {
+            self.round.reasoning_signature = Some(signature.clone());
+        }
+        self.round
+            .reasoning_redacted
+            .extend(state.redacted.iter().cloned());
+        match &mut self.current {
+            Open::Reasoning {
+                signature,
+                redacted,
+                ..
+            } => {
+                if state.signature.is_some() {
+                    *signature = state.signature;
+                }
+                redacted.extend(state.redacted);
+            }
+            _ => self.keep_state(state),
+        }
+    }
+
+    /// Keeps provider state for the calls that follow: merged into the last state no call took
+    /// yet, else a new entry.
+    pub(super) fn keep_state(&mut self, state: ProviderState) {
+        match self.provider_states.last_mut() {
+            Some(last) if self.state_open && last.call_ids.is_empty() => {
+                if last.state.text.is_empty() {
+                    last.state.text = state.text;
+                }
+                if state.signature.is_some() {
+                    last.state.signature = state.signature;
+                }
+                last.state.redacted.extend(state.redacted);
+            }
+            _ => self.provider_states.push(ProviderStateEntry {
+                call_ids: Vec::new(),
+                state,
+            }),
+        }
+        self.state_open = true;
+    }
+
+    /// A client call item became final: the provider state before it goes back with it.
+    pub(super) fn state_for_call(&mut self, call_id: &str) {
+        if self.state_open
+            && let Some(last) = self.provider_states.last_mut()
+        {
+            last.call_ids.push(call_id.to_owned());
         }
     }
 }

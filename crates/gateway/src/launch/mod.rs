@@ -51,6 +51,7 @@ pub(crate) async fn serve_reloadable(
         std::time::Duration::from_secs(5),
     ));
     let captures = state.captures.clone();
+    let provider_states = state.provider_states.clone();
     if let Some(store) = state.store.clone() {
         // In the background: a heartbeat (so other processes know this one's runs are alive),
         // failing runs that dead processes left behind, and deleting expired responses.
@@ -81,6 +82,13 @@ pub(crate) async fn serve_reloadable(
                         Ok(0) => {}
                         Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
                         Err(e) => tracing::warn!("purging expired responses failed: {e}"),
+                    }
+                    if let Some(states) = &provider_states {
+                        match states.purge_provider_states(now).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(purged = n, "expired provider states deleted"),
+                            Err(e) => tracing::warn!("purging expired provider states failed: {e}"),
+                        }
                     }
                     if let Some(captures) = &captures {
                         match captures.purge_captures(now).await {

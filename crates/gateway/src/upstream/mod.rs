@@ -63,8 +63,10 @@ impl Upstreams {
     ///
     /// Connect errors, timeouts, 5xx and 429 are retried up to the provider's `max_retries`,
     /// waiting `Retry-After` when the upstream gives one and an exponential backoff otherwise,
-    /// as long as the waits fit in the provider's retry budget. Nothing is retried once the
-    /// upstream has answered 2xx.
+    /// as long as the waits fit in the provider's retry budget. Nothing is retried here once the
+    /// upstream has answered 2xx (a whole answer's body is read by [`Self::read_whole`]). An
+    /// error after retries were spent (or refused by the budget) is [`GatewayError::Retried`],
+    /// which tells the client's SDK not to retry again.
     pub(crate) async fn send(
         &self,
         provider: &Provider,
@@ -81,6 +83,47 @@ impl Upstreams {
         self.send_retrying(client, provider, model, payload, stream)
             .instrument(span)
             .await
+    }
+
+    /// Reads a whole (non-streamed) answer to its end, bounded. Nothing of it has reached the
+    /// client yet, so a body cut mid-way (`upstream_body_cut`) is retried like a failure before
+    /// the first byte: `payload` is sent again (through [`Self::send`]) up to the provider's
+    /// `max_retries`, within its retry budget; spent, the error is [`GatewayError::Retried`].
+    pub(crate) async fn read_whole(
+        &self,
+        mut response: reqwest::Response,
+        provider: &Provider,
+        model: &str,
+        payload: &Bytes,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0u32;
+        loop {
+            let error = match read_capped(response, MAX_RESPONSE_BODY).await {
+                Err(error @ GatewayError::UpstreamBodyCut(_)) => error,
+                other => return other,
+            };
+            let wait = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
+            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
+                if provider.max_retries == 0 {
+                    return Err(error);
+                }
+                return Err(GatewayError::Retried {
+                    attempts: attempt + 1,
+                    error: Box::new(error),
+                });
+            }
+            tracing::info!(
+                provider = provider.name,
+                attempt = attempt + 1,
+                wait_ms = wait.as_millis() as u64,
+                "the upstream answer broke off; sending the request again"
+            );
+            tokio::time::sleep(wait).await;
+            waited += wait;
+            attempt += 1;
+            response = self.send(provider, model, payload, false).await?;
+        }
     }
 
     async fn send_retrying(
@@ -105,7 +148,15 @@ impl Upstreams {
                 return Err(error);
             };
             if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
-                return Err(error);
+                // The gateway's retry policy has had its say: with retries configured, the
+                // client's SDK must not multiply them (`x-should-retry: false`).
+                if provider.max_retries == 0 {
+                    return Err(error);
+                }
+                return Err(GatewayError::Retried {
+                    attempts: attempt + 1,
+                    error: Box::new(error),
+                });
             }
             tracing::info!(
                 provider = provider.name,
@@ -185,7 +236,9 @@ impl Upstreams {
 fn retry_wait(error: &GatewayError, attempt: u32) -> Option<Duration> {
     let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
     match error {
-        GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout => Some(backoff),
+        GatewayError::UpstreamUnreachable(_)
+        | GatewayError::UpstreamTimeout
+        | GatewayError::UpstreamBodyCut(_) => Some(backoff),
         GatewayError::Upstream(toolbridge_providers::Error::Upstream(e)) => match e.status {
             429 if e.code == "insufficient_quota" => None,
             429 | 500..=599 => Some(
@@ -242,11 +295,12 @@ async fn read_capped_inner(
     let mut out = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
+        // The upstream was reached and answered: a body that breaks off is not "unreachable".
         let chunk = chunk.map_err(|e| {
             if e.is_timeout() {
                 GatewayError::UpstreamTimeout
             } else {
-                GatewayError::UpstreamUnreachable(without_url(&e))
+                GatewayError::UpstreamBodyCut(without_url(&e))
             }
         })?;
         if out.len() + chunk.len() > limit {

@@ -8,9 +8,10 @@
 //!   role (tool outputs count as user turns) are merged into one message. This loses nothing, so
 //!   it is not reported.
 //! - Earlier reasoning is replayed only with the signature Anthropic made for it (recovered from
-//!   the sealed `encrypted_content`), as a `thinking` block leading its assistant message, and
-//!   only when this request has thinking on. Reasoning without a signature is not sent: Anthropic
-//!   rejects unsigned thinking.
+//!   the sealed `encrypted_content` or the gateway's provider-state store), as a `thinking`
+//!   block leading its assistant message (empty text when the model sent none), followed by its
+//!   `redacted_thinking` blocks unchanged, and only when this request has thinking on.
+//!   Reasoning without a signature is not sent: Anthropic rejects unsigned thinking.
 //! - Image `detail` has no Anthropic equivalent and is dropped.
 //! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
 //!   no JSON mode.
@@ -25,7 +26,8 @@ use toolbridge_core::diagnostics::{
 use toolbridge_core::plan::{NativeSearch, ToolPlan, UpstreamTool, sanitize};
 use toolbridge_wire::anthropic::{
     ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
-    System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice, ToolUseBlock,
+    RedactedThinkingBlock, System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice,
+    ToolUseBlock,
 };
 use toolbridge_wire::responses::Diagnostic;
 
@@ -203,21 +205,34 @@ pub(super) fn image_source(url: &str) -> ImageSource {
     }
 }
 
-/// Removes replayed thinking blocks, for a request with thinking off.
+/// Removes replayed thinking blocks (signed and redacted), for a request with thinking off.
 fn drop_thinking(messages: &mut [Message]) {
     for m in messages {
         if let MessageContent::Blocks(blocks) = &mut m.content {
-            blocks.retain(|b| !matches!(b, ContentBlock::Thinking(_)));
+            blocks.retain(|b| {
+                !matches!(
+                    b,
+                    ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_)
+                )
+            });
         }
     }
 }
 
 fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<ContentBlock> {
     let mut blocks = Vec::with_capacity(turn.tool_calls.len() + 2);
-    if let (Some(thinking), Some(signature)) = (&turn.reasoning, &turn.reasoning_signature) {
+    // Signed thinking goes back as it came, its text empty when the model sent none; redacted
+    // thinking after it, unchanged.
+    if let Some(signature) = &turn.reasoning_signature {
         blocks.push(ContentBlock::Thinking(ThinkingBlock {
-            thinking: thinking.clone(),
+            thinking: turn.reasoning.clone().unwrap_or_default(),
             signature: signature.clone(),
+            extra: Map::new(),
+        }));
+    }
+    for data in &turn.redacted_reasoning {
+        blocks.push(ContentBlock::RedactedThinking(RedactedThinkingBlock {
+            data: data.clone(),
             extra: Map::new(),
         }));
     }

@@ -8,7 +8,8 @@ use toolbridge_wire::responses::Diagnostic;
 use super::{UsageCounts, finish_reason};
 
 /// Decodes a whole answer. Tool calls are numbered by their block index, as in a stream.
-/// A thinking block's signature follows its reasoning as [`UpstreamEvent::ReasoningSignature`].
+/// A thinking block's signature follows its reasoning as [`UpstreamEvent::ReasoningSignature`];
+/// a `redacted_thinking` block is [`UpstreamEvent::RedactedReasoning`].
 pub fn decode(
     response: &MessagesResponse,
     diagnostics: &mut Vec<Diagnostic>,
@@ -36,6 +37,9 @@ pub fn decode(
                 out.push(UpstreamEvent::WebSearch {
                     query: super::stream::search_query(&call.input.to_string()),
                 });
+            }
+            ContentBlock::RedactedThinking(block) if !block.data.is_empty() => {
+                out.push(UpstreamEvent::RedactedReasoning(block.data.clone()));
             }
             ContentBlock::ServerToolUse(_)
             | ContentBlock::RedactedThinking(_)

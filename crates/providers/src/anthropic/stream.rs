@@ -11,8 +11,9 @@
 //!   ones, e.g. server tool blocks); a payload that is not JSON, or of the wrong shape, is skipped
 //!   with a diagnostic.
 //! - A thinking block's signature becomes one [`UpstreamEvent::ReasoningSignature`] when the
-//!   block stops, so the gateway seals it with the reasoning and can replay both.
-//!   `redacted_thinking` blocks have no event and are not replayed.
+//!   block stops, so the gateway keeps it with the reasoning and can replay both.
+//!   A `redacted_thinking` block (whole in its start event) becomes one
+//!   [`UpstreamEvent::RedactedReasoning`], kept and replayed the same way.
 
 use std::collections::BTreeSet;
 
@@ -146,6 +147,10 @@ impl MessagesDecoder {
                     out.push(UpstreamEvent::Reasoning(block.thinking));
                 }
                 self.thinking = Some((index, block.signature));
+            }
+            // Whole in its start event: its data goes back unchanged on the next turn.
+            ContentBlock::RedactedThinking(block) if !block.data.is_empty() => {
+                out.push(UpstreamEvent::RedactedReasoning(block.data));
             }
             ContentBlock::RedactedThinking(_)
             | ContentBlock::Image(_)

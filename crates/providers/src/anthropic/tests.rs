@@ -323,6 +323,7 @@ fn thinking_with_signature_is_kept() {
             UpstreamEvent::Reasoning("Let me think".to_owned()),
             UpstreamEvent::Reasoning(" step by step.".to_owned()),
             UpstreamEvent::ReasoningSignature("EqQBCgIYAhIM1gbcDa9GJwZA".to_owned()),
+            UpstreamEvent::RedactedReasoning("EmwKAhgBEgy3va3p".to_owned()),
         ]
     );
 }

@@ -114,6 +114,12 @@ impl Dialect {
         matches!(self, Self::Responses)
     }
 
+    /// Whether the provider checks signed provider state on replayed calls (Anthropic's signed
+    /// `thinking`, Gemini's `thoughtSignature`), which the gateway then keeps by `call_id`.
+    pub fn checks_signatures(self) -> bool {
+        matches!(self, Self::Anthropic | Self::Gemini)
+    }
+
     /// Whether the profile's Chat-shaped rules (its `tool_choice` forms and parameter fields)
     /// describe this dialect's translation.
     pub fn reads_chat_profile(self) -> bool {

@@ -3,9 +3,10 @@
 //! Decisions, documented here because clients depend on them:
 //! - Every system and developer turn goes to `systemInstruction`, one text part each, in order;
 //!   Gemini has no developer role and no system turn in the middle of `contents`.
-//! - Assistant turns become `model` contents; their reasoning text is not replayed (Gemini takes
-//!   thinking back only as `thoughtSignature`s, which core does not carry yet, so Gemini 3 may
-//!   reject a replayed function call).
+//! - Assistant turns become `model` contents; their reasoning text is not replayed: Gemini takes
+//!   thinking back only as the `thoughtSignature` on a step's first function call, which the
+//!   turn carries (sealed `encrypted_content`, or the gateway's provider-state store by
+//!   `call_id`), with or without thought text.
 //! - Function calls and responses carry no `id`: Gemini pairs them by name and order. A tool
 //!   output's name comes from the matching earlier call; its `response` is the output when that
 //!   is a JSON object, else `{"output": <the text>}`.

@@ -196,7 +196,7 @@ impl Relay {
                     Value::Object(event.clone())
                 };
                 let mapped = crate::chat::errors::from_stream_error(&error);
-                self.fail(&stream_code(&mapped.code), mapped.message, out);
+                self.fail(&mapped.code, mapped.message, out);
                 Ok(Flow::Done)
             }
             _ => {
@@ -279,7 +279,8 @@ impl Relay {
         );
     }
 
-    /// Ends the response with `response.failed` (`code` one a Responses client acts on).
+    /// Ends the response with `response.failed`: `error.code` is the documented code for `code`
+    /// (`codes::public_code`), with `code` itself in `toolbridge_code` when they differ.
     pub fn fail(&mut self, code: &str, message: String, out: &mut Vec<Value>) {
         if self.done {
             return;
@@ -289,9 +290,10 @@ impl Relay {
             map.insert("status".to_owned(), json!("failed"));
             let done: Vec<Value> = self.done_items.values().cloned().collect();
             map.insert("output".to_owned(), Value::Array(done));
+            let error = toolbridge_core::assemble::codes::response_error(code, message);
             map.insert(
                 "error".to_owned(),
-                json!({"code": code, "message": message}),
+                serde_json::to_value(error).unwrap_or_default(),
             );
         }
         let response = self.terminal(response);
@@ -376,14 +378,6 @@ pub fn error_event(data: &str) -> Option<crate::UpstreamError> {
         &event
     };
     Some(crate::chat::errors::from_stream_error(error))
-}
-
-/// The code of a mid-stream failure: the ones Responses clients act on.
-fn stream_code(mapped: &str) -> String {
-    match mapped {
-        "rate_limit_exceeded" | "context_length_exceeded" => mapped.to_owned(),
-        _ => "server_error".to_owned(),
-    }
 }
 
 /// A whole (non-streamed) answer made the gateway's: its identity, and `diagnostics`. An answer

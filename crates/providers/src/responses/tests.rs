@@ -161,10 +161,9 @@ fn an_unterminated_stream_ends_incomplete_and_an_empty_one_fails_with_a_specific
     );
     let (out, _) = relay_all(&[]);
     assert_eq!(out.len(), 3);
-    assert_eq!(
-        out.last().unwrap()["response"]["error"]["code"],
-        "empty_upstream_response"
-    );
+    let error = &out.last().unwrap()["response"]["error"];
+    assert_eq!(error["code"], "server_error");
+    assert_eq!(error["toolbridge_code"], "empty_upstream_response");
 }
 
 #[test]
@@ -179,11 +178,15 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
     let last = out.last().unwrap();
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["id"], "resp_gw");
-    assert_eq!(last["response"]["error"]["code"], "empty_upstream_response");
+    assert_eq!(last["response"]["error"]["code"], "server_error");
+    assert_eq!(
+        last["response"]["error"]["toolbridge_code"],
+        "empty_upstream_response"
+    );
     let mine = whole(completed, &skeleton(), &[], false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["status"], "failed");
-    assert_eq!(mine["error"]["code"], "empty_upstream_response");
+    assert_eq!(mine["error"]["toolbridge_code"], "empty_upstream_response");
     assert_eq!(mine["usage"]["input_tokens"], 3);
 }
 

@@ -50,6 +50,37 @@ pub struct Response {
     /// parameters, degraded tools, …). Absent when there is nothing to report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toolbridge_diagnostics: Vec<Diagnostic>,
+    /// The provider state a later turn must send back with this response's calls (signatures,
+    /// redacted reasoning), which the gateway keeps server-side. Never serialised.
+    #[serde(skip)]
+    pub provider_states: Vec<ProviderStateEntry>,
+}
+
+/// What a provider needs back, unchanged, with an assistant turn's calls: the reasoning text,
+/// its signature (Anthropic's signed `thinking`, Gemini's `thoughtSignature`) and Anthropic's
+/// `redacted_thinking` blocks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProviderState {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
+}
+
+impl ProviderState {
+    /// Whether a provider checks anything of it (a signature or redacted reasoning).
+    pub fn is_signed(&self) -> bool {
+        self.signature.is_some() || !self.redacted.is_empty()
+    }
+}
+
+/// One turn's [`ProviderState`] and the `call_id`s of the calls it goes back with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProviderStateEntry {
+    pub call_ids: Vec<String>,
+    pub state: ProviderState,
 }
 
 /// One decision toolbridge made that the client should be able to see.
@@ -84,8 +115,14 @@ pub struct IncompleteDetails {
 /// `error` of a failed response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResponseError {
+    /// One of the codes OpenAI documents for a failed response (`server_error`,
+    /// `rate_limit_exceeded`, `invalid_prompt`, …), so clients act on it.
     pub code: String,
     pub message: String,
+    /// The gateway's own finer code (`upstream_overloaded`, `empty_upstream_response`, …), when
+    /// it is not `code` itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolbridge_code: Option<String>,
 }
 
 /// Token usage of a response.

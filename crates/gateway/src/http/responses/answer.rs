@@ -16,10 +16,11 @@ use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use super::meter::Meter;
 use super::passthrough::Passthrough;
 use super::persist::Persist;
+use super::provider_state::StateSink;
 use super::repair::{RepairRounds, record_repairs};
 use super::rounds::Rounds;
 use super::sse::{Pump, stream_response};
-use super::sync::sync_response;
+use super::sync::{Resend, sync_response};
 use super::tool_loop::{Continuation, ToolRounds};
 use super::transport::{Framing, wait_for};
 use super::{
@@ -35,6 +36,8 @@ struct Setup {
     meta: ResponseMeta,
     meter: Meter,
     persist: Option<Persist>,
+    /// Where the response's provider state is kept (`provider_state`).
+    states: Option<StateSink>,
     flight: Flight,
     detach: Option<Detach>,
     /// The transport's framing of the events (SSE, or JSON texts for a WebSocket).
@@ -107,6 +110,8 @@ fn setup(
         }),
         _ => None,
     };
+    let stored_until = stored.then(|| meta.created_at + state.config.store_ttl.as_secs() as i64);
+    let states = StateSink::new(state, &prepared.tenant, stored_until);
     let flight = Flight::start(
         state,
         persist.as_ref().is_some_and(|p| p.keep_response),
@@ -118,6 +123,7 @@ fn setup(
         meta,
         meter,
         persist,
+        states,
         flight,
         detach,
         framing: caller.framing,
@@ -243,6 +249,8 @@ async fn assemble(
         usage_basis: routed.usage_basis,
         provider,
         upstream_model: routed.upstream_model,
+        payload: routed.payload,
+        upstreams: state.upstreams.clone(),
     };
     match answer {
         Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
@@ -262,6 +270,9 @@ struct Assembled<'a> {
     usage_basis: Option<axum::body::Bytes>,
     provider: &'a crate::config::Provider,
     upstream_model: String,
+    /// The request as sent, to send again when a whole answer breaks off mid-body.
+    payload: axum::body::Bytes,
+    upstreams: Arc<crate::upstream::Upstreams>,
 }
 
 /// A streamed answer: the pump, its first snapshot stored first.
@@ -300,6 +311,7 @@ async fn stream(
         prelude: assembled.prelude,
         meter: Some(setup.meter),
         persist: setup.persist,
+        states: setup.states,
         final_response: None,
         terminal: None,
         used: None,
@@ -328,6 +340,8 @@ async fn whole(
         usage_basis,
         provider,
         upstream_model,
+        payload,
+        upstreams,
     } = assembled;
     for item in prelude {
         assembler.gateway_item(item, &mut Vec::new());
@@ -346,6 +360,7 @@ async fn whole(
             &profile,
             usage_basis,
             rounds,
+            Resend { upstreams: &upstreams, provider, model: &upstream_model, payload },
         ) => response?,
     };
     record_repairs(
@@ -353,6 +368,9 @@ async fn whole(
         &upstream_model,
         &response.toolbridge_diagnostics,
     );
+    if let Some(states) = &setup.states {
+        states.save(&response, request_id).await;
+    }
     let mut stored = serde_json::to_value(&response).unwrap_or_default();
     // The one serialisation: the store keeps this text and the client is sent it.
     let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
-use toolbridge_wire::responses::{CreateResponse, ResponseError, ResponseStatus};
+use toolbridge_wire::responses::{CreateResponse, ResponseStatus};
 
 use super::persist::Persist;
 use super::prepare::check;
@@ -144,10 +144,10 @@ fn spawn(
             );
             let mut failed = running;
             failed.status = ResponseStatus::Failed;
-            failed.error = Some(ResponseError {
-                code: e.code().to_owned(),
-                message: e.to_string(),
-            });
+            failed.error = Some(toolbridge_core::assemble::codes::response_error(
+                e.code(),
+                e.to_string(),
+            ));
             let failed = serde_json::to_value(&failed).unwrap_or_default();
             // Logged by the write; a background run has nobody to tell.
             let _ = persist.save(&failed, &worker_request).await;

@@ -32,7 +32,6 @@ use crate::error::GatewayError;
 use crate::http::responses::{decode_whole, expand, lookup, sealed_by_gateway, translate};
 use crate::platform::{ids, time};
 use crate::state::AppState;
-use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 
 /// What a sealed compaction blob starts with, so it is never taken for reasoning.
 const MARK: &str = "toolbridge-compaction\n";
@@ -230,7 +229,10 @@ pub(super) async fn summarize(
         .upstreams
         .send(target.provider, &target.upstream_model, &payload, false)
         .await?;
-    let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+    let body = state
+        .upstreams
+        .read_whole(upstream, target.provider, &target.upstream_model, &payload)
+        .await?;
     let events = decode_whole(dialect, &profile, &body, diagnostics)?;
     let mut summary = String::new();
     let mut usage = None;

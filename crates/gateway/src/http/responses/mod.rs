@@ -60,6 +60,7 @@ mod meter;
 mod passthrough;
 mod persist;
 mod prepare;
+mod provider_state;
 mod repair;
 mod request_mcp;
 mod rounds;

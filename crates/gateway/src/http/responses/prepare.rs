@@ -1,7 +1,8 @@
 //! The prepare stage: the request as every target sees it, computed once. History
 //! (`previous_response_id`, `conversation`) and compaction items are expanded, the request's own
-//! MCP servers connected and the approved calls run, the request normalised and sealed reasoning
-//! opened; the route is looked up here, once. Not here: anything that depends on the target
+//! MCP servers connected and the approved calls run, the request normalised, sealed reasoning
+//! opened and provider state the client did not carry back read from the store
+//! (`provider_state`); the route is looked up here, once. Not here: anything that depends on the target
 //! (plans, tool checks, translation: `route`).
 
 use std::sync::Arc;
@@ -57,6 +58,13 @@ pub(super) async fn prepare<'a>(
         model: canonical.model.clone(),
         known: known_list(state),
     })?;
+    // Signatures the client did not carry back, from the gateway's store.
+    if targets
+        .iter()
+        .any(|t| t.provider.dialect.checks_signatures())
+    {
+        super::provider_state::fill(state, &tenant, &mut canonical.turns).await;
+    }
     let display = ReasoningDisplay::for_request(&req);
     let prepared = Prepared {
         req,

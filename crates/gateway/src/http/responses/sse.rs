@@ -55,6 +55,8 @@ pub(super) struct Pump {
     pub(super) prelude: Vec<toolbridge_wire::responses::OutputItem>,
     /// Set when the response is stored at its end.
     pub(super) persist: Option<Persist>,
+    /// Where the response's provider state is kept, before its terminal event goes out.
+    pub(super) states: Option<super::provider_state::StateSink>,
     /// The final response, between its terminal event and its storing.
     pub(super) final_response: Option<toolbridge_wire::responses::Response>,
     /// The terminal event, held back until the final response is stored (it says whether it
@@ -89,6 +91,9 @@ impl Pump {
     pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
         let mut frames = self.step().await?;
         if let Some(mut response) = self.final_response.take() {
+            if let Some(states) = self.states.take() {
+                states.save(&response, &self.request_id).await;
+            }
             let mut value = serde_json::to_value(&response).unwrap_or_default();
             let unsaved = match self.persist.take() {
                 Some(persist) => persist.save(&value, &self.request_id).await.err(),

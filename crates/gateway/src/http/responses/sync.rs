@@ -10,9 +10,19 @@ use super::rounds::{RoundEnd, Rounds};
 use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
 use crate::platform::time;
-use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+use crate::upstream::Upstreams;
 
-/// A whole answer, round after round; a call still invalid under the `fail` policy is an
+/// What sending a round's request again needs, when its whole answer broke off mid-body.
+pub(super) struct Resend<'a> {
+    pub(super) upstreams: &'a Upstreams,
+    pub(super) provider: &'a crate::config::Provider,
+    pub(super) model: &'a str,
+    /// The round's request as sent.
+    pub(super) payload: Bytes,
+}
+
+/// A whole answer, round after round (each round's body read to its end, a cut one sent again:
+/// `Upstreams::read_whole`); a call still invalid under the `fail` policy is an
 /// `invalid_tool_call` error (HTTP 502: nothing was sent yet).
 pub(super) async fn sync_response(
     upstream: reqwest::Response,
@@ -21,12 +31,16 @@ pub(super) async fn sync_response(
     profile: &Profile,
     mut usage_basis: Option<Bytes>,
     rounds: Rounds,
+    mut resend: Resend<'_>,
 ) -> Result<toolbridge_wire::responses::Response, GatewayError> {
     let mut rounds = rounds;
     let mut upstream = upstream;
     let mut sink = Vec::new();
     loop {
-        let body = read_capped(upstream, MAX_RESPONSE_BODY).await?;
+        let body = resend
+            .upstreams
+            .read_whole(upstream, resend.provider, resend.model, &resend.payload)
+            .await?;
         tracing::info_span!("reconstruct", stream = false).in_scope(|| {
             let mut diagnostics = Vec::new();
             let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
@@ -56,8 +70,9 @@ pub(super) async fn sync_response(
             RoundEnd::Next(next, payload) => {
                 upstream = next;
                 if usage_basis.is_some() {
-                    usage_basis = Some(payload);
+                    usage_basis = Some(payload.clone());
                 }
+                resend.payload = payload;
             }
             RoundEnd::Fail(message) => return Err(GatewayError::InvalidToolCall(message)),
             RoundEnd::Finish | RoundEnd::Tools(_) => break,

@@ -245,6 +245,7 @@ impl ToolRounds {
             text: round.text,
             reasoning: round.reasoning,
             reasoning_signature: round.reasoning_signature,
+            redacted_reasoning: round.reasoning_redacted,
             sealed_reasoning: Vec::new(),
             tool_calls: calls
                 .iter()
