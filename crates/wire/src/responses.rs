@@ -28,9 +28,9 @@ pub use items::{
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
 pub use response::{
-    Diagnostic, IncompleteDetails, InputTokensDetails, McpApprovalRequestItem,
-    McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent, OutputItem,
-    OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,
+    Diagnostic, ImageGenerationCallItem, IncompleteDetails, InputTokensDetails,
+    McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent,
+    OutputItem, OutputMessage, OutputTokensDetails, Response, ResponseError, ResponseStatus, Usage,
     WebSearchCallItem,
 };
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};

@@ -130,6 +130,37 @@ pub enum OutputItem {
     McpListTools(McpListToolsItem),
     /// A call that runs only once the client approves it.
     McpApprovalRequest(McpApprovalRequestItem),
+    /// An image the gateway (or a Responses server) generated.
+    ImageGenerationCall(ImageGenerationCallItem),
+}
+
+/// An `image_generation_call` item: the image as base64 once generated, the prompt used and the
+/// options the image was made with; `error` when it could not be (a refusal, a failure).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImageGenerationCallItem {
+    #[serde(default)]
+    pub id: String,
+    /// `in_progress`, `generating`, `completed` or `failed`.
+    pub status: String,
+    /// The image, base64; `null` until it is generated.
+    #[serde(default)]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_prompt: Option<String>,
+    /// `generate` or `edit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// `{"type","code","message"}` of a failed call (`moderation_blocked`, `tool_unavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
 }
 
 /// An `mcp_call` item: a call the gateway ran, with its output or error.
@@ -205,6 +236,7 @@ impl OutputItem {
             Self::McpCall(c) => Some(&c.id),
             Self::McpListTools(l) => Some(&l.id),
             Self::McpApprovalRequest(r) => Some(&r.id),
+            Self::ImageGenerationCall(c) => Some(&c.id),
         }
     }
 
@@ -218,6 +250,7 @@ impl OutputItem {
                 | Self::McpCall(_)
                 | Self::McpListTools(_)
                 | Self::McpApprovalRequest(_)
+                | Self::ImageGenerationCall(_)
         )
     }
 }
