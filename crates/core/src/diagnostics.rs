@@ -55,8 +55,6 @@ pub const UNKNOWN_FINISH_REASON: &str = "unknown_finish_reason";
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.
 pub const ITEM_DROPPED: &str = "item_dropped";
-/// A system note naming the tools the gateway runs was added to the instructions.
-pub const GATEWAY_NOTE_ADDED: &str = "gateway_note_added";
 /// An echoed `image_generation_call` was replayed upstream as a short description.
 pub const IMAGE_CALL_DESCRIBED: &str = "image_call_described";
 /// The upstream stream contained a chunk toolbridge skipped.

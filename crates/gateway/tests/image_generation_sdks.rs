@@ -248,3 +248,54 @@ async fn run() {
     assert!(!gateway.upstream.requests().is_empty());
     gateway.process.kill().await;
 }
+
+/// `toolbridge check` and `toolbridge providers --config` with an images backend: the backend
+/// is named (its key never printed), `image_generation` shows as gateway-run where the provider
+/// lacks it, and a backend whose key variable is unset fails the check, naming the field.
+#[tokio::test]
+async fn check_and_providers_show_the_images_backend() {
+    let dir = TempDir::new("image-cli");
+    let config = |key_env: &str| {
+        format!(
+            "[providers.glm]\npreset = \"glm\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
+             [[routes]]\nmodel = \"*\"\nprovider = \"glm\"\n\n[gateway_tools]\njq_isolation = false\n\n\
+             [gateway_tools.images]\nurl = \"http://127.0.0.1:9/v1\"\napi_key_env = \"{key_env}\"\nmodel = \"gpt-image-1\"\n"
+        )
+    };
+    let good = dir.write("good.toml", &config("IMAGES_KEY"));
+    let bad = dir.write("bad.toml", &config("NO_SUCH_KEY"));
+    let run = |args: Vec<String>| async move {
+        let output = Command::new(env!("CARGO_BIN_EXE_toolbridge"))
+            .args(&args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("IMAGES_KEY", "sk-secret-images")
+            .env("TOOLBRIDGE_STORE_URL", "none")
+            .output()
+            .await
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let path = |p: &std::path::Path| p.display().to_string();
+    let (ok, stdout, stderr) = run(vec!["check".into(), "--config".into(), path(&good)]).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("image_generation: gateway-run with gpt-image-1 at http://127.0.0.1:9/v1 (key set"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("sk-secret-images"), "{stdout}");
+    let (ok, stdout, stderr) = run(vec!["providers".into(), "--config".into(), path(&good)]).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("image_generation"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("gateway") && row.contains("gateway_image_generation"), "{row}");
+    let (ok, stdout, stderr) = run(vec!["check".into(), "--config".into(), path(&bad)]).await;
+    assert!(!ok, "{stdout}");
+    assert!(stderr.contains("gateway_tools.images.api_key_env"), "{stderr}");
+}

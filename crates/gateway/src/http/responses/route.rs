@@ -105,12 +105,8 @@ pub(super) fn route<'a>(
         .and_then(|t| t.note_for(&offer));
     let noted;
     let canonical = match note.as_deref() {
+        // The operator's own addition, like the tools offered: no diagnostic.
         Some(text) => {
-            diagnostics.push(toolbridge_core::diagnostics::diag(
-                toolbridge_core::diagnostics::GATEWAY_NOTE_ADDED,
-                Some("instructions"),
-                "a short note naming the tools the gateway runs was added to the instructions",
-            ));
             noted = with_note(canonical.clone(), Some(text));
             &noted
         }
