@@ -284,7 +284,9 @@ async fn check_and_providers_show_the_images_backend() {
     let (ok, stdout, stderr) = run(vec!["check".into(), "--config".into(), path(&good)]).await;
     assert!(ok, "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("image_generation: gateway-run with gpt-image-1 at http://127.0.0.1:9/v1 (key set"),
+        stdout.contains(
+            "image_generation: gateway-run with gpt-image-1 at http://127.0.0.1:9/v1 (key set"
+        ),
         "{stdout}"
     );
     assert!(!stdout.contains("sk-secret-images"), "{stdout}");
@@ -294,8 +296,14 @@ async fn check_and_providers_show_the_images_backend() {
         .lines()
         .find(|l| l.trim_start().starts_with("image_generation"))
         .unwrap_or_else(|| panic!("{stdout}"));
-    assert!(row.contains("gateway") && row.contains("gateway_image_generation"), "{row}");
+    assert!(
+        row.contains("gateway") && row.contains("gateway_image_generation"),
+        "{row}"
+    );
     let (ok, stdout, stderr) = run(vec!["check".into(), "--config".into(), path(&bad)]).await;
     assert!(!ok, "{stdout}");
-    assert!(stderr.contains("gateway_tools.images.api_key_env"), "{stderr}");
+    assert!(
+        stderr.contains("gateway_tools.images.api_key_env"),
+        "{stderr}"
+    );
 }

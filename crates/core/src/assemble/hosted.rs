@@ -24,7 +24,7 @@ pub enum Hosted {
     WebSearch { query: String },
     /// An `image_generation_call` item (the gateway's images backend serving
     /// `image_generation`): the options it is made with; its id and status are the slot's.
-    Image(ImageGenerationCallItem),
+    Image(Box<ImageGenerationCallItem>),
 }
 
 /// A hosted item shown as started, to be finished when its call returns.
@@ -318,7 +318,7 @@ fn hosted_item(
         Hosted::Image(declared) => OutputItem::ImageGenerationCall(ImageGenerationCallItem {
             id: slot.id.clone(),
             status: status.to_owned(),
-            ..declared.clone()
+            ..declared.as_ref().clone()
         }),
     }
 }

@@ -281,11 +281,7 @@ fn tool_row(
         Ok(p) => {
             // A namespace has an entry per member after its own; the members say what
             // reaches the provider. The gateway's own functions come after the declared tools.
-            let entry = p
-                .entries
-                .iter()
-                .filter(|e| e.param.starts_with("tools["))
-                .next_back();
+            let entry = p.entries.iter().rfind(|e| e.param.starts_with("tools["));
             let line = match entry {
                 Some(e) => format!(
                     "{:<9} as {:<24} ({})",

@@ -29,6 +29,7 @@ use toolbridge_tools::mcp::{McpServerConfig, McpTransport};
 use toolbridge_tools::{ToolContext, ToolRegistry};
 use toolbridge_wire::responses::Tool;
 
+mod describe;
 mod file;
 pub(crate) mod images;
 mod mcp;
@@ -44,9 +45,6 @@ pub(crate) const BUILTIN_SERVER: &str = "toolbridge";
 
 /// The built-in that serves a declared `web_search` the provider lacks.
 const WEB_SEARCH: &str = "web_search";
-
-/// The system note a request with gateway-run tools gets, unless configured otherwise.
-const DEFAULT_NOTE: &str = "The gateway runs these tools for you: {tools}. When the user asks for what one of them does, call it; do not look for API keys, install packages or run commands to do the same.";
 
 /// The limits of one response's tool loop.
 #[derive(Debug, Clone, Copy)]
@@ -179,7 +177,7 @@ impl GatewayTools {
         let note = match &file.system_note {
             Some(text) if text.trim().is_empty() => None,
             Some(text) => Some(text.clone()),
-            None => Some(DEFAULT_NOTE.to_owned()),
+            None => Some(describe::DEFAULT_NOTE.to_owned()),
         };
         Ok(Self {
             search: offered(WEB_SEARCH),
@@ -375,43 +373,6 @@ impl GatewayTools {
     /// True when the gateway shows `name` of `server` as an `image_generation_call` item.
     pub fn is_image(server: &str, name: &str) -> bool {
         server == BUILTIN_SERVER && name == images::IMAGE_TOOL
-    }
-
-    /// What `toolbridge check` says of the gateway's tools.
-    pub fn describe(&self) -> String {
-        let mut out = format!(
-            "gateway tools: {} built-in(s) always offered, {} MCP server(s), search {}\n",
-            self.always.len(),
-            self.mcp_configs.len(),
-            if self.search.is_some() {
-                "configured"
-            } else {
-                "not configured"
-            },
-        );
-        match &self.images {
-            Some((backend, _)) => out.push_str(&format!(
-                "  image_generation: gateway-run with {} at {} (key {}, {} s per image)\n",
-                backend.model,
-                backend.base_url(),
-                if backend.has_key() { "set" } else { "none" },
-                backend.timeout.as_secs()
-            )),
-            None => out.push_str(
-                "  image_generation: no images backend (ignored where the provider lacks it)\n",
-            ),
-        }
-        out
-    }
-
-    /// The system note naming the gateway-run tools of `offer` (`None`: no note, or no tools).
-    pub fn note_for(&self, offer: &GatewayOffer) -> Option<String> {
-        let template = self.note.as_ref()?;
-        if offer.tools.is_empty() {
-            return None;
-        }
-        let names: Vec<&str> = offer.tools.iter().map(|t| t.name.as_str()).collect();
-        Some(template.replace("{tools}", &names.join(", ")))
     }
 
     /// Runs one call within `timeout`. `Ok` is the result the model reads; `Err` is a short

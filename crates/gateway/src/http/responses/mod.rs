@@ -67,6 +67,7 @@ mod route;
 mod sse;
 mod sync;
 mod tool_loop;
+mod tools_pump;
 mod transport;
 pub(crate) mod usage;
 mod websocket;

@@ -18,12 +18,12 @@ use super::meter::Meter;
 use super::persist::Persist;
 use super::repair::record_repairs;
 use super::rounds::{RoundEnd, Rounds};
-use super::tool_loop::{CallOutcome, PendingTools, ToolRounds, ToolRun};
+use super::tool_loop::PendingTools;
+use super::tools_pump::Running;
 use super::transport::{self, Framing, PumpLimits, Stop, Wake};
 use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
 use crate::platform::time;
-use crate::tools::images::Partial;
 
 use super::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
 use super::decode::restarted;
@@ -72,32 +72,6 @@ pub(super) struct Pump {
     pub(super) span: Option<tracing::Span>,
     /// The response's place among those in flight, left when the pump is dropped.
     pub(super) _registration: Option<crate::platform::inflight::Registration>,
-}
-
-/// Gateway calls running: their run (it owns the loop's state) and the partial images it
-/// streams, for the item shown as started.
-pub(super) struct Running {
-    pending: PendingTools,
-    run: ToolRun,
-    partials: tokio::sync::mpsc::Receiver<(usize, Partial)>,
-}
-
-/// Partial images waiting to be shown, at most (each call streams at most three).
-const PARTIALS_BUFFER: usize = 16;
-
-/// What woke a pump waiting on running gateway calls.
-enum Progress {
-    Partial(usize, Partial),
-    Done((ToolRounds, Vec<CallOutcome>)),
-    Silence,
-}
-
-/// Ends after `keepalive`, or never.
-async fn silence(keepalive: Option<std::time::Duration>) {
-    match keepalive {
-        Some(after) => tokio::time::sleep(after).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// What the pump does after an upstream round ended.
@@ -225,7 +199,7 @@ impl Pump {
     }
 
     /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
-    fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
+    pub(super) fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
         match stop.failure() {
             None => self.cancel(out),
             Some((code, message)) => self.fail(code, message, out),
@@ -233,92 +207,8 @@ impl Pump {
     }
 
     /// `events` in the pump's framing.
-    fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
+    pub(super) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
         framed(self.framing, events)
-    }
-
-    /// Starts the gateway calls shown as started at the last step: their run is polled by
-    /// [`Self::poll_tools`]. `Some` when the response ends instead (no loop to run them).
-    fn start_tools(
-        &mut self,
-        pending: PendingTools,
-        out: &mut Vec<StreamEvent>,
-    ) -> Option<Vec<Bytes>> {
-        if self.assembler.is_none() || !self.rounds.runs_tools() {
-            return Some(self.finish(std::mem::take(out), true));
-        }
-        let (tx, partials) = tokio::sync::mpsc::channel(PARTIALS_BUFFER);
-        match self.rounds.run_tools(&pending, Some(tx)) {
-            Some(run) => {
-                self.running = Some(Running {
-                    pending,
-                    run,
-                    partials,
-                });
-                None
-            }
-            None => Some(self.finish(std::mem::take(out), true)),
-        }
-    }
-
-    /// Waits on the running gateway calls (a shutdown or a cancel stops them): a partial image
-    /// is shown at once and a silence gets a keep-alive, the run going on; when the calls are
-    /// done, they go to the round driver. `Some` when the step ends with these frames; `None`
-    /// when the next round's stream is in place and nothing is to be sent yet.
-    async fn poll_tools(
-        &mut self,
-        mut running: Running,
-        out: &mut Vec<StreamEvent>,
-    ) -> Option<Vec<Bytes>> {
-        let keepalive = self.limits.keepalive;
-        let next = transport::interruptible(&mut self.limits, async {
-            tokio::select! {
-                biased;
-                Some((i, partial)) = running.partials.recv() => Progress::Partial(i, partial),
-                ran = &mut running.run => Progress::Done(ran),
-                () = silence(keepalive) => Progress::Silence,
-            }
-        })
-        .await;
-        let ran = match next {
-            Err(stop) => return Some(self.stop(stop, std::mem::take(out))),
-            Ok(Progress::Partial(i, partial)) => {
-                let assembler = self.assembler.as_mut()?;
-                ToolRounds::show_partial(&running.pending, i, partial, assembler, out);
-                self.running = Some(running);
-                return Some(self.frames(out));
-            }
-            Ok(Progress::Silence) => {
-                self.running = Some(running);
-                let mut batch = self.frames(out);
-                batch.push(self.framing.keepalive());
-                return Some(batch);
-            }
-            Ok(Progress::Done(ran)) => ran,
-        };
-        let Running {
-            pending,
-            mut partials,
-            ..
-        } = running;
-        let assembler = self.assembler.as_mut()?;
-        // Partials sent in the run's last poll come before the item's end.
-        while let Ok((i, partial)) = partials.try_recv() {
-            ToolRounds::show_partial(&pending, i, partial, assembler, out);
-        }
-        match self.rounds.after_tools(pending, ran, assembler, out).await {
-            Ok(RoundEnd::Next(response, payload)) => {
-                self.switch_to(response, payload);
-                (!out.is_empty()).then(|| self.frames(out))
-            }
-            Ok(RoundEnd::Fail(message)) => {
-                Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
-            }
-            Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
-                Some(self.finish(std::mem::take(out), true))
-            }
-            Err(e) => Some(self.fail(e.code(), e.to_string(), std::mem::take(out))),
-        }
     }
 
     /// At the end of an upstream round: the decoder's last events into the assembler, then the
@@ -351,7 +241,7 @@ impl Pump {
     }
 
     /// Reads the next round's stream from here on.
-    fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
+    pub(super) fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
         self.upstream = upstream_sse(response);
         self.decoder = restarted(&self.decoder, &self.profile);
         if self.usage_basis.is_some() {

@@ -358,7 +358,7 @@ impl ToolRounds {
 fn hosted(call: &GatewayCall, options: &ImageOptions) -> Hosted {
     if GatewayTools::is_image(&call.server, &call.name) {
         let args = images::ImageArgs::parse(&call.arguments).unwrap_or_default();
-        return Hosted::Image(options.item(&args));
+        return Hosted::Image(Box::new(options.item(&args)));
     }
     if GatewayTools::is_search(&call.server, &call.name) {
         let query = serde_json::from_str::<serde_json::Value>(&call.arguments)
