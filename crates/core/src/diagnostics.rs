@@ -55,6 +55,8 @@ pub const UNKNOWN_FINISH_REASON: &str = "unknown_finish_reason";
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.
 pub const ITEM_DROPPED: &str = "item_dropped";
+/// An echoed `image_generation_call` was replayed upstream as a short description.
+pub const IMAGE_CALL_DESCRIBED: &str = "image_call_described";
 /// The upstream stream contained a chunk toolbridge skipped.
 pub const CHUNK_SKIPPED: &str = "upstream_chunk_skipped";
 

@@ -39,7 +39,7 @@ pub use platform::auth::budget::labels as budget_labels;
 pub use platform::auth::keys::hash_secret;
 pub use platform::ops::metrics::set_enabled as set_metrics_enabled;
 pub use platform::ops::spans;
-pub use platform::sessions::{EventBus, ResponseInfo, SessionEvent, ToolInfo};
+pub use platform::sessions::{EventBus, MediaRef, ResponseInfo, SessionEvent, ToolInfo};
 pub use platform::time::now;
 pub use state::AppState;
 

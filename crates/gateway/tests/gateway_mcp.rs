@@ -248,9 +248,11 @@ async fn a_call_that_needs_approval_waits_for_the_client_and_runs_once_approved(
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["user", "assistant", "tool"]);
-    assert_eq!(messages[1]["tool_calls"][0]["function"]["name"], "add");
-    assert!(messages[2]["content"].as_str().unwrap().contains("42"));
+    // The gateway's note naming the tools it runs comes first.
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert!(messages[0]["content"].as_str().unwrap().contains("add"));
+    assert_eq!(messages[2]["tool_calls"][0]["function"]["name"], "add");
+    assert!(messages[3]["content"].as_str().unwrap().contains("42"));
     assert!(
         second.get("toolbridge_diagnostics").is_none(),
         "nothing dropped: {second:#}"

@@ -246,10 +246,13 @@ async fn a_turn_mixing_gateway_and_client_calls_returns_the_client_calls_and_rep
         body.get("toolbridge_diagnostics").is_none(),
         "nothing dropped: {body:#}"
     );
-    let messages = h.upstream.last_body()["messages"]
+    // After the gateway's note naming the tools it runs (a system message of its own).
+    let mut messages = h.upstream.last_body()["messages"]
         .as_array()
         .unwrap()
         .clone();
+    assert_eq!(messages[0]["role"], "system");
+    messages.remove(0);
     let roles: Vec<&str> = messages
         .iter()
         .map(|m| m["role"].as_str().unwrap())

@@ -1,5 +1,5 @@
 //! Test kit: a real local fake upstream speaking provider wire formats on 127.0.0.1:0, helpers
-//! that build real Chat Completions payloads, an SSE reader, Open Responses schema checks, and a
+//! that build real Chat Completions payloads, a fake OpenAI Images API, an SSE reader, Open Responses schema checks, and a
 //! `toolbridge serve` child process for tests of the real binary.
 //!
 //! It is a library for tests of every crate; nothing in it is used by the gateway itself.
@@ -9,6 +9,7 @@
 
 pub mod chat;
 pub mod dialects;
+pub mod images;
 pub mod mcp;
 pub mod postgres;
 pub mod process;

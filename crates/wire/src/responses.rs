@@ -29,10 +29,10 @@ pub use items::{
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
 pub use response::{
-    Diagnostic, IncompleteDetails, InputTokensDetails, McpApprovalRequestItem,
-    McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent, OutputItem,
-    OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response, ResponseError,
-    ResponseStatus, Usage, WebSearchCallItem,
+    Diagnostic, ImageGenerationCallItem, IncompleteDetails, InputTokensDetails,
+    McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent,
+    OutputItem, OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response,
+    ResponseError, ResponseStatus, Usage, WebSearchCallItem,
 };
 pub use search::{AdditionalToolsItem, ToolSearchCallItem, ToolSearchOutputItem};
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};

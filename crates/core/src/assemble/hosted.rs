@@ -1,11 +1,12 @@
 //! Items the gateway shows for work it does itself: a hosted call it runs (`mcp_call`,
-//! `web_search_call`) shown as started and finished around the call, an item it produced whole
+//! `web_search_call`, `image_generation_call` with its partial images) shown as started and
+//! finished around the call, an item it produced whole
 //! (`mcp_list_tools`, `mcp_approval_request`), and a search the provider ran.
 //!
 //! Not here: running anything (the gateway does; this only shows it).
 
 use toolbridge_wire::responses::{
-    EventKind, McpCallItem, OutputItem, StreamEvent, WebSearchCallItem,
+    EventKind, ImageGenerationCallItem, McpCallItem, OutputItem, StreamEvent, WebSearchCallItem,
 };
 
 use super::machine::Assembler;
@@ -21,6 +22,9 @@ pub enum Hosted {
     },
     /// A `web_search_call` item (the gateway's search serving `web_search`).
     WebSearch { query: String },
+    /// An `image_generation_call` item (the gateway's images backend serving
+    /// `image_generation`): the options it is made with; its id and status are the slot's.
+    Image(Box<ImageGenerationCallItem>),
 }
 
 /// A hosted item shown as started, to be finished when its call returns.
@@ -32,9 +36,19 @@ pub struct HostedSlot {
 }
 
 impl HostedSlot {
-    /// The item's id (`mcp_…`, `ws_…`).
+    /// The item's id (`mcp_…`, `ws_…`, `ig_…`).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The item's place in `output`.
+    pub fn output_index(&self) -> usize {
+        self.index
+    }
+
+    /// True for an `image_generation_call` item.
+    pub fn is_image(&self) -> bool {
+        matches!(self.hosted, Hosted::Image(_))
     }
 }
 
@@ -47,6 +61,7 @@ impl Assembler {
         let id = match &hosted {
             Hosted::Mcp { .. } => self.next_id("mcp"),
             Hosted::WebSearch { .. } => self.next_id("ws"),
+            Hosted::Image(_) => self.next_id("ig"),
         };
         let slot = HostedSlot { index, id, hosted };
         let item = hosted_item(&slot, "in_progress", None);
@@ -85,6 +100,16 @@ impl Assembler {
                     output_index,
                 },
             ],
+            Hosted::Image(_) => vec![
+                EventKind::ImageGenerationCallInProgress {
+                    item_id: item_id.clone(),
+                    output_index,
+                },
+                EventKind::ImageGenerationCallGenerating {
+                    item_id,
+                    output_index,
+                },
+            ],
         };
         for kind in events {
             self.push(out, kind);
@@ -99,8 +124,16 @@ impl Assembler {
         result: Result<String, String>,
         out: &mut Vec<StreamEvent>,
     ) {
-        let (item_id, output_index) = (slot.id.clone(), slot.index);
         let ok = result.is_ok();
+        if slot.is_image() {
+            // An image's own outcome comes through `hosted_finish_image`; here only its status.
+            let item = ImageGenerationCallItem {
+                status: (if ok { "completed" } else { "failed" }).to_owned(),
+                ..ImageGenerationCallItem::default()
+            };
+            return self.hosted_finish_image(slot, item, out);
+        }
+        let (item_id, output_index) = (slot.id.clone(), slot.index);
         let event = match (&slot.hosted, ok) {
             (Hosted::Mcp { .. }, true) => EventKind::McpCallCompleted {
                 item_id,
@@ -114,11 +147,63 @@ impl Assembler {
                 item_id,
                 output_index,
             },
+            // Finished by `hosted_finish_image` above.
+            (Hosted::Image(_), _) => return,
         };
         self.push(out, event);
         let status = if ok { "completed" } else { "failed" };
         let item = hosted_item(&slot, status, Some(result));
         self.done(slot.index, item, out);
+    }
+
+    /// Shows a partial image of an `image_generation_call` in progress (`index` from 0).
+    pub fn hosted_partial_image(
+        &mut self,
+        slot: &HostedSlot,
+        index: u32,
+        b64: String,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        self.push(
+            out,
+            EventKind::ImageGenerationCallPartialImage {
+                item_id: slot.id.clone(),
+                output_index: slot.index,
+                partial_image_index: index,
+                partial_image_b64: b64,
+            },
+        );
+    }
+
+    /// Finishes an `image_generation_call` with its outcome (`item`: status, result or error,
+    /// the options used; its id is the slot's): `.completed` when it has an image, then the
+    /// item done.
+    pub fn hosted_finish_image(
+        &mut self,
+        slot: HostedSlot,
+        mut item: ImageGenerationCallItem,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        item.id = slot.id.clone();
+        if let Hosted::Image(declared) = &slot.hosted {
+            item.action = item.action.or_else(|| declared.action.clone());
+            item.background = item.background.or_else(|| declared.background.clone());
+            item.output_format = item
+                .output_format
+                .or_else(|| declared.output_format.clone());
+            item.quality = item.quality.or_else(|| declared.quality.clone());
+            item.size = item.size.or_else(|| declared.size.clone());
+        }
+        if item.status == "completed" {
+            self.push(
+                out,
+                EventKind::ImageGenerationCallCompleted {
+                    item_id: slot.id.clone(),
+                    output_index: slot.index,
+                },
+            );
+        }
+        self.done(slot.index, OutputItem::ImageGenerationCall(item), out);
     }
 
     /// Shows an item the gateway produced whole (an `mcp_list_tools` listing, an
@@ -229,6 +314,11 @@ fn hosted_item(
             id: slot.id.clone(),
             status: status.to_owned(),
             action: serde_json::json!({"type": "search", "query": query}),
+        }),
+        Hosted::Image(declared) => OutputItem::ImageGenerationCall(ImageGenerationCallItem {
+            id: slot.id.clone(),
+            status: status.to_owned(),
+            ..declared.as_ref().clone()
         }),
     }
 }

@@ -122,7 +122,8 @@ pub(super) fn offered(offer: &GatewayOffer) -> impl Iterator<Item = Candidate> +
 }
 
 /// A declared hosted tool the provider lacks and the gateway serves: `web_search` by the
-/// gateway's search, an `mcp` server the gateway listed. Its functions come from the offer.
+/// gateway's search, `image_generation` by its images backend, an `mcp` server the gateway
+/// listed. Its functions come from the offer.
 pub(super) fn served_by_gateway(
     param: &str,
     tool: &Tool,
@@ -137,6 +138,10 @@ pub(super) fn served_by_gateway(
         let allowed = map.get("external_web_access") != Some(&Value::Bool(false));
         (offer.web_search && allowed && caps.web_search.is_none())
             .then_some(reasons::GATEWAY_WEB_SEARCH)?
+    } else if kind == "image_generation" {
+        offer
+            .image_generation
+            .then_some(reasons::GATEWAY_IMAGE_GENERATION)?
     } else if kind == "mcp" {
         let label = map.get("server_label").and_then(Value::as_str)?;
         (caps.mcp.is_none() && offer.mcp_servers.iter().any(|l| l == label))

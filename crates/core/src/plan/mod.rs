@@ -200,6 +200,8 @@ pub mod reasons {
     pub const GATEWAY_WEB_SEARCH: &str = "gateway_web_search";
     /// An `mcp` server the provider cannot reach, listed and called by the gateway.
     pub const GATEWAY_MCP: &str = "gateway_mcp";
+    /// `image_generation` the provider lacks, served by the gateway's images backend.
+    pub const GATEWAY_IMAGE_GENERATION: &str = "gateway_image_generation";
 }
 
 /// The name of Kimi's builtin web search function.
@@ -225,6 +227,8 @@ pub struct GatewayOffer {
     pub web_search: bool,
     /// Labels of declared `mcp` servers the gateway listed (their tools are among `tools`).
     pub mcp_servers: Vec<String>,
+    /// The gateway serves `image_generation` (with its images backend, among `tools`).
+    pub image_generation: bool,
 }
 
 /// Plans `tools` and `tool_choice` for a provider with `caps`.

@@ -15,9 +15,30 @@ use crate::Error;
 use crate::canonical::{
     AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, ToolOutput, Turn,
 };
+use crate::diagnostics::{
+    DUPLICATE_ITEM, IMAGE_CALL_DESCRIBED, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag,
+};
 
 mod search;
-use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag};
+
+/// The note an earlier `image_generation_call` is replayed as.
+pub(crate) fn image_note(id: &str, map: &serde_json::Map<String, Value>) -> String {
+    let prompt = map
+        .get("revised_prompt")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty());
+    let made = map.get("status").and_then(Value::as_str) != Some("failed")
+        && map.get("result").is_some_and(|r| !r.is_null());
+    let what = if made {
+        "generated an image, which the user was shown"
+    } else {
+        "tried to generate an image; it failed"
+    };
+    match prompt {
+        Some(prompt) => format!("[I {what} (image `{id}`) from the prompt: {prompt}]"),
+        None => format!("[I {what} (image `{id}`).]"),
+    }
+}
 
 /// Folds input items into turns: consecutive assistant output (reasoning, messages, calls)
 /// becomes one assistant turn, as Chat-style dialects need. It also pairs calls with outputs:
@@ -140,7 +161,11 @@ impl Reducer {
             }
             InputItem::Other(map) => {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
-                self.other(i, kind);
+                if kind == "image_generation_call" {
+                    self.image_call(i, map);
+                } else {
+                    self.other(i, kind);
+                }
                 Ok(())
             }
         }
@@ -171,6 +196,29 @@ impl Reducer {
             (None, None) => String::new(),
         };
         self.output(i, &call_id, output.into())
+    }
+
+    /// An `image_generation_call` echoed back: the model sees that it made the image (its id
+    /// and prompt) as a short note in its own turn, never the image's bytes.
+    fn image_call(&mut self, i: usize, map: &serde_json::Map<String, Value>) {
+        let id = map.get("id").and_then(Value::as_str).unwrap_or_default();
+        if self.repeated(i, Some(id)) {
+            return;
+        }
+        let note = image_note(id, map);
+        let turn = self.assistant_turn();
+        match &mut turn.text {
+            Some(text) if !text.is_empty() => {
+                text.push_str("\n\n");
+                text.push_str(&note);
+            }
+            _ => turn.text = Some(note),
+        }
+        self.diagnostics.push(diag(
+            IMAGE_CALL_DESCRIBED,
+            Some(&format!("input[{i}]")),
+            "an image_generation_call was replayed upstream as a short description (its image stays with the client)",
+        ));
     }
 
     /// An item of a type with no representation upstream: left out, with a diagnostic.

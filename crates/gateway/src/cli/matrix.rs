@@ -5,7 +5,7 @@
 //! happens to the others; each `tool_choice` form is planned with one function tool declared.
 
 use serde_json::{Value, json};
-use toolbridge_core::plan::{Decision, plan};
+use toolbridge_core::plan::{Decision, plan, plan_with};
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::Tool;
 
@@ -233,14 +233,22 @@ fn decision_word(decision: Decision) -> &'static str {
 /// planner's, the same for every dialect; the `tool_choice` and parameter rows describe the Chat
 /// translation, so for another dialect they are replaced by a pointer to its own rules rather
 /// than shown wrong.
-pub(super) fn report(profile: &Profile, dialect: Dialect) -> String {
+///
+/// With the config's gateway tools (`gateway`, for client model `model`), a hosted tool the
+/// gateway serves (`web_search` with a search backend, `image_generation` with an images
+/// backend) shows as `gateway`.
+pub(super) fn report(
+    profile: &Profile,
+    dialect: Dialect,
+    gateway: Option<(&crate::tools::GatewayTools, &str)>,
+) -> String {
     let mut out = format!("provider: {}\n", profile.name);
     if dialect != Dialect::default() {
         out.push_str(&format!("dialect: {}\n", dialect.as_str()));
     }
     out.push_str("\ntools:\n");
     for probe in probe_tools() {
-        out.push_str(&tool_row(profile, probe));
+        out.push_str(&tool_row(profile, probe, gateway));
     }
     out.push_str("\ntool_choice (with one function declared; what the translator sends):\n");
     out.push_str(&choice_rows(profile, dialect));
@@ -269,17 +277,25 @@ fn catalog_rows(profile: &Profile, dialect: Dialect) -> String {
 
 /// One probe tool planned on its own: the planner's decision for it, the name it reaches the
 /// provider under, and the request fields it sets.
-fn tool_row(profile: &Profile, probe: Value) -> String {
+fn tool_row(
+    profile: &Profile,
+    probe: Value,
+    gateway: Option<(&crate::tools::GatewayTools, &str)>,
+) -> String {
     let kind = probe["type"].as_str().unwrap_or_default().to_owned();
     let tool: Tool = match serde_json::from_value(probe) {
         Ok(t) => t,
         Err(e) => return format!("  {kind:<22} (probe did not parse: {e})\n"),
     };
-    match plan(std::slice::from_ref(&tool), None, &profile.tools) {
+    let tools = std::slice::from_ref(&tool);
+    let offer = gateway
+        .map(|(g, model)| g.offer_for(model, tools, &profile.tools, &[]))
+        .unwrap_or_default();
+    match plan_with(tools, None, &profile.tools, &offer) {
         Ok(p) => {
             // A namespace has an entry per member after its own; the members say what
-            // reaches the provider.
-            let entry = p.entries.last();
+            // reaches the provider. The gateway's own functions come after the declared tools.
+            let entry = p.entries.iter().rfind(|e| e.param.starts_with("tools["));
             let line = match entry {
                 Some(e) => format!(
                     "{:<9} as {:<24} ({})",

@@ -185,6 +185,9 @@ pub fn describe(config: &Config) -> String {
         describe_sessions(&config.sessions)
     ));
     out.push_str(&config.ops.describe());
+    if let Some(tools) = &config.gateway_tools {
+        out.push_str(&tools.describe());
+    }
     out.push_str("providers:\n");
     for p in config.providers.values() {
         // Chat is the default dialect; another is named first.

@@ -240,6 +240,7 @@ fn providers(
 ) -> ExitCode {
     use toolbridge_providers::profile::Profile;
     let mut profiles = Vec::new();
+    let mut gateway = None;
     match config {
         Some(path) => {
             let config = match load(Some(path), None) {
@@ -249,6 +250,7 @@ fn providers(
                     return ExitCode::FAILURE;
                 }
             };
+            gateway = config.gateway_tools.clone();
             for (name, p) in &config.providers {
                 if provider.is_none_or(|wanted| wanted == name) {
                     let mut profile = p.profile_for(model.unwrap_or_default());
@@ -275,9 +277,11 @@ fn providers(
         );
         return ExitCode::FAILURE;
     }
+    // The gateway's tools as a request for `model` (or any model) would get them.
+    let served = gateway.as_deref().map(|g| (g, model.unwrap_or("*")));
     let reports: Vec<String> = profiles
         .iter()
-        .map(|(profile, dialect)| super::matrix::report(profile, *dialect))
+        .map(|(profile, dialect)| super::matrix::report(profile, *dialect, served))
         .collect();
     print!("{}", reports.join("\n"));
     ExitCode::SUCCESS

@@ -37,6 +37,11 @@ pub struct ToolsFile {
     pub jq_isolation: Option<bool>,
     /// The search backend serving `web_search` (declared by the client, or listed above).
     pub web_search: Option<SearchFile>,
+    /// The images backend serving a declared `image_generation` the provider lacks.
+    pub images: Option<super::images::ImagesFile>,
+    /// The system note naming the gateway-run tools a request got (`{tools}` is replaced by
+    /// their names); `""` sends none. Default: a short note asking the model to use them.
+    pub system_note: Option<String>,
     /// MCP servers whose tools every matching request gets (shown under their label).
     #[serde(default)]
     pub mcp: Vec<McpServerConfig>,

@@ -30,7 +30,9 @@ use toolbridge_tools::mcp::{McpServerConfig, McpTransport};
 use toolbridge_tools::{ToolContext, ToolRegistry};
 use toolbridge_wire::responses::Tool;
 
+mod describe;
 mod file;
+pub(crate) mod images;
 mod mcp;
 mod standalone;
 
@@ -69,6 +71,10 @@ pub struct GatewayTools {
     always: Vec<GatewayTool>,
     /// The search tool, offered when a declared `web_search` has no native form.
     search: Option<GatewayTool>,
+    /// The images backend and its function, offered for a declared `image_generation`.
+    pub(crate) images: Option<(Arc<images::ImagesBackend>, GatewayTool)>,
+    /// The system note template (`{tools}`); `None`: no note.
+    note: Option<String>,
     models: GlobSet,
     pub show: bool,
     pub limits: LoopLimits,
@@ -163,8 +169,23 @@ impl GatewayTools {
         } else {
             None
         };
+        let images = match &file.images {
+            Some(f) => {
+                let backend = images::ImagesBackend::build(f, env)?;
+                let tool = images::offered(&backend.model);
+                Some((Arc::new(backend), tool))
+            }
+            None => None,
+        };
+        let note = match &file.system_note {
+            Some(text) if text.trim().is_empty() => None,
+            Some(text) => Some(text.clone()),
+            None => Some(describe::DEFAULT_NOTE.to_owned()),
+        };
         Ok(Self {
             search: offered(WEB_SEARCH),
+            images,
+            note,
             mcp_configs: file.mcp.clone(),
             mcp: tokio::sync::OnceCell::new(),
             request_mcp,
@@ -335,6 +356,15 @@ impl GatewayTools {
                 offer.tools.push(search.clone());
             }
         }
+        let wants_image = tools
+            .iter()
+            .any(|t| matches!(t, Tool::Other(map) if images::is_image_tool(map)));
+        if let Some((_, tool)) = &self.images
+            && wants_image
+        {
+            offer.image_generation = true;
+            offer.tools.push(tool.clone());
+        }
         offer
     }
 
@@ -347,6 +377,11 @@ impl GatewayTools {
     /// True when the gateway shows `name` of `server` as a `web_search_call` item.
     pub fn is_search(server: &str, name: &str) -> bool {
         server == BUILTIN_SERVER && name == WEB_SEARCH
+    }
+
+    /// True when the gateway shows `name` of `server` as an `image_generation_call` item.
+    pub fn is_image(server: &str, name: &str) -> bool {
+        server == BUILTIN_SERVER && name == images::IMAGE_TOOL
     }
 
     /// Runs one call within `timeout`. `Ok` is the result the model reads; `Err` is a short

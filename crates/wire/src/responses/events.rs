@@ -116,6 +116,29 @@ pub enum EventKind {
         item_id: String,
         output_index: usize,
     },
+    #[serde(rename = "response.image_generation_call.in_progress")]
+    ImageGenerationCallInProgress {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.image_generation_call.generating")]
+    ImageGenerationCallGenerating {
+        item_id: String,
+        output_index: usize,
+    },
+    /// A partial image the backend streamed (`partial_images` asked for), base64.
+    #[serde(rename = "response.image_generation_call.partial_image")]
+    ImageGenerationCallPartialImage {
+        item_id: String,
+        output_index: usize,
+        partial_image_index: u32,
+        partial_image_b64: String,
+    },
+    #[serde(rename = "response.image_generation_call.completed")]
+    ImageGenerationCallCompleted {
+        item_id: String,
+        output_index: usize,
+    },
     #[serde(rename = "response.mcp_call_arguments.delta")]
     McpCallArgumentsDelta {
         item_id: String,
@@ -236,6 +259,16 @@ impl EventKind {
             Self::WebSearchCallInProgress { .. } => "response.web_search_call.in_progress",
             Self::WebSearchCallSearching { .. } => "response.web_search_call.searching",
             Self::WebSearchCallCompleted { .. } => "response.web_search_call.completed",
+            Self::ImageGenerationCallInProgress { .. } => {
+                "response.image_generation_call.in_progress"
+            }
+            Self::ImageGenerationCallGenerating { .. } => {
+                "response.image_generation_call.generating"
+            }
+            Self::ImageGenerationCallPartialImage { .. } => {
+                "response.image_generation_call.partial_image"
+            }
+            Self::ImageGenerationCallCompleted { .. } => "response.image_generation_call.completed",
             Self::McpCallArgumentsDelta { .. } => "response.mcp_call_arguments.delta",
             Self::McpCallArgumentsDone { .. } => "response.mcp_call_arguments.done",
             Self::McpCallInProgress { .. } => "response.mcp_call.in_progress",

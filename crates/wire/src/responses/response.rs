@@ -171,6 +171,37 @@ pub enum OutputItem {
     ToolSearchCall(super::ToolSearchCallItem),
     /// The tools a gateway-run search found.
     ToolSearchOutput(super::ToolSearchOutputItem),
+    /// An image the gateway (or a Responses server) generated.
+    ImageGenerationCall(ImageGenerationCallItem),
+}
+
+/// An `image_generation_call` item: the image as base64 once generated, the prompt used and the
+/// options the image was made with; `error` when it could not be (a refusal, a failure).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImageGenerationCallItem {
+    #[serde(default)]
+    pub id: String,
+    /// `in_progress`, `generating`, `completed` or `failed`.
+    pub status: String,
+    /// The image, base64; `null` until it is generated.
+    #[serde(default)]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_prompt: Option<String>,
+    /// `generate` or `edit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// `{"type","code","message"}` of a failed call (`moderation_blocked`, `tool_unavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
 }
 
 /// An `mcp_call` item: a call the gateway ran, with its output or error.
@@ -248,6 +279,7 @@ impl OutputItem {
             Self::McpApprovalRequest(r) => Some(&r.id),
             Self::ToolSearchCall(c) => c.id.as_deref(),
             Self::ToolSearchOutput(o) => o.id.as_deref(),
+            Self::ImageGenerationCall(c) => Some(&c.id),
         }
     }
 
@@ -266,6 +298,7 @@ impl OutputItem {
                 | Self::McpListTools(_)
                 | Self::McpApprovalRequest(_)
                 | Self::ToolSearchOutput(_)
+                | Self::ImageGenerationCall(_)
         )
     }
 }

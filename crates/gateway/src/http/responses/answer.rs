@@ -197,6 +197,9 @@ async fn assemble(
             meter: setup.meter.clone(),
             step: 0,
             listed: prepared.listed.clone(),
+            image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
+                .unwrap_or_default(),
+            earlier: crate::tools::images::EarlierImages::from_input(prepared.req.input.as_ref()),
         }),
         _ => None,
     };
@@ -214,7 +217,7 @@ async fn assemble(
         profile: routed.profile.clone(),
         upstream_model: routed.upstream_model.clone(),
         req: prepared.req.clone(),
-        canonical: prepared.canonical.clone(),
+        canonical: super::route::with_note(prepared.canonical.clone(), routed.note.as_deref()),
         plan: routed.plan.clone(),
     });
     let assembler = Assembler::new(
@@ -308,6 +311,7 @@ async fn stream(
         provider_name: provider.name.clone(),
         upstream_model: assembled.upstream_model,
         pending_tools: None,
+        running: None,
         prelude: assembled.prelude,
         meter: Some(setup.meter),
         persist: setup.persist,

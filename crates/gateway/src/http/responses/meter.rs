@@ -11,7 +11,7 @@ use crate::state::AppState;
 use std::time::Instant;
 
 use crate::platform::auth::Authenticated;
-use crate::platform::sessions::{ResponseInfo, SessionEvent, ToolInfo};
+use crate::platform::sessions::{MediaRef, ResponseInfo, SessionEvent, ToolInfo};
 
 /// One response's accounting and side channel.
 #[derive(Clone)]
@@ -124,8 +124,44 @@ impl Meter {
         }
     }
 
-    /// A gateway call's end: `tool.completed` with a short summary, or `tool.failed`.
-    pub(super) fn tool_finished(&self, timer: ToolTimer, result: &Result<String, String>) {
+    /// Media of this response's item `item_id` (`format`: `png`, `webp`…; a partial's index
+    /// and base64 for progress).
+    pub(super) fn media(
+        &self,
+        item_id: &str,
+        format: Option<&str>,
+        partial: Option<u32>,
+        b64: Option<&str>,
+    ) -> MediaRef {
+        MediaRef {
+            kind: "image".to_owned(),
+            item_id: item_id.to_owned(),
+            url: format!("/v1/responses/{}", self.response_id),
+            mime_type: Some(format!("image/{}", format.unwrap_or("png"))),
+            partial_image_index: partial,
+            b64: b64
+                .filter(|b| b.len() <= crate::platform::sessions::MAX_MEDIA_B64)
+                .map(str::to_owned),
+        }
+    }
+
+    /// A gateway call's progress: `tool.progress` with a note and the media made so far.
+    pub(super) fn tool_progress(&self, timer: &ToolTimer, detail: String, media: MediaRef) {
+        let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let info = timer.info.clone().at(time::now_ms(), elapsed);
+        self.publish(SessionEvent::ToolProgress(
+            info.detail(detail).media(Some(media)),
+        ));
+    }
+
+    /// A gateway call's end: `tool.completed` with a short summary (and the media it made), or
+    /// `tool.failed`.
+    pub(super) fn tool_finished(
+        &self,
+        timer: ToolTimer,
+        result: &Result<String, String>,
+        media: Option<MediaRef>,
+    ) {
         crate::platform::ops::metrics::tool_call(
             timer.info.server_label.as_deref().unwrap_or(""),
             result.is_ok(),
@@ -133,7 +169,7 @@ impl Meter {
         let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let info = timer.info.at(time::now_ms(), elapsed);
         self.publish(match result {
-            Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output))),
+            Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output)).media(media)),
             Err(error) => SessionEvent::ToolFailed(info.error(summary(error))),
         });
     }

@@ -68,6 +68,7 @@ mod route;
 mod sse;
 mod sync;
 mod tool_loop;
+mod tools_pump;
 mod transport;
 mod trigger;
 pub(crate) mod usage;
@@ -207,6 +208,8 @@ struct Routed<'a> {
     profile: Profile,
     /// Whether the gateway offered tools of its own (then it runs the tool loop).
     gateway_tools_offered: bool,
+    /// The system note naming those tools, when the request got one.
+    note: Option<String>,
     plan: toolbridge_core::plan::ToolPlan,
     /// The request's diagnostics, the plan's and the checks'.
     diagnostics: Vec<Diagnostic>,

@@ -11,8 +11,11 @@ use toolbridge_wire::responses::StreamEvent;
 
 use super::echo::EchoRounds;
 use super::repair::{RepairRounds, Review};
-use super::tool_loop::{Continuation, OUT_OF_STEPS, PendingTools, ToolRounds};
+use super::tool_loop::{
+    CallOutcome, Continuation, OUT_OF_STEPS, PendingTools, ToolRounds, ToolRun,
+};
 use crate::error::GatewayError;
+use crate::tools::images::Partial;
 
 /// The rounds a response may go through besides the first.
 pub(super) struct Rounds {
@@ -104,27 +107,38 @@ impl Rounds {
         self.tools.is_some() && self.continuation.is_some()
     }
 
-    /// Runs the calls shown as started (concurrently when they are parallel).
-    pub(super) async fn run_tools(
+    /// The run of the calls shown as started (concurrently when they are parallel), for the
+    /// transport to poll: it holds the loop's state until [`Self::after_tools`] takes it back.
+    /// Partial images go to `partials` as they come. `None` when the loop is not in place.
+    pub(super) fn run_tools(
         &mut self,
         pending: &PendingTools,
-    ) -> Vec<Result<String, String>> {
-        match self.tools.as_mut() {
-            Some(rounds) => rounds.run(&pending.calls).await,
-            None => Vec::new(),
-        }
+        partials: Option<tokio::sync::mpsc::Sender<(usize, Partial)>>,
+    ) -> Option<ToolRun> {
+        let rounds = self.tools.take()?;
+        let ids = pending
+            .calls
+            .iter()
+            .zip(&pending.slots)
+            .map(|(call, slot)| {
+                slot.as_ref()
+                    .map_or(call.call_id.clone(), |s| s.id().to_owned())
+            })
+            .collect();
+        Some(Box::pin(rounds.run(pending.calls.clone(), ids, partials)))
     }
 
-    /// After the gateway's calls ran: their items finished; the response ends when client
+    /// After the gateway's calls ran (the loop's state back from their run): their items finished; the response ends when client
     /// calls stand beside them (or a call waits for approval), else the next round is sent.
     pub(super) async fn after_tools(
         &mut self,
         mut pending: PendingTools,
-        results: Vec<Result<String, String>>,
+        (rounds, outcomes): (ToolRounds, Vec<CallOutcome>),
         assembler: &mut Assembler,
         out: &mut Vec<StreamEvent>,
     ) -> Result<RoundEnd, GatewayError> {
-        ToolRounds::finish_items(&mut pending, &results, assembler, out);
+        self.tools = Some(rounds);
+        ToolRounds::finish_items(&mut pending, &outcomes, assembler, out);
         if assembler.has_client_calls() || pending.ends {
             // The gateway's calls ran beside the client's: this round cannot be asked
             // again, so an invalid client call follows the after-re-ask policy.
@@ -139,7 +153,7 @@ impl Rounds {
         else {
             return Ok(RoundEnd::Finish);
         };
-        let (response, payload) = rounds.send_next(continuation, pending, results).await?;
+        let (response, payload) = rounds.send_next(continuation, pending, outcomes).await?;
         assembler.next_round();
         Ok(RoundEnd::Next(response, payload))
     }

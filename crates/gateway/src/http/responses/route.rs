@@ -67,15 +67,26 @@ pub(super) fn route<'a>(
         })
         .unwrap_or_default();
     // A gateway key sees only the gateway tools its scope allows: a search as
-    // `web_search`, any other as `mcp:<server label>` (built-ins: `mcp:toolbridge`).
+    // `web_search`, images as `image_generation`, any other as `mcp:<server label>`
+    // (built-ins: `mcp:toolbridge`).
     if let Some(key) = &caller.key {
         offer.tools.retain(|t| {
             if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
                 key.scopes.allows_tool("web_search", None)
+            } else if crate::tools::GatewayTools::is_image(&t.server, &t.name) {
+                key.scopes.allows_tool("image_generation", None)
             } else {
                 key.scopes.allows_tool("mcp", Some(&t.server))
             }
         });
+    }
+    // A key without `image_generation` does not get the declared tool served either.
+    if !offer
+        .tools
+        .iter()
+        .any(|t| crate::tools::GatewayTools::is_image(&t.server, &t.name))
+    {
+        offer.image_generation = false;
     }
     // The one plan of this request for this provider: the translator and the
     // reconstruction both read it.
@@ -84,6 +95,21 @@ pub(super) fn route<'a>(
     let plan = crate::platform::ops::metrics::plan(&provider.name, plan);
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
+    // The model is told which tools the gateway runs, so it calls them instead of improvising.
+    let note = state
+        .config
+        .gateway_tools
+        .as_ref()
+        .and_then(|t| t.note_for(&offer));
+    let noted;
+    let canonical = match note.as_deref() {
+        // The operator's own addition, like the tools offered: no diagnostic.
+        Some(text) => {
+            noted = with_note(canonical.clone(), Some(text));
+            &noted
+        }
+        None => canonical,
+    };
     // A native Responses upstream's calls are relayed as they come, never repaired.
     let repairs = provider.repair.enabled && !provider.dialect.passes_through();
     let repair_checks = repairs.then(|| {
@@ -116,6 +142,7 @@ pub(super) fn route<'a>(
         upstream_model: upstream_model.clone(),
         profile,
         gateway_tools_offered: !offer.tools.is_empty(),
+        note,
         plan,
         diagnostics,
         outgoing,
@@ -124,4 +151,30 @@ pub(super) fn route<'a>(
         repairs,
         repair_checks,
     })
+}
+
+/// `canonical` with the gateway's system `note` (when there is one) at the end of its first
+/// system turn, or as a system turn of its own before the conversation.
+pub(super) fn with_note(
+    mut canonical: toolbridge_core::canonical::CanonicalRequest,
+    note: Option<&str>,
+) -> toolbridge_core::canonical::CanonicalRequest {
+    use toolbridge_core::canonical::Turn;
+    let Some(note) = note else {
+        return canonical;
+    };
+    match canonical.turns.first_mut() {
+        Some(Turn::System { text, .. }) => {
+            text.push_str("\n\n");
+            text.push_str(note);
+        }
+        _ => canonical.turns.insert(
+            0,
+            Turn::System {
+                text: note.to_owned(),
+                developer: false,
+            },
+        ),
+    }
+    canonical
 }

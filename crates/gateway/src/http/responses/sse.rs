@@ -19,6 +19,7 @@ use super::persist::Persist;
 use super::repair::record_repairs;
 use super::rounds::{RoundEnd, Rounds};
 use super::tool_loop::PendingTools;
+use super::tools_pump::Running;
 use super::transport::{self, Framing, PumpLimits, Stop, Wake};
 use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
@@ -49,6 +50,8 @@ pub(super) struct Pump {
     pub(super) upstream_model: String,
     /// Gateway calls shown as started, to run at the next step.
     pub(super) pending_tools: Option<PendingTools>,
+    /// Gateway calls running, polled step by step.
+    pub(super) running: Option<Running>,
     /// Charges the tokens and reports the end on the session, at the end.
     pub(super) meter: Option<Meter>,
     /// Items the gateway shows before the model's output (MCP listings).
@@ -127,7 +130,12 @@ impl Pump {
         loop {
             self.assembler.as_ref()?;
             if let Some(pending) = self.pending_tools.take()
-                && let Some(batch) = self.run_pending(pending, &mut out).await
+                && let Some(batch) = self.start_tools(pending, &mut out)
+            {
+                return Some(batch);
+            }
+            if let Some(running) = self.running.take()
+                && let Some(batch) = self.poll_tools(running, &mut out).await
             {
                 return Some(batch);
             }
@@ -196,7 +204,7 @@ impl Pump {
     }
 
     /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
-    fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
+    pub(super) fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
         match stop.failure() {
             None => self.cancel(out),
             Some((code, message)) => self.fail(code, message, out),
@@ -204,45 +212,8 @@ impl Pump {
     }
 
     /// `events` in the pump's framing.
-    fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
+    pub(super) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
         framed(self.framing, events)
-    }
-
-    /// Runs the gateway calls shown as started at the last step (a shutdown or a cancel stops
-    /// them), then hands them to the round driver. `Some` when the step ends with these frames;
-    /// `None` when the next round's stream is in place and nothing is to be sent yet.
-    async fn run_pending(
-        &mut self,
-        pending: PendingTools,
-        out: &mut Vec<StreamEvent>,
-    ) -> Option<Vec<Bytes>> {
-        if self.assembler.is_none() || !self.rounds.runs_tools() {
-            return Some(self.finish(std::mem::take(out), true));
-        }
-        let results =
-            match transport::interruptible(&mut self.limits, self.rounds.run_tools(&pending)).await
-            {
-                Ok(results) => results,
-                Err(stop) => return Some(self.stop(stop, std::mem::take(out))),
-            };
-        let assembler = self.assembler.as_mut()?;
-        match self
-            .rounds
-            .after_tools(pending, results, assembler, out)
-            .await
-        {
-            Ok(RoundEnd::Next(response, payload)) => {
-                self.switch_to(response, payload);
-                (!out.is_empty()).then(|| self.frames(out))
-            }
-            Ok(RoundEnd::Fail(message)) => {
-                Some(self.fail(codes::INVALID_TOOL_CALL, message, std::mem::take(out)))
-            }
-            Ok(RoundEnd::Finish | RoundEnd::Tools(_)) => {
-                Some(self.finish(std::mem::take(out), true))
-            }
-            Err(e) => Some(self.fail(e.code(), e.to_string(), std::mem::take(out))),
-        }
     }
 
     /// At the end of an upstream round: the decoder's last events into the assembler, then the
@@ -275,7 +246,7 @@ impl Pump {
     }
 
     /// Reads the next round's stream from here on.
-    fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
+    pub(super) fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
         self.upstream = upstream_sse(response);
         self.decoder = restarted(&self.decoder, &self.profile);
         if self.usage_basis.is_some() {

@@ -60,9 +60,13 @@ pub(super) async fn sync_response(
             if !rounds.runs_tools() {
                 break;
             }
-            let results = rounds.run_tools(&pending).await;
+            // A whole answer shows no partial images (the side channel still gets them).
+            let Some(run) = rounds.run_tools(&pending, None) else {
+                break;
+            };
+            let ran = run.await;
             end = rounds
-                .after_tools(pending, results, &mut assembler, &mut sink)
+                .after_tools(pending, ran, &mut assembler, &mut sink)
                 .await?;
             sink.clear();
         }

@@ -28,7 +28,10 @@ use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
 use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
 use toolbridge_core::plan::ToolPlan;
 
+use super::meter::ToolTimer;
 use crate::tools::GatewayTools;
+use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
+use toolbridge_wire::responses::ImageGenerationCallItem;
 
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
 pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
@@ -105,7 +108,22 @@ pub(super) struct ToolRounds {
     pub(super) step: u32,
     /// The request's own MCP servers the gateway connected.
     pub(super) listed: Arc<Vec<crate::tools::McpServer>>,
+    /// The request's declared `image_generation` options.
+    pub(super) image_options: ImageOptions,
+    /// Images of the conversation, for edits (bounded).
+    pub(super) earlier: EarlierImages,
 }
+
+/// One gateway call's outcome: what the model reads, and the image item of an image call.
+pub(super) struct CallOutcome {
+    pub(super) text: Result<String, String>,
+    pub(super) image: Option<ImageGenerationCallItem>,
+}
+
+/// A round's calls running: the future the transport polls (it owns the loop's state and
+/// hands it back), and the partial images it streams.
+pub(super) type ToolRun =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (ToolRounds, Vec<CallOutcome>)> + Send>>;
 
 /// Calls of one round, shown as started and waiting to run.
 pub(super) struct PendingTools {
@@ -156,9 +174,9 @@ impl ToolRounds {
         let slots = calls
             .iter()
             .map(|call| {
-                self.tools
-                    .show
-                    .then(|| assembler.hosted_start(hosted(call), out))
+                // An image is what the client asked for: shown whatever `show` says.
+                (self.tools.show || GatewayTools::is_image(&call.server, &call.name))
+                    .then(|| assembler.hosted_start(hosted(call, &self.image_options), out))
             })
             .collect();
         PendingTools {
@@ -169,9 +187,18 @@ impl ToolRounds {
         }
     }
 
-    /// Runs the round's calls concurrently (in this task), each within the tool timeout and
-    /// what is left of the time budget.
-    pub(super) async fn run(&mut self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+    /// Runs the round's calls concurrently (in the caller's task: the future is polled by the
+    /// pump or the whole-answer path, never spawned), each within the tool timeout (an image
+    /// within the images backend's) and what is left of the time budget; `ids` are the calls'
+    /// item ids. Each partial image goes to the side channel and to `partials` (the pump shows
+    /// it at once; a full channel drops it with a log line). The loop's state comes back with
+    /// the outcomes.
+    pub(super) async fn run(
+        mut self,
+        calls: Vec<GatewayCall>,
+        ids: Vec<String>,
+        partials: Option<tokio::sync::mpsc::Sender<(usize, Partial)>>,
+    ) -> (Self, Vec<CallOutcome>) {
         self.step += 1;
         self.meter.tool_step();
         let timers: Vec<_> = calls
@@ -181,50 +208,110 @@ impl ToolRounds {
                     .tool_started(&c.call_id, &c.server, &c.name, self.step)
             })
             .collect();
-        let results = self.run_calls(calls).await;
-        for (timer, result) in timers.into_iter().zip(&results) {
-            self.meter.tool_finished(timer, result);
+        let outcomes = self.run_calls(&calls, &ids, &timers, partials).await;
+        for ((timer, outcome), id) in timers.into_iter().zip(&outcomes).zip(&ids) {
+            let media = outcome.image.as_ref().and_then(|image| {
+                let b64 = image.result.as_deref()?;
+                self.earlier.add(id, b64);
+                Some(
+                    self.meter
+                        .media(id, image.output_format.as_deref(), None, None),
+                )
+            });
+            self.meter.tool_finished(timer, &outcome.text, media);
         }
-        results
+        (self, outcomes)
     }
 
-    async fn run_calls(&self, calls: &[GatewayCall]) -> Vec<Result<String, String>> {
+    async fn run_calls(
+        &self,
+        calls: &[GatewayCall],
+        ids: &[String],
+        timers: &[ToolTimer],
+        partials: Option<tokio::sync::mpsc::Sender<(usize, Partial)>>,
+    ) -> Vec<CallOutcome> {
         let left = self
             .deadline
             .saturating_duration_since(tokio::time::Instant::now());
-        let timeout = self
-            .tools
-            .limits
-            .tool_timeout
-            .min(left)
-            .max(Duration::from_millis(1));
-        futures::future::join_all(calls.iter().map(|call| {
-            let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
-            tracing::Instrument::instrument(
-                self.tools.run(
-                    &call.server,
-                    &call.name,
-                    &call.arguments,
-                    timeout,
-                    &self.listed,
-                ),
-                span,
-            )
-        }))
+        let timeout = |limit: Duration| limit.min(left).max(Duration::from_millis(1));
+        let partials = &partials;
+        futures::future::join_all(calls.iter().zip(ids).zip(timers).enumerate().map(
+            |(i, ((call, id), timer))| {
+                let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
+                let run = async move {
+                    if !GatewayTools::is_image(&call.server, &call.name) {
+                        let text = self
+                            .tools
+                            .run(
+                                &call.server,
+                                &call.name,
+                                &call.arguments,
+                                timeout(self.tools.limits.tool_timeout),
+                                &self.listed,
+                            )
+                            .await;
+                        return CallOutcome { text, image: None };
+                    }
+                    let backend = self.tools.images.as_ref().map(|(b, _)| b.as_ref());
+                    let limit = backend.map_or(self.tools.limits.tool_timeout, |b| b.timeout);
+                    let progress = |partial: Partial| {
+                        let media = self.meter.media(id, None, Some(partial.index), Some(&partial.b64));
+                        self.meter.tool_progress(timer, format!("partial image {}", partial.index), media);
+                        if let Some(tx) = partials
+                            && tx.try_send((i, partial)).is_err()
+                        {
+                            tracing::info!(item = %id, "a partial image was not shown: the stream is behind");
+                        }
+                    };
+                    let ran = images::run(
+                        backend,
+                        id,
+                        &call.arguments,
+                        &self.image_options,
+                        &self.earlier,
+                        timeout(limit),
+                        &progress,
+                    )
+                    .await;
+                    CallOutcome {
+                        text: ran.text,
+                        image: Some(ran.item),
+                    }
+                };
+                tracing::Instrument::instrument(run, span)
+            },
+        ))
         .await
     }
 
-    /// Finishes the hosted items with the results.
+    /// Finishes the hosted items with the outcomes.
     pub(super) fn finish_items(
         pending: &mut PendingTools,
-        results: &[Result<String, String>],
+        outcomes: &[CallOutcome],
         assembler: &mut Assembler,
         out: &mut Vec<StreamEvent>,
     ) {
-        for (slot, result) in std::mem::take(&mut pending.slots).into_iter().zip(results) {
-            if let Some(slot) = slot {
-                assembler.hosted_finish(slot, result.clone(), out);
+        for (slot, outcome) in std::mem::take(&mut pending.slots).into_iter().zip(outcomes) {
+            match (slot, &outcome.image) {
+                (Some(slot), Some(image)) if slot.is_image() => {
+                    assembler.hosted_finish_image(slot, image.clone(), out);
+                }
+                (Some(slot), _) => assembler.hosted_finish(slot, outcome.text.clone(), out),
+                (None, _) => {}
             }
+        }
+    }
+
+    /// Shows a partial image of call `index` (its item must be shown).
+    pub(super) fn show_partial(
+        pending: &PendingTools,
+        index: usize,
+        partial: Partial,
+        assembler: &mut Assembler,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        if let Some(Some(slot)) = pending.slots.get(index) {
+            assembler.hosted_partial_image(slot, partial.index, partial.b64, out);
         }
     }
 
@@ -234,7 +321,7 @@ impl ToolRounds {
         &mut self,
         continuation: &mut Continuation,
         pending: PendingTools,
-        results: Vec<Result<String, String>>,
+        outcomes: Vec<CallOutcome>,
     ) -> Result<(reqwest::Response, Bytes), GatewayError> {
         self.steps_left = self.steps_left.saturating_sub(1);
         if let Some(left) = &mut self.calls_left {
@@ -261,16 +348,20 @@ impl ToolRounds {
         };
         let results = calls
             .into_iter()
-            .zip(results)
-            .map(|(call, result)| (call.call_id, result.unwrap_or_else(|error| error)))
+            .zip(outcomes)
+            .map(|(call, outcome)| (call.call_id, outcome.text.unwrap_or_else(|error| error)))
             .collect();
         continuation.send(turn, results).await
     }
 }
 
-/// The hosted item a gateway call shows as: a search as `web_search_call`, any other tool as
-/// `mcp_call` under its server label.
-fn hosted(call: &GatewayCall) -> Hosted {
+/// The hosted item a gateway call shows as: a search as `web_search_call`, an image as
+/// `image_generation_call`, any other tool as `mcp_call` under its server label.
+fn hosted(call: &GatewayCall, options: &ImageOptions) -> Hosted {
+    if GatewayTools::is_image(&call.server, &call.name) {
+        let args = images::ImageArgs::parse(&call.arguments).unwrap_or_default();
+        return Hosted::Image(Box::new(options.item(&args)));
+    }
     if GatewayTools::is_search(&call.server, &call.name) {
         let query = serde_json::from_str::<serde_json::Value>(&call.arguments)
             .ok()

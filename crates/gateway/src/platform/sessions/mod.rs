@@ -65,6 +65,29 @@ pub enum SessionEvent {
     StreamReconnected {},
 }
 
+/// A reference to media a gateway call made: where the item is (`url`, `item_id`) and, when
+/// small enough to travel in an event, the bytes themselves (base64, [`MAX_MEDIA_B64`] at most;
+/// larger media are fetched by reference).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    /// `image`.
+    pub kind: String,
+    /// The output item holding it (`ig_…`).
+    pub item_id: String,
+    /// Where the stored response holding the item is read (`/v1/responses/{id}`).
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The partial image's index, for a partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_image_index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b64: Option<String>,
+}
+
+/// The most base64 carried in an event's media (a larger image is left to its reference).
+pub(crate) const MAX_MEDIA_B64: usize = 8 * 1024;
+
 /// What a `response.*` event says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResponseInfo {
@@ -104,6 +127,10 @@ pub struct ToolInfo {
     /// A short error (a stable code, then a message) of a failed call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the call made, for a client to show: an image (`tool.completed`), a partial image
+    /// (`tool.progress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaRef>,
     /// Milliseconds since the Unix epoch, from the publisher's clock.
     pub timestamp_ms: u64,
 }
@@ -143,6 +170,7 @@ impl ToolInfo {
             elapsed_ms: None,
             detail: None,
             error: None,
+            media: None,
             timestamp_ms,
         }
     }
@@ -166,6 +194,11 @@ impl ToolInfo {
 
     pub fn error(mut self, error: impl Into<String>) -> Self {
         self.error = Some(error.into());
+        self
+    }
+
+    pub fn media(mut self, media: Option<MediaRef>) -> Self {
+        self.media = media;
         self
     }
 }
@@ -220,6 +253,18 @@ impl SessionEvent {
                 }
                 for s in [&mut t.detail, &mut t.error].into_iter().flatten() {
                     clip(s, MAX_DETAIL_LEN);
+                }
+                if let Some(m) = &mut t.media {
+                    for s in [&mut m.kind, &mut m.item_id, &mut m.url] {
+                        clip(s, MAX_DETAIL_LEN);
+                    }
+                    if let Some(s) = &mut m.mime_type {
+                        clip(s, MAX_NAME_LEN);
+                    }
+                    // Cut base64 is no image: too large, it is left to the reference.
+                    if m.b64.as_ref().is_some_and(|b| b.len() > MAX_MEDIA_B64) {
+                        m.b64 = None;
+                    }
                 }
             }
             Self::StreamLagged { .. } | Self::StreamReconnected {} => {}
