@@ -287,10 +287,11 @@ mod tests {
                 ("custom", Decision::Degraded, reasons::CUSTOM_AS_FUNCTION),
                 ("function", Decision::Degraded, reasons::NAMESPACE_FLATTENED),
                 ("web_search", Decision::Native, reasons::RESPONSES_NATIVE),
+                // The client-run form, which the endpoint does not run: its function.
                 (
                     "tool_search",
-                    Decision::Ignored,
-                    reasons::NO_PROVIDER_SUPPORT
+                    Decision::Degraded,
+                    reasons::TOOL_SEARCH_AS_FUNCTION
                 ),
                 (
                     "future_tool",
