@@ -155,6 +155,11 @@ enabled = false
 [features]
 plugins = false
 
+# /tmp is not a writable root: another Codex's protected `/tmp/.agents` must not race this
+# sandbox's mounts (TMPDIR, in the scratch folder, stays writable).
+[sandbox_workspace_write]
+exclude_slash_tmp = true
+
 [model_providers.gateway]
 name = "gateway"
 base_url = "{}"
