@@ -13,13 +13,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
-use tokio::process::Command;
 use toolbridge_testkit::chat::{chunk, usage_chunk};
+use toolbridge_testkit::codex::CodexExec;
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 /// A scratch folder per test, removed when dropped.
@@ -56,83 +54,28 @@ async fn start_gateway(scratch: &Scratch, config: &str) -> GatewayProcess {
     .await
 }
 
-/// Runs `codex exec` with `config` (Codex's config.toml) and `prompt`; returns the last message,
-/// stdout and stderr.
-async fn run_codex(
+/// Codex's run against the gateway: `model`, with `extra` lines in the provider's table, `top`
+/// keys and model discovery on.
+fn codex_config(
     codex: &Path,
     scratch: &Scratch,
-    config: &str,
-    prompt: &str,
-) -> (String, String, String) {
-    std::fs::write(scratch.0.join("codex-home/config.toml"), config).unwrap();
-    let last = scratch.0.join("last-message.txt");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        Command::new(codex)
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-                "-s",
-                "workspace-write",
-                "-C",
-            ])
-            .arg(scratch.0.join("work"))
-            .arg("-o")
-            .arg(&last)
-            .args(["--json", prompt])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", scratch.0.join("home"))
-            .env("CODEX_HOME", scratch.0.join("codex-home"))
-            .env("TMPDIR", scratch.0.join("tmp"))
-            .env("GATEWAY_API_KEY", "gateway-key")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("codex finishes in time")
-    .expect("codex runs");
-    (
-        std::fs::read_to_string(&last).unwrap_or_default(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    model: &str,
+    gateway: &GatewayProcess,
+    extra: &str,
+    top: &str,
+) -> CodexExec {
+    let mut exec = CodexExec::new(codex, &scratch.0, gateway.url("/v1"));
+    exec.model = model.to_owned();
+    exec.top = top.to_owned();
+    exec.features = "api_key_model_discovery = true".to_owned();
+    exec.provider = format!("stream_max_retries = 0\n{extra}");
+    exec
 }
 
-/// Codex's provider table for the gateway, with `extra` lines.
-fn codex_config(model: &str, gateway: &GatewayProcess, extra: &str, top: &str) -> String {
-    format!(
-        r#"model = "{model}"
-model_provider = "gateway"
-check_for_update_on_startup = false
-{top}
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-api_key_model_discovery = true
-
-# /tmp is not a writable root: another Codex's protected `/tmp/.agents` must not race this
-# sandbox's mounts (TMPDIR, in the scratch folder, stays writable).
-[sandbox_workspace_write]
-exclude_slash_tmp = true
-
-[model_providers.gateway]
-name = "gateway"
-base_url = "{}"
-wire_api = "responses"
-env_key = "GATEWAY_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-{extra}
-"#,
-        gateway.url("/v1")
-    )
+/// Runs Codex with `prompt`; returns the last message, stdout and stderr.
+async fn run_codex(exec: &CodexExec, prompt: &str) -> (String, String, String) {
+    let run = exec.run(prompt).await;
+    (run.last_message, run.stdout, run.stderr)
 }
 
 const MARK: &str = "You are the toolbridge catalog coder; answer tersely.";
@@ -184,12 +127,14 @@ upstream_model = "coder-upstream"
     .await;
     let catalog_url = gateway.url("/v1/models");
     let config = codex_config(
+        &codex,
+        &scratch,
         "toolbridge-coder",
         &gateway,
         &format!("model_catalog_url = \"{catalog_url}\""),
         "",
     );
-    let (last, stdout, stderr) = run_codex(&codex, &scratch, &config, "Say done.").await;
+    let (last, stdout, stderr) = run_codex(&config, "Say done.").await;
     let context = || {
         format!(
             "stdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
@@ -227,12 +172,14 @@ upstream_model = "coder-upstream"
     // A route that sets no base instructions gets the gateway's default (Codex requires the
     // field: without it the whole catalog is dropped), and the freeform apply_patch.
     let config = codex_config(
+        &codex,
+        &scratch,
         "toolbridge-plain",
         &gateway,
         &format!("model_catalog_url = \"{catalog_url}\""),
         "",
     );
-    let (last, _, stderr) = run_codex(&codex, &scratch, &config, "Say done.").await;
+    let (last, _, stderr) = run_codex(&config, "Say done.").await;
     assert_eq!(last.trim(), "Done.", "{stderr}");
     let request = upstream.requests().last().unwrap().body.clone();
     let system = request["messages"][0]["content"].to_string();
@@ -328,18 +275,15 @@ provider = "main"
     )
     .await;
     let config = codex_config(
+        &codex,
+        &scratch,
         "gpt-5.5",
         &gateway,
         "",
         "model_context_window = 10000\nmodel_auto_compact_token_limit = 5000",
     );
-    let (last, stdout, stderr) = run_codex(
-        &codex,
-        &scratch,
-        &config,
-        "Run echo hi, then say the check is done.",
-    )
-    .await;
+    let (last, stdout, stderr) =
+        run_codex(&config, "Run echo hi, then say the check is done.").await;
     let context = || {
         format!(
             "stdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}\nmain: {}\nsummarizer: {}",

@@ -7,13 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
 use toolbridge_testkit::chat::{chunk, usage_chunk};
+use toolbridge_testkit::codex::CodexExec;
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 const FILE_CONTENT: &str = "made through toolbridge";
@@ -167,85 +165,20 @@ async fn run_codex_over(
     stream_retries: u32,
     websockets: bool,
 ) -> (String, String, String) {
-    let home = scratch.join("home");
-    let codex_home = scratch.join("codex-home");
-    let work = scratch.join("work");
-    let tmp = scratch.join("tmp");
-    for dir in [&home, &codex_home, &work, &tmp] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            r#"model = "gpt-5.5"
-model_provider = "gateway"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-
-# /tmp is not a writable root: another Codex's protected `/tmp/.agents` must not race this
-# sandbox's mounts (TMPDIR, in the scratch folder, stays writable).
-[sandbox_workspace_write]
-exclude_slash_tmp = true
-
-[model_providers.gateway]
-name = "gateway"
-base_url = "{}"
-wire_api = "responses"
-env_key = "GATEWAY_API_KEY"
-request_max_retries = 0
-stream_max_retries = {stream_retries}
-supports_websockets = {websockets}
-"#,
-            gateway.url("/v1")
-        ),
-    )
-    .unwrap();
-    let last = scratch.join("last-message.txt");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        Command::new(codex)
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-                "-s",
-                "workspace-write",
-                "-C",
-            ])
-            .arg(&work)
-            .arg("-o")
-            .arg(&last)
-            .args(["--json", "Create created.txt with the usual content."])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("CODEX_HOME", &codex_home)
-            .env("TMPDIR", &tmp)
-            .env("GATEWAY_API_KEY", "gateway-key")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("codex finishes in time")
-    .expect("codex runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let last_message = std::fs::read_to_string(&last).unwrap_or_default();
-    let file = std::fs::read_to_string(work.join("created.txt")).unwrap_or_else(|_| {
+    let mut exec = CodexExec::new(codex, scratch, gateway.url("/v1"));
+    exec.provider =
+        format!("stream_max_retries = {stream_retries}\nsupports_websockets = {websockets}");
+    let run = exec.run("Create created.txt with the usual content.").await;
+    let file = std::fs::read_to_string(run.work.join("created.txt")).unwrap_or_else(|_| {
         panic!(
-            "Codex did not create created.txt.\nstdout:\n{stdout}\nstderr:\n{stderr}\n\
+            "Codex did not create created.txt.\nstdout:\n{}\nstderr:\n{}\n\
              gateway stderr:\n{}",
+            run.stdout,
+            run.stderr,
             gateway.stderr()
         )
     });
-    (file, last_message, stderr)
+    (file, run.last_message, run.stderr)
 }
 
 /// Troubles the fake upstream causes along the way.

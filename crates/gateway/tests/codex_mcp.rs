@@ -11,12 +11,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
+use toolbridge_testkit::codex::CodexExec;
 use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
@@ -135,84 +133,20 @@ async fn run_codex(
     gateway: &GatewayProcess,
     scratch: &Path,
 ) -> (String, String, String) {
-    let dirs: Vec<PathBuf> = ["home", "codex-home", "work", "tmp"]
-        .iter()
-        .map(|d| scratch.join(d))
-        .collect();
-    for dir in &dirs {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(
-        dirs[1].join("config.toml"),
-        format!(
-            r#"model = "gpt-5.5"
-model_provider = "gateway"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-
-# /tmp is not a writable root: another Codex's protected `/tmp/.agents` must not race this
-# sandbox's mounts (TMPDIR, in the scratch folder, stays writable).
-[sandbox_workspace_write]
-exclude_slash_tmp = true
-
-[model_providers.gateway]
-name = "gateway"
-base_url = "{}"
-wire_api = "responses"
-env_key = "GATEWAY_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
+    let mut exec = CodexExec::new(codex, scratch, gateway.url("/v1"));
+    exec.tables = format!(
+        r#"
 [mcp_servers.kit]
 command = "{}"
 args = ["--stdio"]
 default_tools_approval_mode = "approve"
 "#,
-            gateway.url("/v1"),
-            server.display()
-        ),
-    )
-    .unwrap();
-    let last = scratch.join("last-message.txt");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        Command::new(codex)
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--color",
-                "never",
-                "-s",
-                "workspace-write",
-                "-C",
-            ])
-            .arg(&dirs[2])
-            .arg("-o")
-            .arg(&last)
-            .args(["--json", "Use the kit MCP server to add 1234 and 4321."])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &dirs[0])
-            .env("CODEX_HOME", &dirs[1])
-            .env("TMPDIR", &dirs[3])
-            .env("GATEWAY_API_KEY", "gateway-key")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("codex finishes in time")
-    .expect("codex runs");
-    (
-        std::fs::read_to_string(&last).unwrap_or_default(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+        server.display()
+    );
+    let run = exec
+        .run("Use the kit MCP server to add 1234 and 4321.")
+        .await;
+    (run.last_message, run.stdout, run.stderr)
 }
 
 /// One Codex run at a time: three Codex processes, their MCP servers and gateways at once starve

@@ -8,6 +8,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod chat;
+pub mod codex;
 pub mod dialects;
 pub mod images;
 pub mod mcp;
