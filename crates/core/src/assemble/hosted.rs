@@ -163,8 +163,13 @@ impl Assembler {
             },
             // Finished by `hosted_finish_image` above.
             (Hosted::Image(_), _) => return,
-            (Hosted::ToolSearch { .. }, _) => {
+            // A search that could not run: the call failed, nothing found.
+            (Hosted::ToolSearch { .. }, true) => {
                 return self.hosted_finish_search(slot, Vec::new(), out);
+            }
+            (Hosted::ToolSearch { .. }, false) => {
+                let item = hosted_item(&slot, "failed", None);
+                return self.done(slot.index, item, out);
             }
         };
         self.push(out, event);

@@ -103,7 +103,9 @@ impl Deferred {
         let args: Value = serde_json::from_str(arguments.trim()).map_err(|e| {
             error_result(
                 "invalid_arguments",
-                &format!("the arguments are not JSON ({e}); call `tool_search` with {{\"query\": \"…\"}}"),
+                &format!(
+                    "the arguments are not JSON ({e}); call `tool_search` with {{\"query\": \"…\"}}"
+                ),
             )
         })?;
         let query = args["query"].as_str().unwrap_or_default().trim();

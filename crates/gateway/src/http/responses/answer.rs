@@ -197,7 +197,9 @@ async fn assemble(
             meter: setup.meter.clone(),
             step: 0,
             listed: prepared.listed.clone(),
-            deferred: Arc::new(crate::tools::Deferred::from_tools(&prepared.canonical.tools)),
+            deferred: Arc::new(crate::tools::Deferred::from_tools(
+                &prepared.canonical.tools,
+            )),
             searches_left: crate::tools::MAX_SEARCHES,
             image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
                 .unwrap_or_default(),

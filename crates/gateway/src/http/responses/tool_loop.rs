@@ -35,8 +35,8 @@ use toolbridge_core::plan::{GatewayOffer, NameMap, ToolPlan, plan_request};
 use toolbridge_wire::responses::Tool;
 
 use super::meter::ToolTimer;
-use crate::tools::{Deferred, GatewayTools};
 use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
+use crate::tools::{Deferred, GatewayTools};
 use toolbridge_wire::responses::ImageGenerationCallItem;
 
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
@@ -371,7 +371,7 @@ impl ToolRounds {
                 (Some(slot), Some(image)) if slot.is_image() => {
                     assembler.hosted_finish_image(slot, image.clone(), out);
                 }
-                (Some(slot), _) if slot.is_tool_search() => {
+                (Some(slot), _) if slot.is_tool_search() && outcome.text.is_ok() => {
                     let found = outcome.found.clone().unwrap_or_default();
                     assembler.hosted_finish_search(slot, found, out);
                 }
