@@ -256,3 +256,48 @@ async fn searches_past_the_bound_are_answered_with_an_error() {
     assert!(last.iter().any(|n| n == "add_numbers"), "{last:?}");
     assert!(!last.iter().any(|n| n == "github__get_issue"), "{last:?}");
 }
+
+#[tokio::test]
+async fn a_stateless_replay_keeps_the_found_tools_and_the_search_exchange() {
+    let h = harness().await;
+    h.upstream.push(call(
+        "call_search",
+        "tool_search",
+        json!({"query": "read a github issue"}),
+    ));
+    h.upstream.push(call(
+        "call_issue",
+        "github__get_issue",
+        json!({"number": 7}),
+    ));
+    let (status, first) = h.post_json(&request(false)).await;
+    assert_eq!(status, 200, "{first}");
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "Issue 7 is about a crash.",
+            "stop",
+        )));
+    let mut input = vec![json!({"role": "user", "content": "What does issue 7 say?"})];
+    input.extend(first["output"].as_array().unwrap().iter().cloned());
+    input.push(json!({"type": "function_call_output", "call_id": "call_issue", "output": "It crashes on start."}));
+    let mut next = request(false);
+    next["input"] = Value::Array(input);
+    let (status, body) = h.post_json(&next).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["type"], "message", "{body:#}");
+    let requests = h.upstream.requests();
+    let sent = &requests[2].body;
+    let names = tool_names(sent);
+    assert!(names.iter().any(|n| n == "github__get_issue"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "add_numbers"), "{names:?}");
+    let messages = sent["messages"].as_array().unwrap();
+    let calls: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .map(|c| c["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(calls, ["tool_search", "github__get_issue"], "{sent:#}");
+    let results = messages.iter().filter(|m| m["role"] == "tool").count();
+    assert_eq!(results, 2, "{sent:#}");
+}
