@@ -12,6 +12,7 @@ mod common;
 use common::Harness;
 use serde_json::{Value, json};
 use toolbridge_testkit::chat::{chunk, usage_chunk};
+use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
 use toolbridge_testkit::{FakeUpstream, Reply};
 
 async fn harness() -> Harness {
@@ -300,4 +301,112 @@ async fn a_stateless_replay_keeps_the_found_tools_and_the_search_exchange() {
     assert_eq!(calls, ["tool_search", "github__get_issue"], "{sent:#}");
     let results = messages.iter().filter(|m| m["role"] == "tool").count();
     assert_eq!(results, 2, "{sent:#}");
+}
+
+/// A Chat preset and the two other translated dialects, each by the provider's TOML line.
+const TARGETS: &[(&str, Wire)] = &[
+    ("preset = \"glm\"", Wire::Chat { think_tags: false }),
+    ("dialect = \"anthropic\"", Wire::Anthropic),
+    ("dialect = \"gemini\"", Wire::Gemini),
+];
+
+fn wire_call(id: &str, name: &str, arguments: Value) -> Answer {
+    Answer {
+        reasoning: Vec::new(),
+        text: Vec::new(),
+        calls: vec![Call {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            namespace: None,
+            custom: false,
+            arguments,
+        }],
+        end: End::ToolCalls,
+        usage: Usage {
+            input: 10,
+            output: 5,
+            ..Usage::default()
+        },
+    }
+}
+
+/// The function names an upstream request offers, in any dialect.
+fn offered(body: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        for name in [&tool["function"]["name"], &tool["name"]] {
+            names.extend(name.as_str().map(str::to_owned));
+        }
+        for d in tool["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            names.extend(d["name"].as_str().map(str::to_owned));
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn the_hosted_search_works_through_every_translated_dialect() {
+    for &(provider, wire) in TARGETS {
+        for stream in [false, true] {
+            let h = Harness::with_toml(|url| {
+                format!(
+                    "[providers.up]\nbase_url = \"{url}\"\napi_key_env = \"FAKE_UPSTREAM_KEY\"\nmax_retries = 0\n{provider}\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n\n[gateway_tools]\nbuiltins = []\n"
+                )
+            })
+            .await;
+            let reply = |a: &Answer| {
+                if stream {
+                    wire.stream(a)
+                } else {
+                    wire.whole(a)
+                }
+            };
+            h.upstream.push(reply(&wire_call(
+                "call_search",
+                "tool_search",
+                json!({"query": "read a github issue"}),
+            )));
+            h.upstream.push(reply(&wire_call(
+                "call_issue",
+                "github__get_issue",
+                json!({"number": 7}),
+            )));
+            let output = if stream {
+                let events = h.post_stream(&request(true)).await;
+                let last = &events.last().unwrap().data;
+                assert_eq!(last["type"], "response.completed", "{provider}: {last}");
+                last["response"]["output"].clone()
+            } else {
+                let (status, body) = h.post_json(&request(false)).await;
+                assert_eq!(status, 200, "{provider}: {body}");
+                body["output"].clone()
+            };
+            let items = output.as_array().unwrap();
+            let kinds: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+            assert_eq!(
+                kinds,
+                ["tool_search_call", "tool_search_output", "function_call"],
+                "{provider} {stream}: {items:#?}"
+            );
+            assert_eq!(items[2]["namespace"], "github", "{provider}");
+            assert_eq!(items[2]["name"], "get_issue", "{provider}");
+            let requests = h.upstream.requests();
+            assert_eq!(requests.len(), 2, "{provider}");
+            let first = offered(&requests[0].body);
+            assert_eq!(first, ["weather", "tool_search"], "{provider}");
+            let second = offered(&requests[1].body);
+            assert!(
+                second.iter().any(|n| n == "github__get_issue"),
+                "{provider}: {second:?}"
+            );
+            assert!(
+                !second.iter().any(|n| n == "add_numbers"),
+                "{provider}: {second:?}"
+            );
+        }
+    }
 }
