@@ -30,7 +30,7 @@ pub use capabilities::{
     NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
     UnsupportedPolicy,
 };
-pub use context::OVER_TOOL_LIMIT;
+pub use context::{FOUND_PARAM, OVER_TOOL_LIMIT};
 pub use names::{NameMap, sanitize};
 pub use native::{NativeMcpServer, NativeSearch, NativeTool};
 pub use search::{TOOL_SEARCH_DESCRIPTION, is_deferred, is_hosted_search, tool_search_parameters};

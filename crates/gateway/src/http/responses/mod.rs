@@ -54,6 +54,7 @@ mod decode;
 mod detach;
 mod dispatch;
 mod echo;
+mod found;
 pub(crate) mod history;
 mod ingress;
 mod meter;

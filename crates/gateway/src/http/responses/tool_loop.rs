@@ -30,13 +30,13 @@ use std::time::Duration;
 
 use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
 use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
-use toolbridge_core::canonical::{ContextSource, ContextTool};
-use toolbridge_core::plan::{GatewayOffer, NameMap, ToolPlan, plan_request};
+use toolbridge_core::plan::{GatewayOffer, NameMap, ToolPlan};
 use toolbridge_wire::responses::Tool;
 
 use super::meter::ToolTimer;
 use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
 use crate::tools::{Deferred, GatewayTools};
+
 use toolbridge_wire::responses::ImageGenerationCallItem;
 
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
@@ -59,21 +59,6 @@ pub(super) struct Continuation {
 }
 
 impl Continuation {
-    /// Adds tools the gateway's search found to the conversation and replans with them: the
-    /// new plan's names, for the calls of the rounds that follow.
-    fn lift_found(&mut self, found: Vec<Tool>) -> Result<Arc<NameMap>, GatewayError> {
-        let base = self.canonical.context_tools.len();
-        self.canonical
-            .context_tools
-            .extend(found.into_iter().enumerate().map(|(i, tool)| ContextTool {
-                param: format!("tool_search_output.tools[{}]", base + i),
-                tool,
-                source: ContextSource::Found,
-            }));
-        self.plan = plan_request(&self.canonical, &self.profile.tools, &self.offer)?;
-        Ok(Arc::new(self.plan.names.clone()))
-    }
-
     /// Appends one exchange (an assistant turn, then a result per call) to the conversation and
     /// sends the next request: the upstream's answer and the body sent.
     pub(super) async fn send(
@@ -333,30 +318,6 @@ impl ToolRounds {
             },
         ))
         .await
-    }
-
-    /// One `tool_search` over the deferred tools, or the error past the response's bound.
-    async fn search(&self, arguments: &str, allowed: bool) -> CallOutcome {
-        if !allowed {
-            let message = format!(
-                "this response already ran {} tool searches, the most it may; call the tools found so far, or answer without more",
-                crate::tools::MAX_SEARCHES
-            );
-            return CallOutcome {
-                text: Err(crate::tools::error_result("too_many_searches", &message)),
-                image: None,
-                found: None,
-            };
-        }
-        let (text, found) = match self.deferred.search(arguments).await {
-            Ok((text, found)) => (Ok(text), Some(found)),
-            Err(e) => (Err(e), None),
-        };
-        CallOutcome {
-            text,
-            image: None,
-            found,
-        }
     }
 
     /// Finishes the hosted items with the outcomes.
