@@ -173,3 +173,68 @@ impl Deferred {
         out.into_iter().map(|(_, t)| t).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn deferred() -> Deferred {
+        let tools: Vec<Tool> = serde_json::from_value(json!([
+            {"type": "function", "name": "weather", "description": "Current weather"},
+            {"type": "namespace", "name": "github", "description": "GitHub issues and pull requests", "tools": [
+                {"type": "function", "name": "get_issue", "description": "Read an issue", "defer_loading": true},
+                {"type": "function", "name": "list_issues", "description": "List the issues", "defer_loading": true},
+                {"type": "function", "name": "merge_pull", "description": "Merge a pull request", "defer_loading": true}
+            ]},
+            {"type": "function", "name": "add_numbers", "description": "Add two numbers", "defer_loading": true}
+        ]))
+        .unwrap();
+        Deferred::from_tools(&tools)
+    }
+
+    #[tokio::test]
+    async fn found_members_share_one_namespace_and_undeferred_tools_are_not_searched() {
+        let (text, found) = deferred()
+            .search(r#"{"query": "github issue"}"#)
+            .await
+            .unwrap();
+        assert!(text.contains("github__get_issue"), "{text}");
+        let Tool::Namespace(ns) = &found[0] else {
+            panic!("{found:?}");
+        };
+        assert_eq!(ns.name, "github");
+        let members: Vec<&str> = ns
+            .tools
+            .iter()
+            .map(|t| match t {
+                Tool::Function(f) => f.name.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert!(members.contains(&"get_issue") && members.contains(&"list_issues"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (_, weather) = deferred()
+            .search(r#"{"query": "current weather"}"#)
+            .await
+            .unwrap();
+        assert!(weather.is_empty(), "{weather:?}");
+    }
+
+    #[tokio::test]
+    async fn the_limit_is_honoured_and_bad_arguments_are_errors_the_model_reads() {
+        let (_, found) = deferred()
+            .search(r#"{"query": "github issue pull", "limit": 1}"#)
+            .await
+            .unwrap();
+        let Tool::Namespace(ns) = &found[0] else {
+            panic!("{found:?}");
+        };
+        assert_eq!(ns.tools.len(), 1);
+        let empty = deferred().search(r#"{"query": " "}"#).await.unwrap_err();
+        assert!(empty.contains("invalid_arguments"), "{empty}");
+        let broken = deferred().search("{query").await.unwrap_err();
+        assert!(broken.contains("invalid_arguments"), "{broken}");
+    }
+}
