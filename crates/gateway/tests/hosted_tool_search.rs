@@ -410,3 +410,37 @@ async fn the_hosted_search_works_through_every_translated_dialect() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_stored_response_carries_the_search_items_into_its_chain() {
+    let h = harness().await;
+    h.upstream.push(call(
+        "call_search",
+        "tool_search",
+        json!({"query": "read a github issue"}),
+    ));
+    h.upstream.push(call(
+        "call_issue",
+        "github__get_issue",
+        json!({"number": 7}),
+    ));
+    let mut first = request(false);
+    first["store"] = json!(true);
+    let (status, body) = h.post_json(&first).await;
+    assert_eq!(status, 200, "{body}");
+    check_output(&body["output"]);
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "It crashes.",
+            "stop",
+        )));
+    let mut next = request(false);
+    next["store"] = json!(true);
+    next["previous_response_id"] = body["id"].clone();
+    next["input"] = json!([{"type": "function_call_output", "call_id": "call_issue", "output": "It crashes on start."}]);
+    let (status, answer) = h.post_json(&next).await;
+    assert_eq!(status, 200, "{answer}");
+    let names = tool_names(&h.upstream.requests()[2].body);
+    assert!(names.iter().any(|n| n == "github__get_issue"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "add_numbers"), "{names:?}");
+}
