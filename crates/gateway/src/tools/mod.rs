@@ -37,7 +37,7 @@ pub(crate) mod images;
 mod mcp;
 mod standalone;
 
-pub(crate) use deferred::{Deferred, MAX_SEARCHES};
+pub(crate) use deferred::{Deferred, MAX_FOUND, MAX_SEARCHES};
 pub(crate) use file::ToolsFile;
 pub(crate) use mcp::McpServer;
 pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
