@@ -6,7 +6,8 @@
 //! Not here: running anything (the gateway does; this only shows it).
 
 use toolbridge_wire::responses::{
-    EventKind, ImageGenerationCallItem, McpCallItem, OutputItem, StreamEvent, WebSearchCallItem,
+    EventKind, ImageGenerationCallItem, McpCallItem, OutputItem, StreamEvent, Tool,
+    ToolSearchCallItem, ToolSearchOutputItem, WebSearchCallItem,
 };
 
 use super::machine::Assembler;
@@ -25,6 +26,12 @@ pub enum Hosted {
     /// An `image_generation_call` item (the gateway's images backend serving
     /// `image_generation`): the options it is made with; its id and status are the slot's.
     Image(Box<ImageGenerationCallItem>),
+    /// A `tool_search_call` item (`execution: "server"`: the gateway's search over the
+    /// deferred tools), followed once it ran by a `tool_search_output` item.
+    ToolSearch {
+        call_id: String,
+        arguments: serde_json::Value,
+    },
 }
 
 /// A hosted item shown as started, to be finished when its call returns.
@@ -50,6 +57,11 @@ impl HostedSlot {
     pub fn is_image(&self) -> bool {
         matches!(self.hosted, Hosted::Image(_))
     }
+
+    /// True for a gateway-run `tool_search_call` item.
+    pub fn is_tool_search(&self) -> bool {
+        matches!(self.hosted, Hosted::ToolSearch { .. })
+    }
 }
 
 impl Assembler {
@@ -62,6 +74,7 @@ impl Assembler {
             Hosted::Mcp { .. } => self.next_id("mcp"),
             Hosted::WebSearch { .. } => self.next_id("ws"),
             Hosted::Image(_) => self.next_id("ig"),
+            Hosted::ToolSearch { .. } => self.next_id("tsc"),
         };
         let slot = HostedSlot { index, id, hosted };
         let item = hosted_item(&slot, "in_progress", None);
@@ -110,6 +123,7 @@ impl Assembler {
                     output_index,
                 },
             ],
+            Hosted::ToolSearch { .. } => Vec::new(),
         };
         for kind in events {
             self.push(out, kind);
@@ -149,11 +163,44 @@ impl Assembler {
             },
             // Finished by `hosted_finish_image` above.
             (Hosted::Image(_), _) => return,
+            // A search that could not run: the call failed, nothing found.
+            (Hosted::ToolSearch { .. }, true) => {
+                return self.hosted_finish_search(slot, Vec::new(), out);
+            }
+            (Hosted::ToolSearch { .. }, false) => {
+                let item = hosted_item(&slot, "failed", None);
+                return self.done(slot.index, item, out);
+            }
         };
         self.push(out, event);
         let status = if ok { "completed" } else { "failed" };
         let item = hosted_item(&slot, status, Some(result));
         self.done(slot.index, item, out);
+    }
+
+    /// Finishes a gateway-run `tool_search_call` (completed) and shows the tools it found as a
+    /// `tool_search_output` item after it.
+    pub fn hosted_finish_search(
+        &mut self,
+        slot: HostedSlot,
+        tools: Vec<Tool>,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        let item = hosted_item(&slot, "completed", None);
+        self.done(slot.index, item, out);
+        let Hosted::ToolSearch { call_id, .. } = &slot.hosted else {
+            return;
+        };
+        let id = self.next_id("tso");
+        let found = OutputItem::ToolSearchOutput(ToolSearchOutputItem {
+            id: Some(id),
+            call_id: Some(call_id.clone()),
+            execution: Some("server".to_owned()),
+            status: Some("completed".to_owned()),
+            tools,
+            extra: serde_json::Map::new(),
+        });
+        self.gateway_item(found, out);
     }
 
     /// Shows a partial image of an `image_generation_call` in progress (`index` from 0).
@@ -320,5 +367,15 @@ fn hosted_item(
             status: status.to_owned(),
             ..declared.as_ref().clone()
         }),
+        Hosted::ToolSearch { call_id, arguments } => {
+            OutputItem::ToolSearchCall(ToolSearchCallItem {
+                id: Some(slot.id.clone()),
+                call_id: Some(call_id.clone()),
+                execution: Some("server".to_owned()),
+                arguments: arguments.clone(),
+                status: Some(status.to_owned()),
+                extra: serde_json::Map::new(),
+            })
+        }
     }
 }

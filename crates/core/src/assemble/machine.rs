@@ -149,6 +149,12 @@ impl Assembler {
         self.response.clone()
     }
 
+    /// Restores the next rounds' calls by a new plan's names (a round found tools: the loop
+    /// replanned with them).
+    pub fn replace_names(&mut self, names: Arc<NameMap>) {
+        self.names = names;
+    }
+
     /// Records a decision made after the request went upstream.
     pub fn add_diagnostic(&mut self, diagnostic: Diagnostic) {
         self.response.toolbridge_diagnostics.push(diagnostic);

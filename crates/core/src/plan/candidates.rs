@@ -67,6 +67,11 @@ pub(super) fn declared_one(
     if let Some(candidate) = served_by_gateway(param, tool, caps, offer) {
         return Ok(vec![candidate]);
     }
+    if offer.tool_search
+        && let Some(candidate) = super::search::hosted_candidate(param, tool)
+    {
+        return Ok(vec![candidate]);
+    }
     match tool {
         Tool::Namespace(ns) => {
             if ns.name.is_empty() {

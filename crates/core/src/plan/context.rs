@@ -19,6 +19,10 @@ use super::{Decision, Identity, ToolCapabilities, UpstreamTool};
 use crate::canonical::{ContextSource, ContextTool};
 use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
 
+/// The parameter prefix of tools the gateway's own `tool_search` found within a response
+/// (`tool_search_output.tools[0]`): conversation tools, left out first like those of the input.
+pub const FOUND_PARAM: &str = "tool_search_output.tools";
+
 /// The reason of a found tool left out for the provider's tool limit.
 pub const OVER_TOOL_LIMIT: &str = "over_tool_limit";
 
@@ -109,7 +113,7 @@ pub(super) fn fit_limit(
     while upstream.len() > max {
         let Some(at) = upstream
             .iter()
-            .position(|(param, _)| param.starts_with("input["))
+            .position(|(param, _)| param.starts_with("input[") || param.starts_with(FOUND_PARAM))
         else {
             break;
         };

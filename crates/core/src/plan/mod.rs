@@ -30,10 +30,10 @@ pub use capabilities::{
     NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
     UnsupportedPolicy,
 };
-pub use context::OVER_TOOL_LIMIT;
+pub use context::{FOUND_PARAM, OVER_TOOL_LIMIT};
 pub use names::{NameMap, sanitize};
 pub use native::{NativeMcpServer, NativeSearch, NativeTool};
-pub use search::{TOOL_SEARCH_DESCRIPTION, tool_search_parameters};
+pub use search::{TOOL_SEARCH_DESCRIPTION, is_deferred, is_hosted_search, tool_search_parameters};
 pub use tool_types::{ToolTypeDecision, ToolTypes};
 // The planning stages' helpers, for the tool-type decisions (`tool_types`).
 use candidates::ignored;
@@ -202,6 +202,10 @@ pub mod reasons {
     pub const GATEWAY_MCP: &str = "gateway_mcp";
     /// `image_generation` the provider lacks, served by the gateway's images backend.
     pub const GATEWAY_IMAGE_GENERATION: &str = "gateway_image_generation";
+    /// The hosted `tool_search`, run by the gateway over the deferred tools.
+    pub const GATEWAY_TOOL_SEARCH: &str = "gateway_tool_search";
+    /// A tool marked `defer_loading`, offered only once the gateway's `tool_search` finds it.
+    pub const DEFERRED: &str = "deferred_until_found";
 }
 
 /// The name of Kimi's builtin web search function.
@@ -229,6 +233,9 @@ pub struct GatewayOffer {
     pub mcp_servers: Vec<String>,
     /// The gateway serves `image_generation` (with its images backend, among `tools`).
     pub image_generation: bool,
+    /// The gateway serves the hosted `tool_search` (its own `tool_search`, among `tools`): the
+    /// tools marked `defer_loading` stay out of the upstream tool list until a search finds them.
+    pub tool_search: bool,
 }
 
 /// Plans `tools` and `tool_choice` for a provider with `caps`.

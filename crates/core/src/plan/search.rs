@@ -2,8 +2,10 @@
 //! answers with a `tool_search_output` holding the tools it found) goes to a provider without
 //! tool search as a function, by the profile's `tool_types.tool_search` (degraded by default);
 //! its calls are restored as `tool_search_call` items. The hosted form (no `execution`, the
-//! server searches the tools marked `defer_loading`) is served by the gateway when it runs tools,
-//! and otherwise left out like any hosted tool the provider lacks.
+//! server searches the tools marked `defer_loading`) is served by the gateway when it runs tools
+//! (`GatewayOffer::tool_search`: the declared `tool_search` and the deferred tools get the
+//! `gateway` decision and nothing upstream; the gateway's own `tool_search` function is among
+//! the offer's tools), and otherwise left out like any hosted tool the provider lacks.
 //!
 //! Not here: lifting the found tools into later rounds (`context`) and restoring the call
 //! (`restore`).
@@ -35,6 +37,58 @@ pub fn tool_search_parameters(declared: Option<&Value>) -> Value {
         },
         "required": ["query"],
         "additionalProperties": false
+    })
+}
+
+/// True for a declared `tool_search` in the hosted form (no `execution: "client"`).
+pub fn is_hosted_search(tool: &Tool) -> bool {
+    matches!(tool, Tool::Other(map)
+        if map.get("type").and_then(Value::as_str) == Some("tool_search")
+            && map.get("execution").and_then(Value::as_str) != Some("client"))
+}
+
+/// True for a tool marked `defer_loading: true`: a function or custom tool, or a namespace
+/// marked itself or whose members all are.
+pub fn is_deferred(tool: &Tool) -> bool {
+    let marked = |extra: &Map<String, Value>| extra.get("defer_loading") == Some(&json!(true));
+    match tool {
+        Tool::Function(f) => marked(&f.extra),
+        Tool::Custom(c) => marked(&c.extra),
+        Tool::Namespace(ns) => {
+            marked(&ns.extra) || (!ns.tools.is_empty() && ns.tools.iter().all(is_deferred))
+        }
+        Tool::Other(map) => marked(map),
+    }
+}
+
+/// When the gateway serves the hosted `tool_search`: the candidate of the declared
+/// `tool_search` or of a deferred tool (the `gateway` decision, nothing upstream); `None` for
+/// any other tool.
+pub(super) fn hosted_candidate(param: &str, tool: &Tool) -> Option<Candidate> {
+    let (name, reason) = if is_hosted_search(tool) {
+        (None, reasons::GATEWAY_TOOL_SEARCH)
+    } else if is_deferred(tool) {
+        let name = match tool {
+            Tool::Function(f) => Some(f.name.clone()),
+            Tool::Custom(c) => Some(c.name.clone()),
+            Tool::Namespace(ns) => Some(ns.name.clone()),
+            Tool::Other(map) => map.get("name").and_then(Value::as_str).map(str::to_owned),
+        };
+        (name, reasons::DEFERRED)
+    } else {
+        return None;
+    };
+    Some(Candidate {
+        entry: PlanEntry {
+            param: param.to_owned(),
+            kind: tool.kind().to_owned(),
+            name,
+            decision: Decision::Gateway,
+            reason,
+            provider_name: None,
+        },
+        identity: None,
+        upstream: None,
     })
 }
 

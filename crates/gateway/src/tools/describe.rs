@@ -33,16 +33,27 @@ impl GatewayTools {
                 "  image_generation: no images backend (ignored where the provider lacks it)\n",
             ),
         }
+        out.push_str(&format!(
+            "  tool_search: gateway-run over a request's `defer_loading` tools (at most {} a search, {} searches a response)\n",
+            super::MAX_FOUND,
+            super::MAX_SEARCHES
+        ));
         out
     }
 
     /// The system note naming the gateway-run tools of `offer` (`None`: no note, or no tools).
     pub fn note_for(&self, offer: &GatewayOffer) -> Option<String> {
         let template = self.note.as_ref()?;
-        if offer.tools.is_empty() {
+        // The gateway's `tool_search` searches the client's own tools; its description says so.
+        let names: Vec<&str> = offer
+            .tools
+            .iter()
+            .filter(|t| !GatewayTools::is_tool_search(&t.server, &t.name))
+            .map(|t| t.name.as_str())
+            .collect();
+        if names.is_empty() {
             return None;
         }
-        let names: Vec<&str> = offer.tools.iter().map(|t| t.name.as_str()).collect();
         Some(template.replace("{tools}", &names.join(", ")))
     }
 }

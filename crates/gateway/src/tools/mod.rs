@@ -30,12 +30,14 @@ use toolbridge_tools::mcp::{McpServerConfig, McpTransport};
 use toolbridge_tools::{ToolContext, ToolRegistry};
 use toolbridge_wire::responses::Tool;
 
+mod deferred;
 mod describe;
 mod file;
 pub(crate) mod images;
 mod mcp;
 mod standalone;
 
+pub(crate) use deferred::{Deferred, MAX_FOUND, MAX_SEARCHES};
 pub(crate) use file::ToolsFile;
 pub(crate) use mcp::McpServer;
 pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
@@ -365,7 +367,19 @@ impl GatewayTools {
             offer.image_generation = true;
             offer.tools.push(tool.clone());
         }
+        // The hosted `tool_search`: the gateway searches the deferred tools itself.
+        let hosted_search = tools.iter().any(toolbridge_core::plan::is_hosted_search);
+        if hosted_search && tools.iter().any(toolbridge_core::plan::is_deferred) {
+            offer.tool_search = true;
+            offer.tools.push(deferred::offered());
+        }
         offer
+    }
+
+    /// True when the gateway shows `name` of `server` as `tool_search_call` and
+    /// `tool_search_output` items (its search over the request's deferred tools).
+    pub fn is_tool_search(server: &str, name: &str) -> bool {
+        server == BUILTIN_SERVER && name == deferred::TOOL_SEARCH
     }
 
     /// Whether the gateway's search backend serves a declared `web_search` of `model`'s

@@ -197,6 +197,10 @@ async fn assemble(
             meter: setup.meter.clone(),
             step: 0,
             listed: prepared.listed.clone(),
+            deferred: Arc::new(crate::tools::Deferred::from_tools(
+                &prepared.canonical.tools,
+            )),
+            searches_left: crate::tools::MAX_SEARCHES,
             image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
                 .unwrap_or_default(),
             earlier: crate::tools::images::EarlierImages::from_input(prepared.req.input.as_ref()),
@@ -219,6 +223,7 @@ async fn assemble(
         req: prepared.req.clone(),
         canonical: super::route::with_note(prepared.canonical.clone(), routed.note.as_deref()),
         plan: routed.plan.clone(),
+        offer: routed.offer.clone(),
     });
     let assembler = Assembler::new(
         skeleton_response,

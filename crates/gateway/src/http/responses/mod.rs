@@ -54,6 +54,7 @@ mod decode;
 mod detach;
 mod dispatch;
 mod echo;
+mod found;
 pub(crate) mod history;
 mod ingress;
 mod meter;
@@ -208,6 +209,9 @@ struct Routed<'a> {
     profile: Profile,
     /// Whether the gateway offered tools of its own (then it runs the tool loop).
     gateway_tools_offered: bool,
+    /// What the gateway runs itself for this request (a tool round that found tools replans
+    /// with it).
+    offer: toolbridge_core::plan::GatewayOffer,
     /// The system note naming those tools, when the request got one.
     note: Option<String>,
     plan: toolbridge_core::plan::ToolPlan,

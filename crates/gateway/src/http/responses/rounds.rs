@@ -153,7 +153,10 @@ impl Rounds {
         else {
             return Ok(RoundEnd::Finish);
         };
-        let (response, payload) = rounds.send_next(continuation, pending, outcomes).await?;
+        let (response, payload, names) = rounds.send_next(continuation, pending, outcomes).await?;
+        if let Some(names) = names {
+            assembler.replace_names(names);
+        }
         assembler.next_round();
         Ok(RoundEnd::Next(response, payload))
     }

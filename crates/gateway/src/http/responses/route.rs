@@ -71,7 +71,10 @@ pub(super) fn route<'a>(
     // (built-ins: `mcp:toolbridge`).
     if let Some(key) = &caller.key {
         offer.tools.retain(|t| {
-            if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
+            if crate::tools::GatewayTools::is_tool_search(&t.server, &t.name) {
+                // A search over the request's own tools: nothing beyond them.
+                true
+            } else if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
                 key.scopes.allows_tool("web_search", None)
             } else if crate::tools::GatewayTools::is_image(&t.server, &t.name) {
                 key.scopes.allows_tool("image_generation", None)
@@ -142,6 +145,7 @@ pub(super) fn route<'a>(
         upstream_model: upstream_model.clone(),
         profile,
         gateway_tools_offered: !offer.tools.is_empty(),
+        offer,
         note,
         plan,
         diagnostics,

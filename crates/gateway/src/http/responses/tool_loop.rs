@@ -6,6 +6,10 @@
 //! in the output as `mcp_call` items, which a stateless client replays (they become the call and
 //! its result upstream again).
 //!
+//! A round that ran the gateway's `tool_search` (the hosted form, over the request's deferred
+//! tools) adds the tools found to the conversation and replans, so the next round offers them;
+//! the calls of later rounds restore by the new plan's names.
+//!
 //! [`Continuation`] is what every gateway-sent round shares (the tool loop's rounds and the
 //! repair's re-ask): the conversation so far, the plan and the provider, and one `send` that
 //! appends an exchange and sends the next request.
@@ -26,11 +30,13 @@ use std::time::Duration;
 
 use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
 use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, ToolCall, Turn};
-use toolbridge_core::plan::ToolPlan;
+use toolbridge_core::plan::{GatewayOffer, NameMap, ToolPlan};
+use toolbridge_wire::responses::Tool;
 
 use super::meter::ToolTimer;
-use crate::tools::GatewayTools;
 use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
+use crate::tools::{Deferred, GatewayTools};
+
 use toolbridge_wire::responses::ImageGenerationCallItem;
 
 /// Why a loop stopped short: the response's `incomplete_details.reason`.
@@ -48,6 +54,8 @@ pub(super) struct Continuation {
     /// The conversation so far, growing by one exchange per round.
     pub(super) canonical: CanonicalRequest,
     pub(super) plan: ToolPlan,
+    /// What the gateway runs itself for this request: a replan keeps it.
+    pub(super) offer: GatewayOffer,
 }
 
 impl Continuation {
@@ -108,6 +116,10 @@ pub(super) struct ToolRounds {
     pub(super) step: u32,
     /// The request's own MCP servers the gateway connected.
     pub(super) listed: Arc<Vec<crate::tools::McpServer>>,
+    /// The request's deferred tools, for the gateway's `tool_search`.
+    pub(super) deferred: Arc<Deferred>,
+    /// How many more searches this response may run.
+    pub(super) searches_left: u32,
     /// The request's declared `image_generation` options.
     pub(super) image_options: ImageOptions,
     /// Images of the conversation, for edits (bounded).
@@ -118,6 +130,8 @@ pub(super) struct ToolRounds {
 pub(super) struct CallOutcome {
     pub(super) text: Result<String, String>,
     pub(super) image: Option<ImageGenerationCallItem>,
+    /// The tools a `tool_search` found, as declared.
+    pub(super) found: Option<Vec<Tool>>,
 }
 
 /// A round's calls running: the future the transport polls (it owns the loop's state and
@@ -208,7 +222,19 @@ impl ToolRounds {
                     .tool_started(&c.call_id, &c.server, &c.name, self.step)
             })
             .collect();
-        let outcomes = self.run_calls(&calls, &ids, &timers, partials).await;
+        // Searches past the response's bound are answered with an error, not run.
+        let searches: Vec<bool> = calls
+            .iter()
+            .map(|c| {
+                let search = GatewayTools::is_tool_search(&c.server, &c.name);
+                let allowed = search && self.searches_left > 0;
+                self.searches_left -= u32::from(allowed);
+                allowed || !search
+            })
+            .collect();
+        let outcomes = self
+            .run_calls(&calls, &ids, &timers, &searches, partials)
+            .await;
         for ((timer, outcome), id) in timers.into_iter().zip(&outcomes).zip(&ids) {
             let media = outcome.image.as_ref().and_then(|image| {
                 let b64 = image.result.as_deref()?;
@@ -228,6 +254,7 @@ impl ToolRounds {
         calls: &[GatewayCall],
         ids: &[String],
         timers: &[ToolTimer],
+        allowed: &[bool],
         partials: Option<tokio::sync::mpsc::Sender<(usize, Partial)>>,
     ) -> Vec<CallOutcome> {
         let left = self
@@ -238,7 +265,11 @@ impl ToolRounds {
         futures::future::join_all(calls.iter().zip(ids).zip(timers).enumerate().map(
             |(i, ((call, id), timer))| {
                 let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
+                let allowed = allowed[i];
                 let run = async move {
+                    if GatewayTools::is_tool_search(&call.server, &call.name) {
+                        return self.search(&call.arguments, allowed).await;
+                    }
                     if !GatewayTools::is_image(&call.server, &call.name) {
                         let text = self
                             .tools
@@ -250,7 +281,11 @@ impl ToolRounds {
                                 &self.listed,
                             )
                             .await;
-                        return CallOutcome { text, image: None };
+                        return CallOutcome {
+                            text,
+                            image: None,
+                            found: None,
+                        };
                     }
                     let backend = self.tools.images.as_ref().map(|(b, _)| b.as_ref());
                     let limit = backend.map_or(self.tools.limits.tool_timeout, |b| b.timeout);
@@ -276,6 +311,7 @@ impl ToolRounds {
                     CallOutcome {
                         text: ran.text,
                         image: Some(ran.item),
+                        found: None,
                     }
                 };
                 tracing::Instrument::instrument(run, span)
@@ -295,6 +331,10 @@ impl ToolRounds {
             match (slot, &outcome.image) {
                 (Some(slot), Some(image)) if slot.is_image() => {
                     assembler.hosted_finish_image(slot, image.clone(), out);
+                }
+                (Some(slot), _) if slot.is_tool_search() && outcome.text.is_ok() => {
+                    let found = outcome.found.clone().unwrap_or_default();
+                    assembler.hosted_finish_search(slot, found, out);
                 }
                 (Some(slot), _) => assembler.hosted_finish(slot, outcome.text.clone(), out),
                 (None, _) => {}
@@ -316,13 +356,24 @@ impl ToolRounds {
     }
 
     /// Appends the round (its text, reasoning and calls, then each result) to the conversation
-    /// and sends the next request: the upstream's answer and the body sent.
+    /// and sends the next request: the upstream's answer, the body sent, and the new plan's
+    /// names when a search found tools (the loop replanned with them).
     pub(super) async fn send_next(
         &mut self,
         continuation: &mut Continuation,
         pending: PendingTools,
-        outcomes: Vec<CallOutcome>,
-    ) -> Result<(reqwest::Response, Bytes), GatewayError> {
+        mut outcomes: Vec<CallOutcome>,
+    ) -> Result<(reqwest::Response, Bytes, Option<Arc<NameMap>>), GatewayError> {
+        let found: Vec<Tool> = outcomes
+            .iter_mut()
+            .filter_map(|o| o.found.take())
+            .flatten()
+            .collect();
+        let names = if found.is_empty() {
+            None
+        } else {
+            Some(continuation.lift_found(found)?)
+        };
         self.steps_left = self.steps_left.saturating_sub(1);
         if let Some(left) = &mut self.calls_left {
             *left = left.saturating_sub(pending.calls.len() as u64);
@@ -351,7 +402,8 @@ impl ToolRounds {
             .zip(outcomes)
             .map(|(call, outcome)| (call.call_id, outcome.text.unwrap_or_else(|error| error)))
             .collect();
-        continuation.send(turn, results).await
+        let (response, payload) = continuation.send(turn, results).await?;
+        Ok((response, payload, names))
     }
 }
 
@@ -368,6 +420,14 @@ fn hosted(call: &GatewayCall, options: &ImageOptions) -> Hosted {
             .and_then(|v| v["query"].as_str().map(str::to_owned))
             .unwrap_or_default();
         return Hosted::WebSearch { query };
+    }
+    if GatewayTools::is_tool_search(&call.server, &call.name) {
+        let arguments = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        return Hosted::ToolSearch {
+            call_id: call.call_id.clone(),
+            arguments,
+        };
     }
     Hosted::Mcp {
         server_label: call.server.clone(),
