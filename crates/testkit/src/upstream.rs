@@ -314,34 +314,7 @@ async fn handle(
             )),
         )
             .into_response(),
-        Some(Reply::JsonThenReset { body, sent }) => {
-            let length = body.len();
-            let head = Bytes::from(body.into_bytes()).slice(..sent.min(length));
-            let parts = stream::unfold(Some(head), |state| async move {
-                match state {
-                    Some(head) => Some((Ok(head), None)),
-                    None => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        let reset = std::io::Error::new(
-                            std::io::ErrorKind::ConnectionReset,
-                            "fake upstream: connection dropped",
-                        );
-                        // The stream ends after this error (the body is aborted).
-                        Some((Err::<Bytes, std::io::Error>(reset), None))
-                    }
-                }
-            });
-            let mut response = (
-                StatusCode::OK,
-                [("content-type", "application/json")],
-                Body::from_stream(parts),
-            )
-                .into_response();
-            if let Ok(v) = axum::http::HeaderValue::from_str(&length.to_string()) {
-                response.headers_mut().insert("content-length", v);
-            }
-            response
-        }
+        Some(Reply::JsonThenReset { body, sent }) => json_then_reset(body, sent),
         Some(Reply::StreamThenReset { pieces }) => {
             let mut parts: Vec<Result<Bytes, std::io::Error>> =
                 pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();
@@ -381,4 +354,35 @@ async fn handle(
                 .into_response()
         }
     }
+}
+
+/// A 200 JSON answer whose connection drops after `sent` of its bytes (see
+/// [`Reply::JsonThenReset`]).
+fn json_then_reset(body: String, sent: usize) -> Response {
+    let length = body.len();
+    let head = Bytes::from(body.into_bytes()).slice(..sent.min(length));
+    let parts = stream::unfold(Some(head), |state| async move {
+        match state {
+            Some(head) => Some((Ok(head), None)),
+            None => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let reset = std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "fake upstream: connection dropped",
+                );
+                // The stream ends after this error (the body is aborted).
+                Some((Err::<Bytes, std::io::Error>(reset), None))
+            }
+        }
+    });
+    let mut response = (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        Body::from_stream(parts),
+    )
+        .into_response();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&length.to_string()) {
+        response.headers_mut().insert("content-length", v);
+    }
+    response
 }
