@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolbridge_testkit::codex::CodexExec;
+use toolbridge_testkit::dialects::RESPONSES_FIELDS;
 use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
@@ -25,30 +26,6 @@ enum Endpoint {
     DeepSeek,
     Vllm,
 }
-
-const RESPONSES_FIELDS: &[&str] = &[
-    "model",
-    "input",
-    "instructions",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "temperature",
-    "top_p",
-    "top_logprobs",
-    "max_output_tokens",
-    "max_tool_calls",
-    "user",
-    "safety_identifier",
-    "metadata",
-    "store",
-    "stream",
-    "text",
-    "reasoning",
-    "include",
-    "truncation",
-    "service_tier",
-];
 
 fn refusal(endpoint: Endpoint, body: &Value) -> Option<Reply> {
     let refuse = |why: String| {

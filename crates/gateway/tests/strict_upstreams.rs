@@ -12,33 +12,9 @@ use std::sync::Arc;
 
 use common::Harness;
 use serde_json::{Value, json};
+use toolbridge_testkit::dialects::RESPONSES_FIELDS;
 use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
 use toolbridge_testkit::{Recorded, Reply};
-
-/// The fields a strict endpoint documents (OpenAI's Responses create request).
-const DOCUMENTED: &[&str] = &[
-    "model",
-    "input",
-    "instructions",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "temperature",
-    "top_p",
-    "top_logprobs",
-    "max_output_tokens",
-    "max_tool_calls",
-    "user",
-    "safety_identifier",
-    "metadata",
-    "store",
-    "stream",
-    "text",
-    "reasoning",
-    "include",
-    "truncation",
-    "service_tier",
-];
 
 /// The fields a strict Chat Completions endpoint knows.
 const CHAT_FIELDS: &[&str] = &[
@@ -81,7 +57,10 @@ fn strict_chat(r: &Recorded) -> Option<Reply> {
 /// `web_search`, custom calls and `namespace` anywhere are a 400.
 fn strict_responses(r: &Recorded) -> Option<Reply> {
     let body = r.body.as_object()?;
-    if let Some(k) = body.keys().find(|k| !DOCUMENTED.contains(&k.as_str())) {
+    if let Some(k) = body
+        .keys()
+        .find(|k| !RESPONSES_FIELDS.contains(&k.as_str()))
+    {
         return refuse(format!("unknown field `{k}`"));
     }
     for tool in body

@@ -26,6 +26,32 @@ use gemini::{gemini_chunk, gemini_chunks, gemini_finish, gemini_parts, gemini_st
 pub use responses::responses_output;
 use responses::{responses_error_event, responses_events, responses_object};
 
+/// The top-level fields of OpenAI's Responses create request: what a strict native Responses
+/// endpoint documents (the fakes refuse any other).
+pub const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "top_logprobs",
+    "max_output_tokens",
+    "max_tool_calls",
+    "user",
+    "safety_identifier",
+    "metadata",
+    "store",
+    "stream",
+    "text",
+    "reasoning",
+    "include",
+    "truncation",
+    "service_tier",
+];
+
 /// The wire format of one upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wire {

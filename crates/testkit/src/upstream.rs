@@ -315,20 +315,7 @@ async fn handle(
         )
             .into_response(),
         Some(Reply::JsonThenReset { body, sent }) => json_then_reset(body, sent),
-        Some(Reply::StreamThenReset { pieces }) => {
-            let mut parts: Vec<Result<Bytes, std::io::Error>> =
-                pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();
-            parts.push(Err(std::io::Error::new(
-                std::io::ErrorKind::ConnectionReset,
-                "fake upstream: connection dropped",
-            )));
-            (
-                StatusCode::OK,
-                [("content-type", "text/event-stream")],
-                Body::from_stream(stream::iter(parts)),
-            )
-                .into_response()
-        }
+        Some(Reply::StreamThenReset { pieces }) => stream_then_reset(pieces),
         Some(Reply::Stream { pieces, pause }) => {
             let finish = Finish {
                 done: false,
@@ -385,4 +372,20 @@ fn json_then_reset(body: String, sent: usize) -> Response {
         response.headers_mut().insert("content-length", v);
     }
     response
+}
+
+/// An SSE body whose connection drops after `pieces` (see [`Reply::StreamThenReset`]).
+fn stream_then_reset(pieces: Vec<String>) -> Response {
+    let mut parts: Vec<Result<Bytes, std::io::Error>> =
+        pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();
+    parts.push(Err(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "fake upstream: connection dropped",
+    )));
+    (
+        StatusCode::OK,
+        [("content-type", "text/event-stream")],
+        Body::from_stream(stream::iter(parts)),
+    )
+        .into_response()
 }

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use serde_json::{Value, json};
 use toolbridge_core::plan::ToolPlan;
 use toolbridge_providers::profile::{EffortStyle, Profile};
+use toolbridge_testkit::dialects::RESPONSES_FIELDS;
 use toolbridge_testkit::dialects::Wire;
 
 /// The dialect a provider speaks, as the gateway config names it.
@@ -350,32 +351,6 @@ fn refusals(preset: &str) -> Option<Refusals> {
     })
 }
 
-/// The Responses API's top-level request fields.
-const RESPONSES_FIELDS: &[&str] = &[
-    "model",
-    "input",
-    "instructions",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "temperature",
-    "top_p",
-    "top_logprobs",
-    "max_output_tokens",
-    "max_tool_calls",
-    "user",
-    "safety_identifier",
-    "metadata",
-    "store",
-    "stream",
-    "text",
-    "reasoning",
-    "include",
-    "truncation",
-    "service_tier",
-    "prompt_cache_key",
-];
-
 /// The 400 a strict native endpoint answers `body` with, if it refuses it.
 pub fn refusal(preset: &str, body: &Value) -> Option<toolbridge_testkit::Reply> {
     let r = refusals(preset)?;
@@ -398,10 +373,13 @@ pub fn refusal(preset: &str, body: &Value) -> Option<toolbridge_testkit::Reply> 
     {
         return refuse(format!("{preset}: `namespace` is not supported"));
     }
+    // These endpoints take `prompt_cache_key` besides the documented fields.
     if r.strict_fields
-        && let Some(k) = body
-            .as_object()
-            .and_then(|b| b.keys().find(|k| !RESPONSES_FIELDS.contains(&k.as_str())))
+        && let Some(k) = body.as_object().and_then(|b| {
+            b.keys().find(|k| {
+                !(RESPONSES_FIELDS.contains(&k.as_str()) || k.as_str() == "prompt_cache_key")
+            })
+        })
     {
         return refuse(format!("{preset}: unknown field `{k}`"));
     }
