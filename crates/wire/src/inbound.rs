@@ -15,11 +15,16 @@
 //! Not here: semantic checks (a known role, a valid schema), which are the core's; the outbound
 //! shapes, which are plain derives.
 
-use serde::de::{DeserializeOwned, Error as _};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeOwned, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use crate::responses::{ContentPart, Input, InputItem, MessageContent, Tool};
+
+mod fields;
+
+use fields::Key;
 
 impl<'de> Deserialize<'de> for Input {
     // Hand-written rather than untagged so that an error inside an item keeps its path
@@ -54,33 +59,109 @@ impl<'de> Deserialize<'de> for Input {
 
 impl<'de> Deserialize<'de> for InputItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = take_type(&mut map)?.unwrap_or_else(|| "message".to_owned());
-        Ok(match kind.as_str() {
-            "message" => Self::Message(typed(map)?),
-            "function_call" => Self::FunctionCall(typed(map)?),
-            "function_call_output" => Self::FunctionCallOutput(typed(map)?),
-            "custom_tool_call" => Self::CustomToolCall(typed(map)?),
-            "custom_tool_call_output" => Self::CustomToolCallOutput(typed(map)?),
-            "local_shell_call" => Self::LocalShellCall(typed(map)?),
-            "local_shell_call_output" => Self::LocalShellCallOutput(typed(map)?),
-            "shell_call" => Self::ShellCall(typed(map)?),
-            "shell_call_output" => Self::ShellCallOutput(typed(map)?),
-            "apply_patch_call" => Self::ApplyPatchCall(typed(map)?),
-            "apply_patch_call_output" => Self::ApplyPatchCallOutput(typed(map)?),
-            "reasoning" => Self::Reasoning(typed(map)?),
-            "mcp_call" => Self::McpCall(typed(map)?),
-            "mcp_approval_request" => Self::McpApprovalRequest(typed(map)?),
-            "mcp_approval_response" => Self::McpApprovalResponse(typed(map)?),
-            "tool_search_call" => Self::ToolSearchCall(typed(map)?),
-            "tool_search_output" => Self::ToolSearchOutput(typed(map)?),
-            "additional_tools" => Self::AdditionalTools(typed(map)?),
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
+        struct ItemVisitor;
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = InputItem;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an input item object")
             }
-        })
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputItem, A::Error> {
+                // The fast path: `type` first (as Codex and the SDKs send it), the rest read in
+                // place. Otherwise the object is buffered and read again.
+                let first = map.next_key::<Key<'de>>()?;
+                match first {
+                    Some(Key(key)) if key == "type" => {
+                        let kind: Key<'de> = map.next_value()?;
+                        item_of_kind(&kind.0, map)
+                    }
+                    first => {
+                        let mut object = rest_of(first, map)?;
+                        let kind = take_type(&mut object)?.unwrap_or_else(|| "message".to_owned());
+                        buffered_item(kind, object)
+                    }
+                }
+            }
+        }
+        deserializer.deserialize_map(ItemVisitor)
     }
+}
+
+/// An item of type `kind` read from the rest of `map` (its `type` taken).
+fn item_of_kind<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<InputItem, A::Error> {
+    use InputItem as I;
+    Ok(match kind {
+        "message" => return fields::message_item(map, None).map(I::Message),
+        "function_call" => I::FunctionCall(typed_in_place(map)?),
+        "function_call_output" => I::FunctionCallOutput(typed_in_place(map)?),
+        "custom_tool_call" => I::CustomToolCall(typed_in_place(map)?),
+        "custom_tool_call_output" => I::CustomToolCallOutput(typed_in_place(map)?),
+        "local_shell_call" => I::LocalShellCall(typed_in_place(map)?),
+        "local_shell_call_output" => I::LocalShellCallOutput(typed_in_place(map)?),
+        "shell_call" => I::ShellCall(typed_in_place(map)?),
+        "shell_call_output" => I::ShellCallOutput(typed_in_place(map)?),
+        "apply_patch_call" => I::ApplyPatchCall(typed_in_place(map)?),
+        "apply_patch_call_output" => I::ApplyPatchCallOutput(typed_in_place(map)?),
+        "reasoning" => I::Reasoning(typed_in_place(map)?),
+        "mcp_call" => I::McpCall(typed_in_place(map)?),
+        "mcp_approval_request" => I::McpApprovalRequest(typed_in_place(map)?),
+        "mcp_approval_response" => I::McpApprovalResponse(typed_in_place(map)?),
+        // Items that keep their unknown keys (flattened): buffered.
+        "tool_search_call" | "tool_search_output" | "additional_tools" => {
+            buffered_item(kind.to_owned(), rest_of(None, map)?)?
+        }
+        _ => I::Other(with_type(kind, map)?),
+    })
+}
+
+/// A typed struct read in place from the rest of `map`.
+fn typed_in_place<'de, T: Deserialize<'de>, A: MapAccess<'de>>(map: A) -> Result<T, A::Error> {
+    T::deserialize(MapAccessDeserializer::new(map))
+}
+
+/// An item read from its buffered object (`type` taken).
+fn buffered_item<E: serde::de::Error>(
+    kind: String,
+    mut map: Map<String, Value>,
+) -> Result<InputItem, E> {
+    Ok(match kind.as_str() {
+        "message" => InputItem::Message(typed(map)?),
+        "function_call" => InputItem::FunctionCall(typed(map)?),
+        "function_call_output" => InputItem::FunctionCallOutput(typed(map)?),
+        "custom_tool_call" => InputItem::CustomToolCall(typed(map)?),
+        "custom_tool_call_output" => InputItem::CustomToolCallOutput(typed(map)?),
+        "local_shell_call" => InputItem::LocalShellCall(typed(map)?),
+        "local_shell_call_output" => InputItem::LocalShellCallOutput(typed(map)?),
+        "shell_call" => InputItem::ShellCall(typed(map)?),
+        "shell_call_output" => InputItem::ShellCallOutput(typed(map)?),
+        "apply_patch_call" => InputItem::ApplyPatchCall(typed(map)?),
+        "apply_patch_call_output" => InputItem::ApplyPatchCallOutput(typed(map)?),
+        "reasoning" => InputItem::Reasoning(typed(map)?),
+        "mcp_call" => InputItem::McpCall(typed(map)?),
+        "mcp_approval_request" => InputItem::McpApprovalRequest(typed(map)?),
+        "mcp_approval_response" => InputItem::McpApprovalResponse(typed(map)?),
+        "tool_search_call" => InputItem::ToolSearchCall(typed(map)?),
+        "tool_search_output" => InputItem::ToolSearchOutput(typed(map)?),
+        "additional_tools" => InputItem::AdditionalTools(typed(map)?),
+        _ => {
+            map.insert("type".to_owned(), Value::String(kind));
+            InputItem::Other(map)
+        }
+    })
+}
+
+/// The rest of `map` as an object, starting with `first` (a key taken, its value not yet read).
+fn rest_of<'de, A: MapAccess<'de>>(
+    first: Option<Key<'de>>,
+    mut map: A,
+) -> Result<Map<String, Value>, A::Error> {
+    let mut object = Map::new();
+    if let Some(Key(key)) = first {
+        object.insert(key.into_owned(), map.next_value()?);
+    }
+    while let Some((key, value)) = map.next_entry::<String, Value>()? {
+        object.insert(key, value);
+    }
+    Ok(object)
 }
 
 impl<'de> Deserialize<'de> for MessageContent {
@@ -116,62 +197,153 @@ impl<'de> Deserialize<'de> for MessageContent {
 
 impl<'de> Deserialize<'de> for ContentPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Text {
-            text: String,
-        }
-        #[derive(Deserialize)]
-        struct OutputText {
-            text: String,
-            #[serde(default)]
-            annotations: Vec<Value>,
-        }
-        #[derive(Deserialize)]
-        struct Refusal {
-            refusal: String,
-        }
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let Some(kind) = take_type(&mut map)? else {
-            return Err(D::Error::missing_field("type"));
-        };
-        Ok(match kind.as_str() {
-            "input_text" => Self::InputText {
-                text: typed::<Text, D::Error>(map)?.text,
-            },
-            "output_text" => {
-                let part: OutputText = typed(map)?;
-                Self::OutputText {
-                    text: part.text,
-                    annotations: part.annotations,
+        struct PartVisitor;
+        impl<'de> Visitor<'de> for PartVisitor {
+            type Value = ContentPart;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a content part object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentPart, A::Error> {
+                let first = map.next_key::<Key<'de>>()?;
+                match first {
+                    Some(Key(key)) if key == "type" => {
+                        let kind: Key<'de> = map.next_value()?;
+                        part_of_kind(&kind.0, map)
+                    }
+                    first => {
+                        let mut object = rest_of(first, map)?;
+                        let Some(kind) = take_type(&mut object)? else {
+                            return Err(A::Error::missing_field("type"));
+                        };
+                        buffered_part(kind, object)
+                    }
                 }
             }
-            "refusal" => Self::Refusal {
-                refusal: typed::<Refusal, D::Error>(map)?.refusal,
-            },
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
-            }
-        })
+        }
+        deserializer.deserialize_map(PartVisitor)
     }
+}
+
+#[derive(Deserialize)]
+struct TextPart {
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct OutputTextPart {
+    text: String,
+    #[serde(default)]
+    annotations: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct RefusalPart {
+    refusal: String,
+}
+
+/// A part of type `kind` read from the rest of `map` (its `type` taken).
+fn part_of_kind<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<ContentPart, A::Error> {
+    Ok(match kind {
+        "input_text" => ContentPart::InputText {
+            text: typed_in_place::<TextPart, A>(map)?.text,
+        },
+        "output_text" => {
+            let part: OutputTextPart = typed_in_place(map)?;
+            ContentPart::OutputText {
+                text: part.text,
+                annotations: part.annotations,
+            }
+        }
+        "refusal" => ContentPart::Refusal {
+            refusal: typed_in_place::<RefusalPart, A>(map)?.refusal,
+        },
+        _ => ContentPart::Other(with_type(kind, map)?),
+    })
+}
+
+/// A part read from its buffered object (`type` taken).
+fn buffered_part<E: serde::de::Error>(
+    kind: String,
+    mut map: Map<String, Value>,
+) -> Result<ContentPart, E> {
+    Ok(match kind.as_str() {
+        "input_text" => ContentPart::InputText {
+            text: typed::<TextPart, E>(map)?.text,
+        },
+        "output_text" => {
+            let part: OutputTextPart = typed(map)?;
+            ContentPart::OutputText {
+                text: part.text,
+                annotations: part.annotations,
+            }
+        }
+        "refusal" => ContentPart::Refusal {
+            refusal: typed::<RefusalPart, E>(map)?.refusal,
+        },
+        _ => {
+            map.insert("type".to_owned(), Value::String(kind));
+            ContentPart::Other(map)
+        }
+    })
 }
 
 impl<'de> Deserialize<'de> for Tool {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let Some(kind) = take_type(&mut map)? else {
-            return Err(D::Error::missing_field("type"));
-        };
-        Ok(match kind.as_str() {
-            "function" => Self::Function(typed(map)?),
-            "custom" => Self::Custom(typed(map)?),
-            "namespace" => Self::Namespace(typed(map)?),
-            _ => {
-                map.insert("type".to_owned(), Value::String(kind));
-                Self::Other(map)
+        struct ToolVisitor;
+        impl<'de> Visitor<'de> for ToolVisitor {
+            type Value = Tool;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a tool object")
             }
-        })
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tool, A::Error> {
+                let first = map.next_key::<Key<'de>>()?;
+                match first {
+                    Some(Key(key)) if key == "type" => {
+                        let kind: Key<'de> = map.next_value()?;
+                        Ok(match &*kind.0 {
+                            "function" => Tool::Function(fields::function_tool(map)?),
+                            "custom" => Tool::Custom(fields::custom_tool(map)?),
+                            "namespace" => Tool::Namespace(fields::namespace_tool(map)?),
+                            other => Tool::Other(with_type(other, map)?),
+                        })
+                    }
+                    first => {
+                        let mut object = rest_of(first, map)?;
+                        let Some(kind) = take_type(&mut object)? else {
+                            return Err(A::Error::missing_field("type"));
+                        };
+                        buffered_tool(kind, object)
+                    }
+                }
+            }
+        }
+        deserializer.deserialize_map(ToolVisitor)
     }
+}
+
+/// A tool read from its buffered object (`type` taken).
+fn buffered_tool<E: serde::de::Error>(
+    kind: String,
+    mut map: Map<String, Value>,
+) -> Result<Tool, E> {
+    Ok(match kind.as_str() {
+        "function" => Tool::Function(typed(map)?),
+        "custom" => Tool::Custom(typed(map)?),
+        "namespace" => Tool::Namespace(typed(map)?),
+        _ => {
+            map.insert("type".to_owned(), Value::String(kind));
+            Tool::Other(map)
+        }
+    })
+}
+
+/// An object of an unknown `kind`, whole: `type` first, then the rest of `map` in order.
+fn with_type<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<Map<String, Value>, A::Error> {
+    let mut object = Map::new();
+    object.insert("type".to_owned(), Value::String(kind.to_owned()));
+    let rest = rest_of(None, map)?;
+    object.extend(rest);
+    Ok(object)
 }
 
 /// Removes and returns the `type` key of an object, which must be a string when present.

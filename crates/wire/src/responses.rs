@@ -4,7 +4,7 @@
 //! Inbound shapes are lenient where clients differ (an input message may omit `type`; content may
 //! be a string or parts) and keep what they do not understand: unknown item, content and tool
 //! types land in an `Other` variant holding the original JSON object, and unknown top-level request
-//! fields land in `extra`. The hand-written `Deserialize` impls of `Input`, `InputItem`,
+//! fields land in `extra`. The hand-written `Deserialize` impls of the request, `Input`, `InputItem`,
 //! `MessageContent`, `ContentPart` and `Tool` live in [`crate::inbound`], with the errors that
 //! name the leaf field. Outbound shapes are complete per the Open Responses spec: every required
 //! key is always serialised, with `null` where the spec allows it.
@@ -37,8 +37,9 @@ pub use response::{
 pub use search::{AdditionalToolsItem, ToolSearchCallItem, ToolSearchOutputItem};
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};
 
-/// `POST /v1/responses` request body.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /v1/responses` request body. Read by the hand-written `Deserialize` in
+/// `inbound::fields`, field by field (a new field goes there too).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CreateResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

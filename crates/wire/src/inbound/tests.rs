@@ -244,3 +244,67 @@ fn paths_join_across_levels() {
     assert_eq!(split_path("at `a.b`: no"), (Some("a.b"), "no"));
     assert_eq!(split_path("no path"), (None, "no path"));
 }
+
+/// `value` with the keys of every object in reverse order (`type` last).
+fn reversed(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), reversed(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(reversed).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn type_first_objects_read_in_place_as_buffered_ones_read() {
+    let body = json!({
+        "model": "m",
+        "instructions": "be brief\nplease",
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules \"quoted\""}], "phase": 2},
+            {"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "x", "annotations": []}, {"type": "refusal", "refusal": "no"}], "status": "completed"},
+            {"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "s"}], "encrypted_content": "e"},
+            {"type": "function_call", "call_id": "c1", "name": "exec", "arguments": "{}", "namespace": "ns"},
+            {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok"}]},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "tool_search_output", "call_id": "c3", "tools": [], "execution": "client"},
+            {"type": "future_item", "payload": {"b": 1, "a": 2}},
+            {"role": "user", "content": [{"type": "input_image", "image_url": "data:"}, {"type": "input_text", "text": "hi"}]},
+        ],
+        "tools": [
+            {"type": "function", "name": "exec", "description": "d", "parameters": {"type": "object"}, "strict": false, "defer_loading": true},
+            {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"}},
+            {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "f"}]},
+            {"type": "web_search", "external_web_access": false},
+        ],
+        "tool_choice": "auto",
+        "reasoning": {"effort": "high", "context": 1},
+        "store": false,
+        "client_metadata": {"k": "v"},
+    });
+    let in_place: CreateResponse = serde_json::from_slice(body.to_string().as_bytes()).unwrap();
+    let buffered: CreateResponse =
+        serde_json::from_slice(reversed(&body).to_string().as_bytes()).unwrap();
+    // Unknown objects keep their own key order, so they are compared as JSON values.
+    assert_eq!(
+        serde_json::to_value(&in_place).unwrap(),
+        serde_json::to_value(&buffered).unwrap()
+    );
+    assert_eq!(in_place.extra["client_metadata"], json!({"k": "v"}));
+    assert!(
+        matches!(&in_place.tools.as_ref().unwrap()[0], Tool::Function(f) if f.extra["defer_loading"] == true)
+    );
+    // The same from a `Value` (the store's and the tests' path).
+    let from_value: CreateResponse = serde_json::from_value(body).unwrap();
+    assert_eq!(from_value, in_place);
+}
+
+#[test]
+fn a_field_given_twice_is_refused() {
+    let refused = serde_json::from_str::<CreateResponse>(r#"{"model":"a","model":"b"}"#);
+    assert!(refused.is_err_and(|e| e.to_string().contains("duplicate field `model`")));
+}
