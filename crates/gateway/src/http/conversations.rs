@@ -61,10 +61,16 @@ fn items(value: Option<&Value>) -> Result<Vec<Value>, GatewayError> {
     }
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
-        let parsed: InputItem = serde_json::from_value(item.clone()).map_err(|e| {
+        let parsed: Result<InputItem, _> = serde_path_to_error::deserialize(item);
+        let parsed = parsed.map_err(|e| {
             // The path to the leaf field (`items[0].content[1].type`), in plain words.
+            let tracked = match e.path().to_string() {
+                inner if matches!(inner.as_str(), "" | "." | "?") => format!("items[{i}]"),
+                inner if inner.starts_with('[') => format!("items[{i}]{inner}"),
+                inner => format!("items[{i}].{inner}"),
+            };
             let (param, message) =
-                toolbridge_wire::inbound::explain(&format!("items[{i}]"), &e.to_string());
+                toolbridge_wire::inbound::explain(&tracked, &e.into_inner().to_string());
             let param = param.unwrap_or_else(|| format!("items[{i}]"));
             GatewayError::Request(toolbridge_core::Error::InvalidJson {
                 message: format!("invalid item at `{param}`: {message}"),

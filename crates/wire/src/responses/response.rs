@@ -106,6 +106,20 @@ pub enum ResponseStatus {
     Cancelled,
 }
 
+impl ResponseStatus {
+    /// The status as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+            Self::Incomplete => "incomplete",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// `incomplete_details`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncompleteDetails {

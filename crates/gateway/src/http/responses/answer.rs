@@ -380,19 +380,22 @@ async fn whole(
     if let Some(states) = &setup.states {
         states.save(&response, request_id).await;
     }
-    let mut stored = serde_json::to_value(&response).unwrap_or_default();
-    // The one serialisation: the store keeps this text and the client is sent it.
+    // The one serialisation: the store keeps this text, the client is sent it, the capture
+    // reads it.
     let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
     if let Some(persist) = setup.persist
         && let Err(unsaved) = persist
-            .save_text(&stored, std::sync::Arc::clone(&text), request_id)
+            .save_text(
+                || output_json(&response),
+                std::sync::Arc::clone(&text),
+                request_id,
+            )
             .await
     {
         unsaved.mark(&mut response);
-        stored = serde_json::to_value(&response).unwrap_or_default();
         text = serde_json::to_string(&response).unwrap_or_default().into();
     }
-    setup.meter.finish(&stored).await;
+    setup.meter.finish_response(&response, &text, None).await;
     let body = bytes::Bytes::from_owner(JsonText(text));
     Ok((
         StatusCode::OK,
@@ -403,6 +406,17 @@ async fn whole(
         body,
     )
         .into_response())
+}
+
+/// The output items of `response` as JSON, for a conversation.
+pub(super) fn output_json(
+    response: &toolbridge_wire::responses::Response,
+) -> Vec<serde_json::Value> {
+    response
+        .output
+        .iter()
+        .map(|item| serde_json::to_value(item).unwrap_or_default())
+        .collect()
 }
 
 /// A response's JSON text as an HTTP body, shared with the store without a copy.

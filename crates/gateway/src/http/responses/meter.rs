@@ -13,6 +13,15 @@ use std::time::Instant;
 use crate::platform::auth::Authenticated;
 use crate::platform::sessions::{MediaRef, ResponseInfo, SessionEvent, ToolInfo};
 
+/// What the end of a response reports: its status and tokens.
+struct Ended<'a> {
+    status: &'a str,
+    input_tokens: u64,
+    output_tokens: u64,
+    /// `None` when the response reports no usage.
+    total_tokens: Option<u64>,
+}
+
 /// One response's accounting and side channel.
 #[derive(Clone)]
 pub(super) struct Meter {
@@ -57,27 +66,53 @@ impl Meter {
         meter
     }
 
-    /// Ends metering with the final response object: its tokens are charged, and
-    /// `response.completed` (with the status) goes to the session.
+    /// Ends metering with the final response object given as JSON (a native Responses
+    /// upstream's, unknown fields kept): its tokens are charged, and `response.completed` (with
+    /// the status) goes to the session.
     pub(super) async fn finish(&self, response: &serde_json::Value) {
-        self.finish_using(response, None).await;
+        let usage = &response["usage"];
+        let ended = Ended {
+            status: response["status"].as_str().unwrap_or("unknown"),
+            input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+            output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+            total_tokens: usage["total_tokens"].as_u64(),
+        };
+        let text = match &self.observed {
+            Some(ctx) if ctx.capture_pending() => serde_json::to_vec(response).ok(),
+            _ => None,
+        };
+        self.end(ended, None, text.as_deref()).await;
     }
 
-    /// [`Self::finish`], charging `used` (an estimate of what the upstream consumed) when the
-    /// response reports no usage: a failed stream is charged as providers charge it.
-    pub(super) async fn finish_using(&self, response: &serde_json::Value, used: Option<u64>) {
-        let tokens = response["usage"]["total_tokens"]
-            .as_u64()
-            .or(used)
-            .unwrap_or(0);
+    /// [`Self::finish`] for the gateway's own response and `text`, its one JSON serialisation,
+    /// charging `used` (an estimate of what the upstream consumed) when the response reports no
+    /// usage: a failed stream is charged as providers charge it.
+    pub(super) async fn finish_response(
+        &self,
+        response: &toolbridge_wire::responses::Response,
+        text: &str,
+        used: Option<u64>,
+    ) {
+        let usage = response.usage.as_ref();
+        let ended = Ended {
+            status: response.status.as_str(),
+            input_tokens: usage.map_or(0, |u| u.input_tokens),
+            output_tokens: usage.map_or(0, |u| u.output_tokens),
+            total_tokens: usage.map(|u| u.total_tokens),
+        };
+        self.end(ended, used, Some(text.as_bytes())).await;
+    }
+
+    async fn end(&self, ended: Ended<'_>, used: Option<u64>, text: Option<&[u8]>) {
+        let tokens = ended.total_tokens.or(used).unwrap_or(0);
         crate::platform::ops::metrics::tokens(
             &self.provider,
             &self.model,
-            response["usage"]["input_tokens"].as_u64().unwrap_or(0),
-            response["usage"]["output_tokens"].as_u64().unwrap_or(0),
+            ended.input_tokens,
+            ended.output_tokens,
         );
         if let Some(ctx) = &self.observed {
-            ctx.write_capture(Some(response), 200).await;
+            ctx.write_capture_json(text, 200).await;
         }
         crate::http::responses::admission::charge(
             &self.state,
@@ -86,9 +121,8 @@ impl Meter {
             tokens,
         )
         .await;
-        let status = response["status"].as_str().unwrap_or("unknown");
         self.publish(SessionEvent::ResponseCompleted(
-            ResponseInfo::new(&self.response_id, time::now_ms()).status(status),
+            ResponseInfo::new(&self.response_id, time::now_ms()).status(ended.status),
         ));
     }
 

@@ -139,19 +139,26 @@ impl Persist {
         request_id: &str,
     ) -> Result<(), Unsaved> {
         let text = serde_json::to_string(response).unwrap_or_default();
-        self.save_text(response, text.into(), request_id).await
+        let output = || {
+            response["output"]
+                .as_array()
+                .map(Vec::clone)
+                .unwrap_or_default()
+        };
+        self.save_text(output, text.into(), request_id).await
     }
 
     /// Stores the final response with this turn's items (and extends its conversation). It runs
     /// before the terminal event or JSON body is sent, so a client told `store: true` can fetch
     /// the response at once; what could not be kept is returned for [`Unsaved::mark`].
     ///
-    /// `response` is the response object (the gateway's own, or a native Responses upstream's
-    /// with unknown fields kept) and `text` its JSON: the store keeps `text` itself, its output
-    /// items as slices of it, so a caller that sends the same text serialises the response once.
+    /// `text` is the response object's JSON (the gateway's own, or a native Responses
+    /// upstream's with unknown fields kept): the store keeps `text` itself, its output items as
+    /// slices of it, so a caller that sends the same text serialises the response once.
+    /// `output` gives the output items as JSON, asked only when a conversation is extended.
     pub(super) async fn save_text(
         mut self,
-        response: &serde_json::Value,
+        output: impl FnOnce() -> Vec<serde_json::Value>,
         text: std::sync::Arc<str>,
         request_id: &str,
     ) -> Result<(), Unsaved> {
@@ -159,12 +166,8 @@ impl Persist {
         let input_items = std::mem::take(&mut self.input_items);
         if let Some(conversation) = &self.conversation {
             // The turn's input and what the model produced join the conversation.
-            let output = response["output"].as_array().map(Vec::as_slice);
-            let items: Vec<serde_json::Value> = input_items
-                .iter()
-                .chain(output.unwrap_or_default())
-                .cloned()
-                .collect();
+            let items: Vec<serde_json::Value> =
+                input_items.iter().cloned().chain(output()).collect();
             match self
                 .store
                 .append_conversation_items(&self.tenant, conversation, &items)

@@ -3,6 +3,8 @@
 //! the forced stop, the cancel, their terminal messages, the framing); the dialect decoders and
 //! the first-event peek are in `decode`, what a round's end leads to in `rounds`.
 
+use std::sync::Arc;
+
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -28,7 +30,6 @@ use crate::platform::time;
 use super::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
 use super::decode::restarted;
 use toolbridge_providers::dialect::Decoder;
-use toolbridge_wire::responses::EventKind;
 
 /// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
 /// decoder and the assembler, and yields SSE frames.
@@ -97,29 +98,33 @@ impl Pump {
             if let Some(states) = self.states.take() {
                 states.save(&response, &self.request_id).await;
             }
-            let mut value = serde_json::to_value(&response).unwrap_or_default();
+            // The one serialisation: the store keeps this text, the terminal event carries it,
+            // the capture reads it.
+            let mut text: Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
             let unsaved = match self.persist.take() {
-                Some(persist) => persist.save(&value, &self.request_id).await.err(),
+                Some(persist) => persist
+                    .save_text(
+                        || super::answer::output_json(&response),
+                        Arc::clone(&text),
+                        &self.request_id,
+                    )
+                    .await
+                    .err(),
                 None => None,
             };
             if let Some(unsaved) = &unsaved {
                 unsaved.mark(&mut response);
-                value = serde_json::to_value(&response).unwrap_or_default();
+                text = serde_json::to_string(&response).unwrap_or_default().into();
             }
-            if let Some(mut terminal) = self.terminal.take() {
-                // The durability rule: the terminal event says what was kept.
-                if let Some(unsaved) = &unsaved {
-                    match &mut terminal.kind {
-                        EventKind::Completed { response }
-                        | EventKind::Incomplete { response }
-                        | EventKind::Failed { response } => unsaved.mark(response),
-                        _ => {}
-                    }
-                }
-                frames.push(self.framing.event(terminal.name(), &terminal));
+            if let Some(terminal) = self.terminal.take() {
+                // The terminal event's response is the final response (the durability rule: it
+                // says what was kept), so its frame carries the same text.
+                frames.push(self.framing.terminal(&terminal, &text));
             }
             if let Some(meter) = self.meter.take() {
-                meter.finish_using(&value, self.used.take()).await;
+                meter
+                    .finish_response(&response, &text, self.used.take())
+                    .await;
             }
         }
         Some(frames)

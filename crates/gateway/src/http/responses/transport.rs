@@ -15,6 +15,7 @@ use axum::body::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::watch;
+use toolbridge_wire::responses::StreamEvent;
 
 use super::chunks::{Chunk, UpstreamSse};
 use crate::upstream::StreamError;
@@ -188,6 +189,35 @@ impl Framing {
         Bytes::from(buf)
     }
 
+    /// A terminal event (`response.completed`, `.incomplete`, `.failed`) whose response is
+    /// `response`, that response's JSON text, spliced in rather than serialised again: the
+    /// same bytes as [`Self::event`] of the event.
+    pub(crate) fn terminal(self, terminal: &StreamEvent, response: &str) -> Bytes {
+        if !terminal.kind.is_terminal() {
+            return self.event(terminal.name(), terminal);
+        }
+        // `StreamEvent` flattens its kind: `type` and the kind's one field, then
+        // `sequence_number`. The names are plain ASCII, written as they are.
+        let name = terminal.name();
+        let mut buf = Vec::with_capacity(response.len() + 2 * name.len() + 80);
+        if self == Self::Sse {
+            buf.extend_from_slice(b"event: ");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+        }
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(name.as_bytes());
+        buf.extend_from_slice(b"\",\"response\":");
+        buf.extend_from_slice(response.as_bytes());
+        buf.extend_from_slice(b",\"sequence_number\":");
+        buf.extend_from_slice(terminal.sequence_number.to_string().as_bytes());
+        buf.push(b'}');
+        if self == Self::Sse {
+            buf.extend_from_slice(b"\n\n");
+        }
+        Bytes::from(buf)
+    }
+
     /// The keep-alive message.
     pub(crate) fn keepalive(self) -> Bytes {
         match self {
@@ -213,6 +243,33 @@ mod tests {
         assert_eq!(&json[..], br#"{"type":"response.created","n":1}"#);
         assert_eq!(&Framing::Sse.keepalive()[..], b": keep-alive\n\n");
         assert!(Framing::Json.keepalive().is_empty());
+    }
+
+    #[test]
+    fn a_terminal_frame_with_the_response_text_spliced_in_is_the_serialised_event() {
+        use toolbridge_wire::responses::{EventKind, Response};
+        let response: Response = serde_json::from_value(serde_json::json!({
+            "id": "resp_1", "object": "response", "created_at": 1, "status": "completed",
+            "model": "m", "output": [], "parallel_tool_calls": true, "tools": [],
+            "tool_choice": "auto", "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "top_logprobs": 0,
+            "temperature": 1.0, "store": false, "background": false, "service_tier": "default",
+            "metadata": {"note": "a \"quoted\" line\n"},
+        }))
+        .expect("a response");
+        let text = serde_json::to_string(&response).expect("serialised");
+        let event = StreamEvent {
+            kind: EventKind::Completed {
+                response: Box::new(response),
+            },
+            sequence_number: 41,
+        };
+        for framing in [Framing::Sse, Framing::Json] {
+            assert_eq!(
+                framing.terminal(&event, &text),
+                framing.event(event.name(), &event)
+            );
+        }
     }
 
     #[tokio::test]

@@ -142,7 +142,7 @@ impl RequestCtx {
     }
 
     /// Whether a capture is on for this request and not written yet.
-    fn capture_pending(&self) -> bool {
+    pub(crate) fn capture_pending(&self) -> bool {
         self.capture
             .as_ref()
             .is_some_and(|c| !c.written.load(Ordering::Relaxed))
@@ -150,6 +150,15 @@ impl RequestCtx {
 
     /// Writes the capture with the final response (once; later calls do nothing).
     pub(crate) async fn write_capture(&self, response: Option<&Value>, status: u16) {
+        let text = match response {
+            Some(r) if self.capture_pending() => serde_json::to_vec(r).ok(),
+            _ => None,
+        };
+        self.write_capture_json(text.as_deref(), status).await;
+    }
+
+    /// [`Self::write_capture`] with the final response as its JSON text.
+    pub(crate) async fn write_capture_json(&self, response: Option<&[u8]>, status: u16) {
         let Some(capture) = &self.capture else {
             return;
         };
@@ -164,10 +173,7 @@ impl RequestCtx {
                 "status": status,
                 "request": parts.request,
                 "upstream": parts.upstream,
-                "response": response.map(|r| {
-                    let text = serde_json::to_vec(r).unwrap_or_default();
-                    capped(&text, capture.max_bytes)
-                }),
+                "response": response.map(|text| capped(text, capture.max_bytes)),
             }),
             Err(_) => return,
         };
