@@ -133,12 +133,15 @@ impl SchemaCache {
     /// The compiled checks of `tools`: from the cache when these exact declarations were seen,
     /// else compiled (grammars from the cache when their text was seen) and kept.
     pub fn schemas(&self, tools: &[Tool]) -> Arc<ToolSchemas> {
-        let mut hasher = HashingWriter::default();
+        // The serialiser writes a few bytes at a time; BLAKE3 takes them in large blocks.
+        let mut hasher = std::io::BufWriter::with_capacity(16 * 1024, HashingWriter::default());
         // Writing into a hasher cannot fail; a tool that cannot be serialised is compiled
         // uncached, as if new.
-        if serde_json::to_writer(&mut hasher, tools).is_err() {
+        let written = serde_json::to_writer(&mut hasher, tools).map_err(std::io::Error::from);
+        let Ok(hasher) = written.and_then(|()| hasher.into_inner().map_err(|e| e.into_error()))
+        else {
             return Arc::new(ToolSchemas::compile(tools, &mut |text| self.grammar(text)));
-        }
+        };
         let (key, bytes) = (*hasher.hasher.finalize().as_bytes(), hasher.bytes);
         if let Ok(mut inner) = self.inner.lock() {
             if let Some(found) = inner.sets.get(&key) {

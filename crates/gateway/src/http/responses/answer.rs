@@ -115,7 +115,7 @@ fn setup(
     let flight = Flight::start(
         state,
         persist.as_ref().is_some_and(|p| p.keep_response),
-        &skeleton(&prepared.req, &meta),
+        || skeleton(&prepared.req, &meta),
         prepared.tenant.name().to_owned(),
     );
     let detach = flight.detach(state, persist.is_some());

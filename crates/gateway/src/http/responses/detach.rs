@@ -36,10 +36,11 @@ pub(super) trait Pumped: Send + 'static {
     fn request_id(&self) -> &str;
 }
 
-type Stepping<P> = Pin<Box<dyn Future<Output = (P, Option<Vec<Bytes>>)> + Send>>;
+type Stepping<P> = Pin<Box<dyn Future<Output = (Box<P>, Option<Vec<Bytes>>)> + Send>>;
 
+/// The pump is boxed once: a pump is large (kilobytes), and it changes hands at every batch.
 enum State<P> {
-    Idle(P),
+    Idle(Box<P>),
     Stepping(Stepping<P>),
     Done,
 }
@@ -62,21 +63,21 @@ impl<P: Pumped> Detachable<P> {
     /// `detach`: `None` when nothing needs ending after the client left (not stored).
     pub(super) fn new(pump: P, detach: Option<Detach>) -> Self {
         Self {
-            state: State::Idle(pump),
+            state: State::Idle(Box::new(pump)),
             detach,
         }
     }
 }
 
-fn step<P: Pumped>(mut pump: P) -> Stepping<P> {
+fn step<P: Pumped>(mut pump: Box<P>) -> Stepping<P> {
     Box::pin(async move {
         let frames = pump.next_frames().await;
         (pump, frames)
     })
 }
 
-// The pump is never pinned: it is moved in and out while idle, and the step in flight that holds
-// it is boxed.
+// The pump is never pinned: its box is moved in and out while idle, and the step in flight that
+// holds it is boxed.
 impl<P: Pumped> Unpin for Detachable<P> {}
 
 impl<P: Pumped> Stream for Detachable<P> {
@@ -152,11 +153,12 @@ pub(super) struct Flight {
 
 impl Flight {
     /// A stored response (`stored`) is registered, so `/cancel` reaches it here; any other gets
-    /// a signal nobody else holds.
+    /// a signal nobody else holds. `started` makes the response as it starts, for the
+    /// registration (only a stored one needs it).
     pub(super) fn start(
         state: &crate::state::AppState,
         stored: bool,
-        started: &toolbridge_wire::responses::Response,
+        started: impl FnOnce() -> toolbridge_wire::responses::Response,
         owner: String,
     ) -> Self {
         if !stored {
@@ -166,7 +168,8 @@ impl Flight {
                 cancel: Arc::new(tx),
             };
         }
-        let snapshot = serde_json::to_value(started).unwrap_or_default();
+        let started = started();
+        let snapshot = serde_json::to_value(&started).unwrap_or_default();
         let (registration, cancel) = state.in_flight.register(&started.id, owner, snapshot);
         Self {
             registration,

@@ -135,7 +135,9 @@ pub(crate) async fn create(
     let started = Instant::now();
     let session = crate::platform::sessions::session_id_from_headers(&headers);
     let signals = signals_from_headers(&headers);
-    let mut response = match ingress(&state, body, &request_id, session, signals).await {
+    // Boxed once: the request's future is large (tens of kilobytes), and the handler's own
+    // future is moved by the layers above it.
+    let mut response = match Box::pin(ingress(&state, body, &request_id, session, signals)).await {
         Ok(response) => response,
         Err(error) => {
             tracing::info!(
