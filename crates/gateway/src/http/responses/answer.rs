@@ -215,22 +215,27 @@ async fn assemble(
     let reasks =
         routed.repairs && provider.repair.invalid_calls == crate::config::InvalidCalls::Reask;
     let skeleton_response = skeleton(&prepared.req, &setup.meta);
+    let contract = prepared.canonical.output.clone();
+    let names = Arc::new(routed.plan.names.clone());
+    let req = Arc::new(prepared.req);
+    // Moved, not copied: a continuation is made for most requests (a re-ask is the default
+    // for invalid calls) and used by few.
     let continuation = (tools.is_some() || reasks).then(|| Continuation {
         upstreams: state.upstreams.clone(),
         provider: provider.clone(),
         profile: routed.profile.clone(),
         upstream_model: routed.upstream_model.clone(),
-        req: prepared.req.clone(),
-        canonical: super::route::with_note(prepared.canonical.clone(), routed.note.as_deref()),
-        plan: routed.plan.clone(),
-        offer: routed.offer.clone(),
+        req: Arc::clone(&req),
+        canonical: super::route::with_note(prepared.canonical, routed.note.as_deref()),
+        plan: routed.plan,
+        offer: routed.offer,
     });
     let assembler = Assembler::new(
         skeleton_response,
         AssembleOptions {
-            contract: prepared.canonical.output.clone(),
+            contract,
             diagnostics: routed.diagnostics,
-            names: Arc::new(routed.plan.names),
+            names,
             reasoning: prepared.display,
             sealer: Some(state.sealer.clone()),
             echo_tools,
@@ -263,7 +268,7 @@ async fn assemble(
     match answer {
         Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
         Answer::Whole(upstream) => {
-            let cancelled = skeleton(&prepared.req, &setup.meta);
+            let cancelled = skeleton(&req, &setup.meta);
             whole(upstream, assembled, setup, cancelled, request_id).await
         }
     }

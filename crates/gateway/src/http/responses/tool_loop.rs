@@ -50,7 +50,7 @@ pub(super) struct Continuation {
     pub(super) profile: Profile,
     pub(super) upstream_model: String,
     /// The client's request (its non-history fields are read by the translators).
-    pub(super) req: CreateResponse,
+    pub(super) req: Arc<CreateResponse>,
     /// The conversation so far, growing by one exchange per round.
     pub(super) canonical: CanonicalRequest,
     pub(super) plan: ToolPlan,
