@@ -129,7 +129,7 @@ impl Utf8Guard {
             i += len;
             self.scan.line_start = i;
             if empty {
-                self.scan = Scan::default();
+                self.scan.at = i;
                 return Some(i);
             }
         }
@@ -137,27 +137,33 @@ impl Utf8Guard {
         None
     }
 
-    /// The whole events ready in `pending`, the invalid ones left out.
+    /// The whole events ready in `pending`, the invalid ones left out. The events are copied
+    /// out in one pass and the bytes before the last one's end dropped once.
     fn take_events(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.pending.len());
+        let mut start = 0;
         while let Some(end) = self.event_end() {
-            let event: Vec<u8> = self.pending.drain(..end).collect();
-            self.keep(event, &mut out);
+            keep(&self.pending[start..end], &mut out, &self.skipped);
+            start = end;
         }
+        self.pending.drain(..start);
+        self.scan.at -= start;
+        self.scan.line_start -= start;
         if self.ended && !self.pending.is_empty() {
-            let rest = std::mem::take(&mut self.pending);
+            keep(&self.pending, &mut out, &self.skipped);
+            self.pending.clear();
             self.scan = Scan::default();
-            self.keep(rest, &mut out);
         }
         out
     }
+}
 
-    fn keep(&self, event: Vec<u8>, out: &mut Vec<u8>) {
-        if std::str::from_utf8(&event).is_ok() {
-            out.extend_from_slice(&event);
-        } else {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
-        }
+/// Appends `event` to `out` when it is UTF-8, else counts it skipped.
+fn keep(event: &[u8], out: &mut Vec<u8>, skipped: &AtomicUsize) {
+    if std::str::from_utf8(event).is_ok() {
+        out.extend_from_slice(event);
+    } else {
+        skipped.fetch_add(1, Ordering::Relaxed);
     }
 }
 
