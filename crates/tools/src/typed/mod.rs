@@ -340,6 +340,15 @@ impl<O> Clone for SealedToolRegistry<O> {
     }
 }
 
+impl<O> Default for SealedToolRegistry<O> {
+    /// No tools.
+    fn default() -> Self {
+        Self {
+            tools: Arc::new(BTreeMap::new()),
+        }
+    }
+}
+
 impl<O> fmt::Debug for SealedToolRegistry<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.tools.keys()).finish()
