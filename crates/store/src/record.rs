@@ -105,23 +105,7 @@ impl ResponseRecord {
             ));
         }
         let outline: Outline<'_> = serde_json::from_str(&body).map_err(corrupt)?;
-        let base = body.as_ptr() as usize;
-        let output: Vec<&RawValue> = outline
-            .output
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default();
-        let output_items = output
-            .into_iter()
-            .map(|raw| {
-                let text = raw.get();
-                // The raw value borrows from `body`: its offset is where its text starts.
-                let start = (text.as_ptr() as usize).saturating_sub(base);
-                ItemText {
-                    id: item_id(text),
-                    text: Text::InBody(start..start + text.len()),
-                }
-            })
-            .collect();
+        let output_items = slices(&body, outline.output);
         let record = Self {
             id: string(outline.id).unwrap_or_default(),
             created_at: outline
@@ -215,6 +199,26 @@ impl ResponseRecord {
                 })
             })
     }
+}
+
+/// The items of an `output` array read from `body`, as slices of it.
+fn slices(body: &str, output: Option<&RawValue>) -> Vec<ItemText> {
+    let base = body.as_ptr() as usize;
+    let output: Vec<&RawValue> = output
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    output
+        .into_iter()
+        .map(|raw| {
+            let text = raw.get();
+            // The raw value borrows from `body`: its offset is where its text starts.
+            let start = (text.as_ptr() as usize).saturating_sub(base);
+            ItemText {
+                id: item_id(text),
+                text: Text::InBody(start..start + text.len()),
+            }
+        })
+        .collect()
 }
 
 fn own_item(item: &Value) -> Result<ItemText, StoreError> {

@@ -82,14 +82,28 @@ const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
 /// What the default budget leaves beside its longest call, for the model's rounds around it.
 const ROUNDS_HEADROOM: Duration = Duration::from_secs(60);
 
+/// The loop's limits as written, defaults filled; `images`: the images backend's timeout.
+pub(super) fn loop_limits(
+    file: &ToolsFile,
+    images: Option<Duration>,
+) -> Result<super::LoopLimits, String> {
+    let tool_timeout = Duration::from_secs(file.tool_timeout_secs.unwrap_or(30));
+    let (longest, which) = match images {
+        Some(image) if image > tool_timeout => (image, "gateway_tools.images.timeout_secs"),
+        _ => (tool_timeout, "the tool timeout (tool_timeout_secs)"),
+    };
+    Ok(super::LoopLimits {
+        max_steps: file.max_steps.unwrap_or(8),
+        time_budget: time_budget(file, longest, which)?,
+        tool_timeout,
+        max_output_bytes: file.max_output_bytes.unwrap_or(64 * 1024),
+    })
+}
+
 /// The loop's time budget: `time_budget_secs`, which may not be shorter than the longest tool
 /// timeout (`longest`, named by `which`: one such call would be cut by the budget, never by
 /// its own timeout); unset, 120 s, or the longest timeout and a minute when that is longer.
-pub(super) fn time_budget(
-    file: &ToolsFile,
-    longest: Duration,
-    which: &str,
-) -> Result<Duration, String> {
+fn time_budget(file: &ToolsFile, longest: Duration, which: &str) -> Result<Duration, String> {
     match file.time_budget_secs {
         Some(secs) if Duration::from_secs(secs) < longest => Err(format!(
             "gateway_tools.time_budget_secs = {secs} is shorter than {which} ({} s): such a call would be cut by the loop's budget; set it to at least {}",

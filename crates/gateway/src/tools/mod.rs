@@ -44,7 +44,7 @@ pub(crate) use mcp::McpServer;
 pub(crate) use source::{Action, GatewaySource};
 pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
 
-use file::{jq_worker, search_backend, time_budget};
+use file::{jq_worker, loop_limits, search_backend};
 use mcp::Approval;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
@@ -183,14 +183,7 @@ impl GatewayTools {
             }
             None => None,
         };
-        let tool_timeout = secs(file.tool_timeout_secs, 30);
-        let (longest, which) = match &images {
-            Some((backend, _)) if backend.timeout > tool_timeout => {
-                (backend.timeout, "gateway_tools.images.timeout_secs")
-            }
-            _ => (tool_timeout, "the tool timeout (tool_timeout_secs)"),
-        };
-        let time_budget = time_budget(file, longest, which)?;
+        let limits = loop_limits(file, images.as_ref().map(|(b, _)| b.timeout))?;
         let note = match &file.system_note {
             Some(text) if text.trim().is_empty() => None,
             Some(text) => Some(text.clone()),
@@ -208,12 +201,7 @@ impl GatewayTools {
             always,
             models,
             show: file.show.unwrap_or(true),
-            limits: LoopLimits {
-                max_steps: file.max_steps.unwrap_or(8),
-                time_budget,
-                tool_timeout,
-                max_output_bytes: file.max_output_bytes.unwrap_or(64 * 1024),
-            },
+            limits,
         })
     }
 
