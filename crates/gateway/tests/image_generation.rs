@@ -5,8 +5,8 @@
 //! model reads, the side channel (`tool.started`, `tool.progress` with the partials,
 //! `tool.completed` with the media reference), the stored image read back, an echoed call
 //! replayed as a description, an edit of an earlier image, a large image stored once and read
-//! back whole, and a backend failure and a
-//! moderation refusal each ending in a clear item and a text answer.
+//! back whole, and a backend failure and a moderation refusal each ending in a clear item and
+//! a text answer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
