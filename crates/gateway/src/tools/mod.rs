@@ -14,7 +14,8 @@
 //!
 //! The module is split by job: `file` holds `[gateway_tools]` as written and the two pieces
 //! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `mcp`
-//! one connected MCP server and its approval rule; `standalone` Codex's standalone search
+//! one connected MCP server and its approval rule; `source` every tool as the tool library's
+//! typed source (a request's calls are resolved there, by the tool loop); `standalone` Codex's standalone search
 //! (`/v1/alpha/search`) over the same web tools; this file the tools of a running gateway,
 //! what each request is offered, and the running of one call.
 

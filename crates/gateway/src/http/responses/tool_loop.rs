@@ -6,6 +6,11 @@
 //! in the output as `mcp_call` items, which a stateless client replays (they become the call and
 //! its result upstream again).
 //!
+//! Each call is resolved before it runs by the tool library's model transport over the
+//! request's selection of the gateway's typed source (`ToolRounds::transport`): the provider
+//! name mapped to the tool, the arguments checked and parsed into the action to run; a call that
+//! does not resolve gets the transport's typed error as its result.
+//!
 //! A round that ran the gateway's `tool_search` (the hosted form, over the request's deferred
 //! tools) adds the tools found to the conversation and replans, so the next round offers them;
 //! the calls of later rounds restore by the new plan's names.
