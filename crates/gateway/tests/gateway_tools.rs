@@ -595,3 +595,102 @@ builtins = ["calculator"]
         call["content"][0]["id"]
     );
 }
+
+/// Issue 23: a gateway call is resolved by the tool library's model transport; arguments that
+/// do not fit the tool's schema are its `invalid_arguments`, with the JSON pointer of the bad
+/// value, told to the model (never run, never a failed request).
+#[tokio::test]
+async fn a_malformed_gateway_call_gets_the_transports_invalid_arguments_with_its_pointer() {
+    let h = harness("").await;
+    h.upstream.push(Reply::json(calls(&[(
+        "call_bad",
+        "calculator",
+        json!({"expression": 5}),
+    )])));
+    h.upstream.push(Reply::json(answer("I passed a number.")));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "5?", "store": false}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "completed");
+    let item = &body["output"][0];
+    assert_eq!(item["type"], "mcp_call", "{body:#}");
+    assert_eq!(item["status"], "failed");
+    let error: Value = serde_json::from_str(item["error"].as_str().unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_arguments", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`/expression`"), "{message}");
+    let second = &h.upstream.requests()[1].body;
+    let result = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(result["tool_call_id"], "call_bad");
+    let seen: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(seen, error, "the model read the transport's error");
+}
+
+/// Issue 23: the key's scope is the typed source's selection (`Scope::tool_view`) on the
+/// request path: the upstream is offered only the gateway tools the key may run, and a call
+/// of a gateway tool outside the scope is not run by the gateway.
+#[tokio::test]
+async fn a_key_scope_selects_the_gateway_tools_and_a_call_outside_it_is_not_run() {
+    let narrow = "tb-0000000000000000000000000000000000000000000000000000000000000003";
+    let keys = format!(
+        "\n[[keys]]\nid = \"narrow\"\nname = \"narrow\"\nhash = \"{}\"\ntools = [\"function\"]\n",
+        toolbridge_gateway::hash_secret(narrow),
+    );
+    let h = Harness::with_toml(move |url| {
+        format!(
+            r#"{keys}
+[providers.up]
+base_url = "{url}"
+max_retries = 0
+
+[[routes]]
+model = "*"
+provider = "up"
+
+[gateway_tools]
+builtins = ["calculator"]
+"#
+        )
+    })
+    .await;
+    h.upstream.push(Reply::json(calls(&[(
+        "call_calc",
+        "calculator",
+        json!({"expression": "1+1"}),
+    )])));
+    h.upstream.push(Reply::json(answer("no calculator here")));
+    let declared =
+        json!([{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]);
+    let response = h
+        .client
+        .post(h.url("/v1/responses"))
+        .bearer_auth(narrow)
+        .json(&json!({"model": "m", "input": "1+1?", "store": false, "tools": declared}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    let first = &h.upstream.requests()[0].body;
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["lookup"], "only the client's tool: {first:#}");
+    let output = body["output"].as_array().unwrap();
+    assert!(
+        output.iter().all(|i| i["type"] != "mcp_call"),
+        "the gateway ran nothing: {body:#}"
+    );
+    let diagnostics: Vec<&str> = body["toolbridge_diagnostics"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|d| d["code"].as_str()).collect())
+        .unwrap_or_default();
+    // The call named no tool the request may call: the existing hidden re-ask told the model.
+    assert_eq!(diagnostics, ["tool_call_reasked"], "{body:#}");
+    assert_eq!(h.upstream.requests().len(), 2);
+    assert_eq!(output[0]["content"][0]["text"], "no calculator here");
+}

@@ -4,8 +4,9 @@
 //! item with its events (partial images streamed while the image is made), the short text the
 //! model reads, the side channel (`tool.started`, `tool.progress` with the partials,
 //! `tool.completed` with the media reference), the stored image read back, an echoed call
-//! replayed as a description, an edit of an earlier image, and a backend failure and a
-//! moderation refusal each ending in a clear item and a text answer.
+//! replayed as a description, an edit of an earlier image, a large image stored once and read
+//! back whole, and a backend failure and a moderation refusal each ending in a clear item and
+//! a text answer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
@@ -18,7 +19,9 @@ use std::sync::Arc;
 use toolbridge_testkit::chat::{
     chunk, completion, text_stream, tool_calls_completion, usage_chunk,
 };
-use toolbridge_testkit::images::{Behaviour, FakeImages, partial_b64, png_b64, revised};
+use toolbridge_testkit::images::{
+    Behaviour, FakeImages, large_png_b64, partial_b64, png_b64, revised,
+};
 use toolbridge_testkit::{Recorded, Reply};
 
 const PROMPT: &str = "a kitten asleep in a teacup";
@@ -488,4 +491,88 @@ async fn a_key_without_the_image_generation_rule_is_refused_the_tool() {
         "refused before anything went upstream"
     );
     assert!(images.requests().is_empty());
+}
+
+/// How many rows of `sql` (one text column; `$1` the response id) hold `needle`.
+async fn rows_holding(store_url: &str, sql: &'static str, id: &str, needle: &str) -> usize {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(store_url).await.unwrap();
+    sqlx::query(sql)
+        .bind(id)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|row| sqlx::Row::get::<String, _>(*row, 0).contains(needle))
+        .count()
+}
+
+/// Issue 22: a stored image is kept once — in its item's row, not in the response body as
+/// well — and `GET /v1/responses/{id}` and `input_items` give it back whole.
+#[tokio::test]
+async fn a_stored_image_is_kept_once_and_read_back_whole() {
+    let images = FakeImages::start().await;
+    images.set(Behaviour::DrawLarge);
+    let h = harness(&images, "").await;
+    script(&h, json!({"prompt": PROMPT}));
+    let (status, response) = h.post_json(&request(false, 0)).await;
+    assert_eq!(status, 200, "{response}");
+    let item = image_item(&response);
+    assert_eq!(item["result"], large_png_b64());
+    let id = response["id"].as_str().unwrap();
+
+    let stored: Value = h
+        .client
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(image_item(&stored), item, "GET gives the item whole");
+    let image = large_png_b64();
+    let body_sql = "SELECT body FROM toolbridge_responses WHERE id = $1";
+    let items_sql = "SELECT body FROM toolbridge_items WHERE response_id = $1";
+    assert_eq!(rows_holding(&h.store_url, body_sql, id, &image).await, 0);
+    assert_eq!(rows_holding(&h.store_url, items_sql, id, &image).await, 1);
+
+    // Sent back as input of the next turn, it is stored once there too, and listed whole.
+    h.upstream.set_gate(Arc::new(|_: &Recorded| {
+        Some(Reply::json(completion("A fine kitten.", "stop")))
+    }));
+    let (status, next) = h
+        .post_json(&json!({
+            "model": "glm",
+            "tools": [{"type": "image_generation"}],
+            "input": [{"role": "user", "content": "Draw a kitten"}, item, {"role": "user", "content": "Nice?"}],
+        }))
+        .await;
+    assert_eq!(status, 200, "{next}");
+    let next_id = next["id"].as_str().unwrap();
+    let listed: Value = h
+        .client
+        .get(h.url(&format!("/v1/responses/{next_id}/input_items?order=asc")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let echoed = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "image_generation_call")
+        .unwrap_or_else(|| panic!("{listed:#}"));
+    assert_eq!(echoed["result"], image);
+    assert_eq!(
+        rows_holding(&h.store_url, body_sql, next_id, &image).await,
+        0
+    );
+    assert_eq!(
+        rows_holding(&h.store_url, items_sql, next_id, &image).await,
+        1
+    );
 }

@@ -70,6 +70,7 @@ impl SqlStore {
                 push_item(response, &row)?;
             }
         }
+        chain.iter_mut().for_each(crate::once::restore);
         chain.reverse();
         Ok(chain)
     }

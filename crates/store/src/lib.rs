@@ -17,10 +17,11 @@
 //!
 //! The SQL lives by job: `sql` (opening, paging, the trait's implementation), `migrations`,
 //! `responses`, `conversations`, `chain`, and `sweeps` (the process's own cross-tenant queries);
-//! `record` (the serialised response to write) and `writer` (SQLite's group commit).
+//! `record` (the serialised response to write), `writer` (SQLite's group commit) and `once`
+//! (a large output `result` — an image — kept once, in its item row).
 //!
 //! This crate stores JSON values as given; it does not know the Responses API's shapes beyond
-//! an item's `id`.
+//! an item's `id` and an output item's large `result` (`once`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -34,6 +35,7 @@ mod conversations;
 mod guard;
 mod keys;
 mod migrations;
+mod once;
 mod provider_states;
 mod record;
 mod responses;

@@ -30,6 +30,9 @@ pub struct ResponseRecord {
     pub(crate) expires_at: Option<i64>,
     /// The response object.
     pub(crate) body: Arc<str>,
+    /// The body column's text when it differs from `body`: large output results are kept in
+    /// their item rows only (`once`).
+    pub(crate) stored_body: Option<Box<str>>,
     pub(crate) input_items: Vec<ItemText>,
     pub(crate) output_items: Vec<ItemText>,
 }
@@ -102,23 +105,7 @@ impl ResponseRecord {
             ));
         }
         let outline: Outline<'_> = serde_json::from_str(&body).map_err(corrupt)?;
-        let base = body.as_ptr() as usize;
-        let output: Vec<&RawValue> = outline
-            .output
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default();
-        let output_items = output
-            .into_iter()
-            .map(|raw| {
-                let text = raw.get();
-                // The raw value borrows from `body`: its offset is where its text starts.
-                let start = (text.as_ptr() as usize).saturating_sub(base);
-                ItemText {
-                    id: item_id(text),
-                    text: Text::InBody(start..start + text.len()),
-                }
-            })
-            .collect();
+        let output_items = slices(&body, outline.output);
         let record = Self {
             id: string(outline.id).unwrap_or_default(),
             created_at: outline
@@ -131,6 +118,7 @@ impl ResponseRecord {
             expires_at,
             input_items: input_items.iter().map(own_item).collect::<Result<_, _>>()?,
             output_items,
+            stored_body: crate::once::lift(&body)?.map(Into::into),
             body: Arc::clone(&body),
         };
         Ok(record)
@@ -139,7 +127,9 @@ impl ResponseRecord {
     /// The record of a [`StoredResponse`]: its body and each item serialised here.
     pub fn from_stored(response: &StoredResponse) -> Result<Self, StoreError> {
         let body = serde_json::to_string(&response.response).map_err(corrupt)?;
+        let stored_body = crate::once::lift(&body)?.map(Into::into);
         Ok(Self {
+            stored_body,
             id: response.id.clone(),
             created_at: response.created_at,
             status: response.status.clone(),
@@ -170,9 +160,14 @@ impl ResponseRecord {
         &self.body
     }
 
-    /// The bytes of JSON text this record stores: the body and every item's text.
+    /// The body column's text: the body, less the results its item rows keep.
+    pub(crate) fn stored_body(&self) -> &str {
+        self.stored_body.as_deref().unwrap_or(&self.body)
+    }
+
+    /// The bytes of JSON text this record stores: the body column and every item's text.
     pub fn size(&self) -> usize {
-        self.body.len()
+        self.stored_body().len()
             + self
                 .input_items
                 .iter()
@@ -204,6 +199,26 @@ impl ResponseRecord {
                 })
             })
     }
+}
+
+/// The items of an `output` array read from `body`, as slices of it.
+fn slices(body: &str, output: Option<&RawValue>) -> Vec<ItemText> {
+    let base = body.as_ptr() as usize;
+    let output: Vec<&RawValue> = output
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    output
+        .into_iter()
+        .map(|raw| {
+            let text = raw.get();
+            // The raw value borrows from `body`: its offset is where its text starts.
+            let start = (text.as_ptr() as usize).saturating_sub(base);
+            ItemText {
+                id: item_id(text),
+                text: Text::InBody(start..start + text.len()),
+            }
+        })
+        .collect()
 }
 
 fn own_item(item: &Value) -> Result<ItemText, StoreError> {

@@ -72,7 +72,7 @@ pub(crate) async fn write_record(
         )
         .bind(&r.id)
         .bind(&r.status)
-        .bind(&*r.body)
+        .bind(r.stored_body())
         .bind(owner)
         .bind(r.expires_at)
         .bind(t.name())
@@ -90,7 +90,7 @@ pub(crate) async fn write_record(
             .bind(&r.model)
             .bind(r.previous_response_id.as_deref())
             .bind(r.expires_at)
-            .bind(&*r.body)
+            .bind(r.stored_body())
             .bind(owner)
             .bind(t.name())
             .execute(&mut *conn)
@@ -116,7 +116,7 @@ pub(crate) async fn write_record(
         .bind(&r.model)
         .bind(r.previous_response_id.as_deref())
         .bind(r.expires_at)
-        .bind(&*r.body)
+        .bind(r.stored_body())
         .bind(owner)
         .bind(t.name())
         .execute(&mut *conn)
@@ -183,11 +183,14 @@ impl SqlStore {
             return Ok(Some(response));
         }
         response.status = "cancelled".to_owned();
-        if let Value::Object(map) = &mut response.response {
+        let mut stored = response.response.clone();
+        if let Value::Object(map) = &mut stored {
             map.insert("status".to_owned(), Value::String("cancelled".to_owned()));
         }
-        let body = serde_json::to_string(&response.response)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // Results kept in their item rows stay there.
+        crate::once::lift_value(&mut stored);
+        let body =
+            serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         sqlx::query(
             "UPDATE toolbridge_responses SET status = 'cancelled', owner = NULL, body = $2
              WHERE id = $1 AND tenant = $3 AND status IN ('queued', 'in_progress')",
@@ -230,6 +233,7 @@ impl SqlStore {
         for row in items {
             push_item(&mut response, &row)?;
         }
+        crate::once::restore(&mut response);
         Ok(Some(response))
     }
 

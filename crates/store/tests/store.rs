@@ -325,6 +325,90 @@ async fn suite(store: &SqlStore, url: &str) {
     }
 
     tenants(store).await;
+    images_kept_once(store, url).await;
+}
+
+/// Issue 22: an image's base64 `result` is stored once — in its item row, not in the response
+/// body as well — and every read gives it back whole; another tenant gets nothing of it.
+async fn images_kept_once(store: &SqlStore, url: &str) {
+    use toolbridge_store::ResponseRecord;
+    let t = Tenant::named("team-img");
+    let image = "iVBORw0KGgo".repeat(1000);
+    let item = json!({"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": image});
+    let body = json!({"id": "resp_img", "object": "response", "created_at": 1, "status": "completed",
+                      "model": "m", "output": [item, {"id": "msg_img", "type": "message", "result": "short"}]});
+    let echoed = json!({"id": "ig_0", "type": "image_generation_call", "result": image});
+    let record =
+        ResponseRecord::from_json(body.to_string(), std::slice::from_ref(&echoed), None).unwrap();
+    assert!(
+        record.size() < 3 * image.len(),
+        "the record counts the image twice, not three times"
+    );
+    store.put_record(&t, record).await.unwrap();
+
+    let got = store.get(&t, "resp_img").await.unwrap().unwrap();
+    assert_eq!(got.response, body, "GET gives the body whole");
+    assert_eq!(got.output_items[0], item);
+    let page = Page {
+        after: None,
+        limit: 10,
+        order: Order::Asc,
+    };
+    let inputs = store
+        .input_items(&t, "resp_img", &page)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inputs.items, vec![echoed]);
+    let by_id = store.items_by_id(&t, &["ig_1".to_owned()]).await.unwrap();
+    assert_eq!(by_id["ig_1"], item);
+    let chain = store.chain(&t, "resp_img", 4).await.unwrap();
+    assert_eq!(chain[0].response, body);
+    assert!(
+        store
+            .get(&Tenant::named("team-b"), "resp_img")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // In the tables: the body holds no copy; the output image is in one item row.
+    let holding = |sql: &'static str| {
+        let (url, image) = (url.to_owned(), image.clone());
+        async move {
+            let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+            sqlx::query(sql)
+                .bind("resp_img")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|row| sqlx::Row::get::<String, _>(*row, 0).contains(&image))
+                .count()
+        }
+    };
+    assert_eq!(
+        holding("SELECT body FROM toolbridge_responses WHERE id = $1").await,
+        0
+    );
+    assert_eq!(
+        holding("SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'output'")
+            .await,
+        1
+    );
+
+    // A stored response written again (a cancel, a background update) keeps it once too.
+    let mut again = got.clone();
+    again.status = "incomplete".to_owned();
+    store.put(&t, &again).await.unwrap();
+    assert_eq!(
+        store.get(&t, "resp_img").await.unwrap().unwrap().response,
+        body
+    );
+    assert_eq!(
+        holding("SELECT body FROM toolbridge_responses WHERE id = $1").await,
+        0
+    );
 }
 
 /// Another tenant finds nothing of team-a's, by any call, and cannot change it; an admin reads

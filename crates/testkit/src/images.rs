@@ -2,7 +2,7 @@
 //! `/v1/images/edits` answer with a real PNG, whole (`{"data":[{"b64_json","revised_prompt"}]}`)
 //! or, with `stream: true` and `partial_images`, as OpenAI streams it (one
 //! `image_generation.partial_image` event per partial, then `image_generation.completed`;
-//! `image_edit.*` for an edit). It can be told to fail (500) or to refuse the prompt (400
+//! `image_edit.*` for an edit). It can be told to draw a large image, to fail (500) or to refuse the prompt (400
 //! `moderation_blocked`), and records every request.
 
 use std::net::SocketAddr;
@@ -39,11 +39,24 @@ pub fn partial_b64(i: u64) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Bytes a large image carries after the PNG's end (still a PNG to any decoder).
+pub const LARGE_EXTRA: usize = 64 * 1024;
+
+/// The base64 of the large image [`Behaviour::DrawLarge`] answers with: [`PNG`] and
+/// [`LARGE_EXTRA`] zero bytes after its end, the size of a real image's answer.
+pub fn large_png_b64() -> String {
+    let mut bytes = PNG.to_vec();
+    bytes.extend(std::iter::repeat_n(0u8, LARGE_EXTRA));
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// How the fake answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// The image (and its partials when streamed).
     Draw,
+    /// The large image ([`large_png_b64`]) in place of the small one.
+    DrawLarge,
     /// 500 with OpenAI's error body.
     Fail,
     /// 400 `moderation_blocked`.
@@ -143,8 +156,13 @@ async fn handle(
             )
                 .into_response();
         }
-        Behaviour::Draw => {}
+        Behaviour::Draw | Behaviour::DrawLarge => {}
     }
+    let image = if behaviour == Behaviour::DrawLarge {
+        large_png_b64()
+    } else {
+        png_b64()
+    };
     let prompt = body["prompt"].as_str().unwrap_or_default();
     let used = |key: &str, default: &str| {
         body[key]
@@ -164,7 +182,7 @@ async fn handle(
     if body["stream"] != true {
         let mut answer = json!({
             "created": 1_700_000_000,
-            "data": [{"b64_json": png_b64(), "revised_prompt": revised(prompt)}],
+            "data": [{"b64_json": image, "revised_prompt": revised(prompt)}],
             "usage": {"input_tokens": 10, "output_tokens": 100, "total_tokens": 110},
         });
         merge(&mut answer, &options);
@@ -181,7 +199,7 @@ async fn handle(
         merge(&mut data, &options);
         pieces.push(format!("event: {prefix}.partial_image\ndata: {data}\n\n"));
     }
-    let mut done = json!({"type": format!("{prefix}.completed"), "b64_json": png_b64(), "revised_prompt": revised(prompt), "created_at": 1_700_000_000, "usage": {"input_tokens": 10, "output_tokens": 100, "total_tokens": 110}});
+    let mut done = json!({"type": format!("{prefix}.completed"), "b64_json": image, "revised_prompt": revised(prompt), "created_at": 1_700_000_000, "usage": {"input_tokens": 10, "output_tokens": 100, "total_tokens": 110}});
     merge(&mut done, &options);
     pieces.push(format!("event: {prefix}.completed\ndata: {done}\n\n"));
     let stream = futures::stream::iter(

@@ -182,3 +182,45 @@ fn the_transport_keeps_the_typed_errors() {
         "invalid_arguments"
     );
 }
+
+#[test]
+fn a_call_decoded_to_name_and_text_resolves_like_a_chat_call() {
+    let names = NameMap::from([("get_weather".to_owned(), "weather".to_owned())]);
+    let transport = create_model_transport("loop", registry().select(["weather"]).expect("ok"))
+        .with_names(names);
+    let (selection, action) = transport
+        .resolve_text("call_7", "get_weather", " {\"city\":\"Lyon\"} ")
+        .expect("resolves");
+    assert_eq!(action, Action::Weather("Lyon".into()));
+    assert_eq!(selection.call, call("call_7", "get_weather", 17));
+    // Not JSON: the root; schema-invalid: the failing value's pointer.
+    let err = transport
+        .resolve_text("c", "get_weather", "{city:")
+        .expect_err("not JSON");
+    assert!(matches!(err, ToolError::InvalidArguments { ref path, .. } if path == "/"));
+    let err = transport
+        .resolve_text("c", "get_weather", "{\"city\": 5}")
+        .expect_err("schema");
+    assert!(matches!(err, ToolError::InvalidArguments { ref path, .. } if path == "/city"));
+}
+
+#[test]
+fn an_extended_registry_shares_the_sealed_tools_and_checks_the_new_ones() {
+    let base = registry();
+    let more = base
+        .extend(ModelToolRegistry::new().tool("ping", "Pings.", |_: Empty| Action::Status))
+        .expect("extends");
+    assert_eq!(
+        more.ids().collect::<Vec<_>>(),
+        ["ping", "status", "weather"]
+    );
+    assert_eq!(base.ids().count(), 2, "the base is unchanged");
+    assert_eq!(
+        more.resolve(&ModelSelection::new("ping", json!({})), "s"),
+        Ok(Action::Status)
+    );
+    let err = base
+        .extend(ModelToolRegistry::new().tool("status", "Again.", |_: Empty| Action::Status))
+        .expect_err("duplicate");
+    assert_eq!(err.code(), "duplicate_tool");
+}

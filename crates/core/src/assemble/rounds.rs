@@ -52,6 +52,8 @@ pub struct EchoCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayCall {
     pub call_id: String,
+    /// The name the provider called it by (the plan's provider name).
+    pub provider_name: String,
     /// The gateway tool's server label (`toolbridge` for built-ins) and name.
     pub server: String,
     pub name: String,
@@ -143,6 +145,7 @@ impl Assembler {
                     call_id: call
                         .call_id
                         .unwrap_or_else(|| format!("call_{}", call.item_id)),
+                    provider_name,
                     server,
                     name,
                     arguments: call.arguments,

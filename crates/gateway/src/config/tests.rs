@@ -141,3 +141,53 @@ fn keys_and_limits_are_validated_with_the_field_named() {
         matches!(limit, Err(ConfigError::Invalid { field, .. }) if field == "limits.providers.nope")
     );
 }
+
+fn with_tools(tools: &str) -> Result<Config, ConfigError> {
+    let text = format!(
+        "[providers.up]\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n\n{tools}"
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    Config::from_file(file, &|_: &str| None)
+}
+
+/// Issue 22: an image call (180 s by default) is never cut by the loop's budget (120 s by
+/// default): unset, the budget makes room for the longest call; set shorter, the config is
+/// refused with a message naming both.
+#[test]
+fn the_loop_budget_leaves_room_for_the_longest_tool_timeout() {
+    let images =
+        "[gateway_tools.images]\nurl = \"http://127.0.0.1:1/v1\"\nmodel = \"gpt-image-1\"\n";
+    let budget = |config: Config| config.gateway_tools.unwrap().limits.time_budget.as_secs();
+    assert_eq!(budget(with_tools("[gateway_tools]\n").unwrap()), 120);
+    assert_eq!(
+        budget(with_tools(&format!("[gateway_tools]\n{images}")).unwrap()),
+        240,
+        "the images timeout and a minute for the rounds"
+    );
+    assert_eq!(
+        budget(
+            with_tools(&format!(
+                "[gateway_tools]\ntime_budget_secs = 180\n{images}"
+            ))
+            .unwrap()
+        ),
+        180
+    );
+    let short = with_tools(&format!(
+        "[gateway_tools]\ntime_budget_secs = 100\n{images}"
+    ));
+    let Err(ConfigError::Invalid { field, message }) = short else {
+        panic!("{short:?}");
+    };
+    assert_eq!(field, "gateway_tools");
+    assert!(
+        message.contains("time_budget_secs = 100")
+            && message.contains("images.timeout_secs (180 s)"),
+        "{message}"
+    );
+    let slow_tools = with_tools("[gateway_tools]\ntime_budget_secs = 20\ntool_timeout_secs = 30\n");
+    assert!(
+        matches!(&slow_tools, Err(ConfigError::Invalid { message, .. }) if message.contains("tool_timeout_secs")),
+        "{slow_tools:?}"
+    );
+}

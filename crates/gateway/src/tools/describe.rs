@@ -34,6 +34,16 @@ impl GatewayTools {
             ),
         }
         out.push_str(&format!(
+            "  loop: at most {} steps in {} s (calls {} s each{})\n",
+            self.limits.max_steps,
+            self.limits.time_budget.as_secs(),
+            self.limits.tool_timeout.as_secs(),
+            match &self.images {
+                Some((backend, _)) => format!(", an image {} s", backend.timeout.as_secs()),
+                None => String::new(),
+            }
+        ));
+        out.push_str(&format!(
             "  tool_search: gateway-run over a request's `defer_loading` tools (at most {} a search, {} searches a response)\n",
             super::MAX_FOUND,
             super::MAX_SEARCHES

@@ -1,10 +1,12 @@
-//! `[gateway_tools]` as written (plain serde), and the two pieces of it that are resolved
+//! `[gateway_tools]` as written (plain serde), and the pieces of it that are resolved
 //! outside [`GatewayTools::build`](super::GatewayTools::build): the search backend serving
-//! `web_search` and the jq worker process of the `json` tool.
+//! `web_search`, the jq worker process of the `json` tool, and the loop's time budget, which
+//! must leave room for its longest call.
 //!
 //! Not here: which tools a request is offered, or running them (the parent module).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 use toolbridge_tools::builtins::{JqIsolation, SearchBackend};
@@ -25,7 +27,9 @@ pub struct ToolsFile {
     pub show: Option<bool>,
     /// The most upstream rounds the loop makes after the first. Default 8.
     pub max_steps: Option<u32>,
-    /// The most seconds the loop may take in all. Default 120.
+    /// The most seconds the loop may take in all. At least the longest tool timeout (the
+    /// images backend's `timeout_secs` included): a shorter one is a config error. Default 120,
+    /// raised to the longest tool timeout plus 60 s when that is longer.
     pub time_budget_secs: Option<u64>,
     /// The most seconds one call may take. Default 30.
     pub tool_timeout_secs: Option<u64>,
@@ -72,6 +76,45 @@ pub struct SearchFile {
 /// a program that is not `toolbridge` (a test binary, an embedding), a `toolbridge` (with
 /// `jq-worker`) or `toolbridge-jq-worker` binary beside it or one folder up (a test binary lives
 /// in `target/<profile>/deps`, the `toolbridge` binary cargo builds for it in `target/<profile>`).
+/// The loop's budget when none is written.
+const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
+
+/// What the default budget leaves beside its longest call, for the model's rounds around it.
+const ROUNDS_HEADROOM: Duration = Duration::from_secs(60);
+
+/// The loop's limits as written, defaults filled; `images`: the images backend's timeout.
+pub(super) fn loop_limits(
+    file: &ToolsFile,
+    images: Option<Duration>,
+) -> Result<super::LoopLimits, String> {
+    let tool_timeout = Duration::from_secs(file.tool_timeout_secs.unwrap_or(30));
+    let (longest, which) = match images {
+        Some(image) if image > tool_timeout => (image, "gateway_tools.images.timeout_secs"),
+        _ => (tool_timeout, "the tool timeout (tool_timeout_secs)"),
+    };
+    Ok(super::LoopLimits {
+        max_steps: file.max_steps.unwrap_or(8),
+        time_budget: time_budget(file, longest, which)?,
+        tool_timeout,
+        max_output_bytes: file.max_output_bytes.unwrap_or(64 * 1024),
+    })
+}
+
+/// The loop's time budget: `time_budget_secs`, which may not be shorter than the longest tool
+/// timeout (`longest`, named by `which`: one such call would be cut by the budget, never by
+/// its own timeout); unset, 120 s, or the longest timeout and a minute when that is longer.
+fn time_budget(file: &ToolsFile, longest: Duration, which: &str) -> Result<Duration, String> {
+    match file.time_budget_secs {
+        Some(secs) if Duration::from_secs(secs) < longest => Err(format!(
+            "gateway_tools.time_budget_secs = {secs} is shorter than {which} ({} s): such a call would be cut by the loop's budget; set it to at least {}",
+            longest.as_secs(),
+            longest.as_secs()
+        )),
+        Some(secs) => Ok(Duration::from_secs(secs)),
+        None => Ok(DEFAULT_BUDGET.max(longest + ROUNDS_HEADROOM)),
+    }
+}
+
 pub(super) fn jq_worker() -> Result<JqIsolation, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("gateway_tools: the running program cannot be found: {e}"))?;

@@ -14,7 +14,8 @@
 //!
 //! The module is split by job: `file` holds `[gateway_tools]` as written and the two pieces
 //! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `mcp`
-//! one connected MCP server and its approval rule; `standalone` Codex's standalone search
+//! one connected MCP server and its approval rule; `source` every tool as the tool library's
+//! typed source (a request's calls are resolved there, by the tool loop); `standalone` Codex's standalone search
 //! (`/v1/alpha/search`) over the same web tools; this file the tools of a running gateway,
 //! what each request is offered, and the running of one call.
 
@@ -35,14 +36,16 @@ mod describe;
 mod file;
 pub(crate) mod images;
 mod mcp;
+mod source;
 mod standalone;
 
 pub(crate) use deferred::{Deferred, MAX_FOUND, MAX_SEARCHES};
 pub(crate) use file::ToolsFile;
 pub(crate) use mcp::McpServer;
+pub(crate) use source::{Action, GatewaySource};
 pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
 
-use file::{jq_worker, search_backend};
+use file::{jq_worker, loop_limits, search_backend};
 use mcp::Approval;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
@@ -67,6 +70,8 @@ pub struct GatewayTools {
     /// Configured MCP servers, and those connected at start.
     mcp_configs: Vec<McpServerConfig>,
     mcp: tokio::sync::OnceCell<Vec<McpServer>>,
+    /// Every tool above as the typed source (built once the configured servers are connected).
+    source: std::sync::OnceLock<Arc<GatewaySource>>,
     /// Serve requests' own `mcp` tools, through this guarded client.
     request_mcp: Option<(SafeClient, SsrfPolicy)>,
     /// The built-ins offered to every matching request.
@@ -179,6 +184,7 @@ impl GatewayTools {
             }
             None => None,
         };
+        let limits = loop_limits(file, images.as_ref().map(|(b, _)| b.timeout))?;
         let note = match &file.system_note {
             Some(text) if text.trim().is_empty() => None,
             Some(text) => Some(text.clone()),
@@ -190,17 +196,13 @@ impl GatewayTools {
             note,
             mcp_configs: file.mcp.clone(),
             mcp: tokio::sync::OnceCell::new(),
+            source: std::sync::OnceLock::new(),
             request_mcp,
             registry,
             always,
             models,
             show: file.show.unwrap_or(true),
-            limits: LoopLimits {
-                max_steps: file.max_steps.unwrap_or(8),
-                time_budget: secs(file.time_budget_secs, 120),
-                tool_timeout: secs(file.tool_timeout_secs, 30),
-                max_output_bytes: file.max_output_bytes.unwrap_or(64 * 1024),
-            },
+            limits,
         })
     }
 
@@ -229,6 +231,56 @@ impl GatewayTools {
                 servers
             })
             .await;
+        self.source();
+    }
+
+    /// The typed source of every tool this gateway runs for any request: the built-ins, the
+    /// search, images and `tool_search` functions, the configured MCP servers' tools (those
+    /// connected when it is first needed: [`Self::connect_configured`] builds it).
+    fn source(&self) -> &Arc<GatewaySource> {
+        self.source.get_or_init(|| {
+            let mut tools = self.always.clone();
+            tools.extend(self.search.clone());
+            tools.extend(self.images.as_ref().map(|(_, tool)| tool.clone()));
+            tools.push(deferred::offered());
+            let builtins = tools.len();
+            for server in self.mcp.get().into_iter().flatten() {
+                tools.extend(server.offered().cloned());
+            }
+            let source = GatewaySource::build(&tools).or_else(|e| {
+                // The MCP tools passed the same checks when their servers were listed.
+                tracing::error!("the MCP tools cannot be typed tools; they are not offered: {e}");
+                GatewaySource::build(&tools[..builtins])
+            });
+            match source {
+                Ok(source) => Arc::new(source),
+                Err(e) => {
+                    tracing::error!("the gateway's tools cannot be typed tools: {e}");
+                    Arc::new(GatewaySource::empty())
+                }
+            }
+        })
+    }
+
+    /// The typed source of one request: [`Self::source`] and the tools of the request's own
+    /// MCP servers (`listed`); a server whose tools cannot be typed tools is left out, with a
+    /// log line.
+    pub(crate) fn source_for(&self, listed: &[McpServer]) -> Arc<GatewaySource> {
+        let shared = self.source();
+        if listed.is_empty() {
+            return Arc::clone(shared);
+        }
+        let mut source = Arc::clone(shared);
+        for server in listed {
+            match source.extend(server.offered()) {
+                Ok(more) => source = Arc::new(more),
+                Err(e) => tracing::warn!(
+                    server = server.label,
+                    "a request's MCP server's tools cannot be typed tools; they are not offered: {e}"
+                ),
+            }
+        }
+        source
     }
 
     /// Connects a request's own `mcp` tool (`server_label`, `server_url`, `headers`,
@@ -398,31 +450,50 @@ impl GatewayTools {
         server == BUILTIN_SERVER && name == images::IMAGE_TOOL
     }
 
-    /// Runs one call within `timeout`. `Ok` is the result the model reads; `Err` is a short
-    /// structured error, which the model reads too (the request goes on).
-    pub async fn run(
+    /// Runs a call the client approved (`name` of `server`, raw `arguments`), resolved by
+    /// `source` as the loop's calls are; `Err` is the structured error the model reads.
+    pub(crate) async fn run_approved(
+        &self,
+        source: &GatewaySource,
+        (server, name, arguments): (&str, &str, &str),
+        listed: &[McpServer],
+    ) -> Result<String, String> {
+        let Some(id) = source.id(server, name) else {
+            return Err(unavailable(name));
+        };
+        let transport =
+            toolbridge_tools::typed::create_model_transport("approved", source.registry().clone());
+        match transport.resolve_text("", id, arguments) {
+            Ok((
+                _,
+                Action::Run {
+                    server,
+                    name,
+                    arguments,
+                },
+            )) => {
+                self.execute(&server, &name, arguments, self.limits.tool_timeout, listed)
+                    .await
+            }
+            Ok(_) => Err(unavailable(name)),
+            Err(e) => Err(error_result(e.code(), &e.to_string())),
+        }
+    }
+
+    /// Runs one resolved call (`arguments` checked by the typed source) within `timeout`.
+    /// `Ok` is the result the model reads; `Err` is a short structured error, which the model
+    /// reads too (the request goes on).
+    pub(crate) async fn execute(
         &self,
         server: &str,
         name: &str,
-        arguments: &str,
+        arguments: Value,
         timeout: Duration,
         listed: &[McpServer],
     ) -> Result<String, String> {
-        let args: Value = match serde_json::from_str(arguments.trim()) {
-            Ok(v) => v,
-            Err(_) if arguments.trim().is_empty() => json!({}),
-            Err(e) => {
-                return Err(error_result(
-                    "invalid_arguments",
-                    &format!(
-                        "the arguments are not JSON ({e}); call the tool again with a JSON object"
-                    ),
-                ));
-            }
-        };
         let ctx = ToolContext::with_timeout(timeout, self.limits.max_output_bytes);
         if server == BUILTIN_SERVER && self.registry.contains(name) {
-            return match self.registry.execute(name, args, &ctx).await {
+            return match self.registry.execute(name, arguments, &ctx).await {
                 Ok(output) => Ok(output_text(output)),
                 Err(e) => Err(error_result(e.code(), &e.to_string())),
             };
@@ -435,7 +506,7 @@ impl GatewayTools {
             .chain(listed)
             .find(|s| s.label == server);
         match mcp {
-            Some(server) => server.run(name, args, &ctx).await,
+            Some(server) => server.run(name, arguments, &ctx).await,
             None => Err(unavailable(name)),
         }
     }

@@ -15,6 +15,8 @@ pub struct Harness {
     pub addr: SocketAddr,
     pub client: reqwest::Client,
     pub schema: Option<OpenResponses>,
+    /// The gateway's store (a temporary SQLite file), for tests that read its tables.
+    pub store_url: String,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -93,6 +95,7 @@ provider = "up"
             addr,
             client: reqwest::Client::new(),
             schema: OpenResponses::load(),
+            store_url,
             _stop: stop,
         }
     }

@@ -4,7 +4,8 @@
 //! A [`ModelToolRegistry`] collects tools, each defined by an input type `I` (its JSON Schema is
 //! derived from `I` with [`schemars`], so the schema and the parser cannot drift apart) and a
 //! resolver `Fn(I) -> O`. [`ModelToolRegistry::seal`] checks ids and compiles every schema once,
-//! giving an immutable [`SealedToolRegistry`]. [`SealedToolRegistry::select`] projects the subset
+//! giving an immutable [`SealedToolRegistry`] ([`SealedToolRegistry::extend`] adds tools known
+//! later, such as one request's, without compiling the others again). [`SealedToolRegistry::select`] projects the subset
 //! one stage may use as a [`ToolSelection`]. Both implement [`ModelToolSource`], whose `resolve`
 //! validates the raw JSON against the schema, parses it into `I`, runs the resolver, and returns
 //! a typed error instead of panicking:
@@ -244,7 +245,14 @@ impl<O: 'static> ModelToolRegistry<O> {
     /// Checks every id (`[A-Za-z0-9_-]{1,64}`, no duplicates) and compiles every schema once;
     /// the result cannot change any more.
     pub fn seal(self) -> Result<SealedToolRegistry<O>, ToolError> {
-        let mut tools = BTreeMap::new();
+        self.seal_onto(BTreeMap::new())
+    }
+
+    /// Seals the pending tools into `tools` (tools already sealed, shared).
+    fn seal_onto(
+        self,
+        mut tools: BTreeMap<String, Arc<TypedTool<O>>>,
+    ) -> Result<SealedToolRegistry<O>, ToolError> {
         for pending in self.pending {
             validate_name(&pending.id)?;
             if tools.contains_key(&pending.id) {
@@ -253,7 +261,7 @@ impl<O: 'static> ModelToolRegistry<O> {
             let validator = compile_parameters(&pending.id, &pending.parameters)?;
             tools.insert(
                 pending.id.clone(),
-                TypedTool {
+                Arc::new(TypedTool {
                     id: pending.id,
                     description: pending.description,
                     parameters: pending.parameters,
@@ -261,7 +269,7 @@ impl<O: 'static> ModelToolRegistry<O> {
                     category: pending.category,
                     validator,
                     resolve: pending.resolve,
-                },
+                }),
             );
         }
         Ok(SealedToolRegistry {
@@ -321,13 +329,22 @@ pub trait ModelToolSource<O> {
 
 /// An immutable set of typed tools. Cheap to clone (shared).
 pub struct SealedToolRegistry<O> {
-    tools: Arc<BTreeMap<String, TypedTool<O>>>,
+    tools: Arc<BTreeMap<String, Arc<TypedTool<O>>>>,
 }
 
 impl<O> Clone for SealedToolRegistry<O> {
     fn clone(&self) -> Self {
         Self {
             tools: Arc::clone(&self.tools),
+        }
+    }
+}
+
+impl<O> Default for SealedToolRegistry<O> {
+    /// No tools.
+    fn default() -> Self {
+        Self {
+            tools: Arc::new(BTreeMap::new()),
         }
     }
 }
@@ -346,7 +363,17 @@ impl<O> SealedToolRegistry<O> {
 
     /// The tool with this id.
     pub fn get(&self, id: &str) -> Option<&TypedTool<O>> {
-        self.tools.get(id)
+        self.tools.get(id).map(|tool| &**tool)
+    }
+
+    /// A new sealed registry: these tools (shared, not compiled again) and `more`'s, checked
+    /// and compiled as [`ModelToolRegistry::seal`] does (an id already here is
+    /// [`ToolError::Duplicate`]). For tools known only later, such as one request's own.
+    pub fn extend(&self, more: ModelToolRegistry<O>) -> Result<Self, ToolError>
+    where
+        O: 'static,
+    {
+        more.seal_onto(self.tools.as_ref().clone())
     }
 
     /// A read-only view of the tools one stage may use. Every id must be registered; an unknown
@@ -377,13 +404,13 @@ impl<O> SealedToolRegistry<O> {
     }
 
     fn lookup(&self, id: &str) -> Result<&TypedTool<O>, ToolError> {
-        self.tools.get(id).ok_or_else(|| self.unknown(id))
+        self.get(id).ok_or_else(|| self.unknown(id))
     }
 }
 
 impl<O> ModelToolSource<O> for SealedToolRegistry<O> {
     fn tools(&self) -> Vec<&TypedTool<O>> {
-        self.tools.values().collect()
+        self.tools.values().map(|tool| &**tool).collect()
     }
 
     fn resolve(&self, selection: &ModelSelection, _stage: &str) -> Result<O, ToolError> {

@@ -9,6 +9,9 @@
 //! | `Anthropic` | `{"type": "tool_use", "id", "name", "input"}` | an object |
 //! | `Gemini` | `{"functionCall": {"name", "args", "id"?}}` or the bare inner object | an object |
 //!
+//! A call a decoder already reduced to a name and its argument text (as a gateway's neutral
+//! events carry it, whatever the dialect) is read by [`ModelTransport::text_selection`].
+//!
 //! The name the provider saw goes through a [`NameMap`] (the gateway renames tools to fit a
 //! provider's name rules; a name with no entry maps to itself), and the selection keeps the
 //! native call (id, provider-side name, argument length). A call that is not one of these
@@ -81,16 +84,60 @@ impl<S> ModelTransport<S> {
                 None => object_call(call, "", "args")?,
             },
         };
+        Ok(self.named(id, name, input, argument_chars))
+    }
+
+    /// The selection of a call already decoded to its provider-side `name` and raw argument
+    /// text (the neutral form a gateway's decoders produce from any dialect): the text is read
+    /// as in a Chat call (`""` reads as `{}`), text that is not JSON is
+    /// [`ToolError::InvalidArguments`] at `/`.
+    pub fn text_selection(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Result<ModelSelection, ToolError> {
+        let input = arguments_json(arguments, "/")?;
+        Ok(self.named(
+            id.to_owned(),
+            name.to_owned(),
+            input,
+            arguments.chars().count(),
+        ))
+    }
+
+    /// [`Self::text_selection`], resolved for this stage.
+    pub fn resolve_text<O>(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Result<(ModelSelection, O), ToolError>
+    where
+        S: ModelToolSource<O>,
+    {
+        let selection = self.text_selection(id, name, arguments)?;
+        let output = self.tools.resolve(&selection, &self.id)?;
+        Ok((selection, output))
+    }
+
+    fn named(
+        &self,
+        id: String,
+        name: String,
+        input: Value,
+        argument_chars: usize,
+    ) -> ModelSelection {
         let tool_id = self
             .names
             .get(&name)
             .cloned()
             .unwrap_or_else(|| name.clone());
-        Ok(ModelSelection::new(tool_id, input).with_call(NativeCall {
+        ModelSelection::new(tool_id, input).with_call(NativeCall {
             id,
             name,
             argument_chars,
-        }))
+        })
     }
 
     /// The selection one provider call carries, resolved for this stage.
@@ -140,22 +187,22 @@ fn chat_call(call: &Value) -> Result<Parsed, ToolError> {
         .ok_or_else(|| bad("/function", "a Chat tool call has a `function` object"))?;
     let name = string_field(function, "/function", "name")?;
     let raw = string_field(function, "/function", "arguments")?;
-    let input = if raw.trim().is_empty() {
-        Value::Object(Map::new())
-    } else {
-        serde_json::from_str(&raw).map_err(|err| {
-            bad(
-                "/function/arguments",
-                format!("the arguments are not JSON: {err}"),
-            )
-        })?
-    };
+    let input = arguments_json(&raw, "/function/arguments")?;
     let id = call
         .get("id")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
     Ok((id, name, input, raw.chars().count()))
+}
+
+/// Raw argument text as JSON (`""` reads as `{}`); not JSON is an error at `path`.
+fn arguments_json(raw: &str, path: &str) -> Result<Value, ToolError> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_str(raw.trim())
+        .map_err(|err| bad(path, format!("the arguments are not JSON: {err}")))
 }
 
 fn object_call(call: &Value, base: &str, field: &str) -> Result<Parsed, ToolError> {

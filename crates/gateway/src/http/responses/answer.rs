@@ -188,9 +188,11 @@ async fn assemble(
         } else {
             (Vec::new(), None)
         };
-    let tools = match &state.config.gateway_tools {
-        Some(tools) if routed.gateway_tools_offered => Some(ToolRounds {
+    let tools = match (&state.config.gateway_tools, routed.stage) {
+        (Some(tools), Some(stage)) if routed.gateway_tools_offered => Some(ToolRounds {
             tools: tools.clone(),
+            transport: stage.source.transport(stage.selection, &routed.plan.names),
+            source: stage.source,
             steps_left: tools.limits.max_steps,
             calls_left: prepared.req.max_tool_calls,
             deadline: tokio::time::Instant::now() + tools.limits.time_budget,

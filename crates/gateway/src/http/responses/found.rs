@@ -30,7 +30,13 @@ impl Continuation {
 
 impl ToolRounds {
     /// One `tool_search` over the deferred tools, or the error past the response's bound.
-    pub(super) async fn search(&self, arguments: &str, allowed: bool) -> CallOutcome {
+    /// `args`: the call's arguments as the typed source resolved them, or the error the
+    /// model reads.
+    pub(super) async fn search(
+        &self,
+        args: Result<serde_json::Value, String>,
+        allowed: bool,
+    ) -> CallOutcome {
         if !allowed {
             let message = format!(
                 "this response already ran {} tool searches, the most it may; call the tools found so far, or answer without more",
@@ -42,7 +48,11 @@ impl ToolRounds {
                 found: None,
             };
         }
-        let (text, found) = match self.deferred.search(arguments).await {
+        let searched = match args {
+            Ok(args) => self.deferred.search(&args).await,
+            Err(e) => Err(e),
+        };
+        let (text, found) = match searched {
             Ok((text, found)) => (Ok(text), Some(found)),
             Err(e) => (Err(e), None),
         };

@@ -194,6 +194,9 @@ struct Prepared<'a> {
     turn_items: Vec<serde_json::Value>,
     /// The request's own MCP servers the gateway serves, connected once.
     listed: Arc<Vec<crate::tools::McpServer>>,
+    /// Every gateway tool this request could be offered, as the typed source (the gateway's
+    /// and those of `listed`); `None` when the gateway runs no tools.
+    gateway_source: Option<Arc<crate::tools::GatewaySource>>,
     /// Their `mcp_list_tools` items and the approved calls that ran, shown first.
     listings: Vec<toolbridge_wire::responses::OutputItem>,
     /// Whether the response is kept.
@@ -214,6 +217,8 @@ struct Routed<'a> {
     /// What the gateway runs itself for this request (a tool round that found tools replans
     /// with it).
     offer: toolbridge_core::plan::GatewayOffer,
+    /// The offered gateway tools as the typed source's selection (the key's view).
+    stage: Option<GatewayStage>,
     /// The system note naming those tools, when the request got one.
     note: Option<String>,
     plan: toolbridge_core::plan::ToolPlan,
@@ -226,6 +231,12 @@ struct Routed<'a> {
     /// Whether calls are repaired (never for a native Responses upstream).
     repairs: bool,
     repair_checks: Option<Arc<ToolSchemas>>,
+}
+
+/// The gateway tools one target's tool loop may run: a selection of the request's typed source.
+struct GatewayStage {
+    source: Arc<crate::tools::GatewaySource>,
+    selection: toolbridge_tools::typed::ToolSelection<crate::tools::Action>,
 }
 
 /// The dispatch stage's hand-off: the target that took the request, and its answer.

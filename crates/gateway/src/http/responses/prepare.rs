@@ -46,7 +46,12 @@ pub(super) async fn prepare<'a>(
     // calls the client approved run, before the model's turn.
     let (listed, mut listings) =
         connect_request_mcp(state, &req, targets.as_deref().unwrap_or_default()).await;
-    listings.extend(resolve_approvals(state, &mut req, &listed).await);
+    let gateway_source = state
+        .config
+        .gateway_tools
+        .as_ref()
+        .map(|tools| tools.source_for(&listed));
+    listings.extend(resolve_approvals(state, &mut req, &listed, gateway_source.as_deref()).await);
     let mut canonical = normalize(&req, &Limits::default())?;
     canonical.diagnostics.extend(compaction_diagnostics);
     open_sealed(
@@ -71,6 +76,7 @@ pub(super) async fn prepare<'a>(
         canonical,
         turn_items,
         listed: Arc::new(listed),
+        gateway_source,
         listings,
         stored,
         tenant,

@@ -15,9 +15,11 @@ pub(super) async fn resolve_approvals(
     state: &AppState,
     req: &mut CreateResponse,
     listed: &[crate::tools::McpServer],
+    source: Option<&crate::tools::GatewaySource>,
 ) -> Vec<toolbridge_wire::responses::OutputItem> {
     use toolbridge_wire::responses::{Input, InputItem, McpCallItem, OutputItem};
-    let (Some(tools), Some(Input::Items(items))) = (&state.config.gateway_tools, &mut req.input)
+    let (Some(tools), Some(source), Some(Input::Items(items))) =
+        (&state.config.gateway_tools, source, &mut req.input)
     else {
         return Vec::new();
     };
@@ -42,11 +44,9 @@ pub(super) async fn resolve_approvals(
         };
         let (output, error) = if answer.approve {
             match tools
-                .run(
-                    &request.server_label,
-                    &request.name,
-                    &request.arguments,
-                    tools.limits.tool_timeout,
+                .run_approved(
+                    source,
+                    (&request.server_label, &request.name, &request.arguments),
                     listed,
                 )
                 .await

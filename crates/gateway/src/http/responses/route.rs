@@ -9,7 +9,7 @@ use toolbridge_core::plan::plan_request;
 use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::{Raw, Source};
 
-use super::{Caller, Prepared, Routed, sealed_by_gateway, translate};
+use super::{Caller, GatewayStage, Prepared, Routed, sealed_by_gateway, translate};
 use crate::config::Target;
 use crate::state::AppState;
 
@@ -66,23 +66,9 @@ pub(super) fn route<'a>(
             )
         })
         .unwrap_or_default();
-    // A gateway key sees only the gateway tools its scope allows: a search as
-    // `web_search`, images as `image_generation`, any other as `mcp:<server label>`
-    // (built-ins: `mcp:toolbridge`).
-    if let Some(key) = &caller.key {
-        offer.tools.retain(|t| {
-            if crate::tools::GatewayTools::is_tool_search(&t.server, &t.name) {
-                // A search over the request's own tools: nothing beyond them.
-                true
-            } else if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
-                key.scopes.allows_tool("web_search", None)
-            } else if crate::tools::GatewayTools::is_image(&t.server, &t.name) {
-                key.scopes.allows_tool("image_generation", None)
-            } else {
-                key.scopes.allows_tool("mcp", Some(&t.server))
-            }
-        });
-    }
+    // The gateway tools this request's tool loop may run: the typed source's selection of the
+    // offer, narrowed by the key's scope (`Scope::tool_view`); the offer keeps only those.
+    let stage = gateway_stage(prepared, caller, &mut offer);
     // A key without `image_generation` does not get the declared tool served either.
     if !offer
         .tools
@@ -146,6 +132,7 @@ pub(super) fn route<'a>(
         profile,
         gateway_tools_offered: !offer.tools.is_empty(),
         offer,
+        stage,
         note,
         plan,
         diagnostics,
@@ -155,6 +142,45 @@ pub(super) fn route<'a>(
         repairs,
         repair_checks,
     })
+}
+
+/// The selection of the offered gateway tools the request may run — all of them, or the key's
+/// view — with the source it selects from; `offer` keeps only those tools. `None` when the
+/// gateway offers nothing.
+fn gateway_stage(
+    prepared: &Prepared<'_>,
+    caller: &Caller,
+    offer: &mut toolbridge_core::plan::GatewayOffer,
+) -> Option<GatewayStage> {
+    let source = prepared.gateway_source.as_ref()?;
+    if offer.tools.is_empty() {
+        return None;
+    }
+    let selection = match &caller.key {
+        Some(key) => key
+            .scopes
+            .tool_view(source.registry(), source.candidates(&offer.tools)),
+        None => source.select(&offer.tools),
+    };
+    match selection {
+        Ok(selection) => {
+            offer.tools.retain(|t| {
+                source
+                    .id(&t.server, &t.name)
+                    .is_some_and(|id| selection.contains(id))
+            });
+            Some(GatewayStage {
+                source: Arc::clone(source),
+                selection,
+            })
+        }
+        Err(e) => {
+            // Every candidate is the source's own: a bug, so the gateway offers nothing.
+            tracing::error!("the gateway tools cannot be selected: {e}");
+            offer.tools.clear();
+            None
+        }
+    }
 }
 
 /// `canonical` with the gateway's system `note` (when there is one) at the end of its first

@@ -6,6 +6,11 @@
 //! in the output as `mcp_call` items, which a stateless client replays (they become the call and
 //! its result upstream again).
 //!
+//! Each call is resolved before it runs by the tool library's model transport over the
+//! request's selection of the gateway's typed source (`ToolRounds::transport`): the provider
+//! name mapped to the tool, the arguments checked and parsed into the action to run; a call that
+//! does not resolve gets the transport's typed error as its result.
+//!
 //! A round that ran the gateway's `tool_search` (the hosted form, over the request's deferred
 //! tools) adds the tools found to the conversation and replans, so the next round offers them;
 //! the calls of later rounds restore by the new plan's names.
@@ -35,7 +40,9 @@ use toolbridge_wire::responses::Tool;
 
 use super::meter::ToolTimer;
 use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
-use crate::tools::{Deferred, GatewayTools};
+use crate::tools::{Action, Deferred, GatewaySource, GatewayTools, error_result};
+use toolbridge_tools::ToolError;
+use toolbridge_tools::typed::{ModelTransport, ToolSelection};
 
 use toolbridge_wire::responses::ImageGenerationCallItem;
 
@@ -106,6 +113,11 @@ impl Continuation {
 /// What one response's tool loop needs besides its [`Continuation`].
 pub(super) struct ToolRounds {
     pub(super) tools: Arc<GatewayTools>,
+    /// Resolves the model's calls: provider name → the typed source's tool, arguments checked
+    /// and parsed into the action to run, within this request's selection.
+    pub(super) transport: ModelTransport<ToolSelection<Action>>,
+    /// The typed source the selection is of (its ids, for the names of a new plan).
+    pub(super) source: Arc<GatewaySource>,
     pub(super) steps_left: u32,
     /// What is left of the request's `max_tool_calls`, when it set one.
     pub(super) calls_left: Option<u64>,
@@ -267,26 +279,38 @@ impl ToolRounds {
                 let span = tracing::info_span!("tool", server = %call.server, tool = %call.name);
                 let allowed = allowed[i];
                 let run = async move {
+                    let resolved = self
+                        .transport
+                        .resolve_text(&call.call_id, &call.provider_name, &call.arguments)
+                        .map(|(_, action)| action);
                     if GatewayTools::is_tool_search(&call.server, &call.name) {
-                        return self.search(&call.arguments, allowed).await;
+                        let args = match resolved {
+                            Ok(Action::ToolSearch(args)) => Ok(args),
+                            other => Err(refusal(call, other)),
+                        };
+                        return self.search(args, allowed).await;
                     }
                     if !GatewayTools::is_image(&call.server, &call.name) {
-                        let text = self
-                            .tools
-                            .run(
-                                &call.server,
-                                &call.name,
-                                &call.arguments,
-                                timeout(self.tools.limits.tool_timeout),
-                                &self.listed,
-                            )
-                            .await;
+                        let text = match resolved {
+                            Ok(Action::Run { server, name, arguments }) => {
+                                let limit = timeout(self.tools.limits.tool_timeout);
+                                self.tools
+                                    .execute(&server, &name, arguments, limit, &self.listed)
+                                    .await
+                            }
+                            other => Err(refusal(call, other)),
+                        };
                         return CallOutcome {
                             text,
                             image: None,
                             found: None,
                         };
                     }
+                    let args = match resolved {
+                        Ok(Action::Image(args)) => Ok(args),
+                        Ok(_) => Err(mismatch(call)),
+                        Err(e) => Err(e),
+                    };
                     let backend = self.tools.images.as_ref().map(|(b, _)| b.as_ref());
                     let limit = backend.map_or(self.tools.limits.tool_timeout, |b| b.timeout);
                     let progress = |partial: Partial| {
@@ -301,7 +325,7 @@ impl ToolRounds {
                     let ran = images::run(
                         backend,
                         id,
-                        &call.arguments,
+                        args.as_ref(),
                         &self.image_options,
                         &self.earlier,
                         timeout(limit),
@@ -372,7 +396,10 @@ impl ToolRounds {
         let names = if found.is_empty() {
             None
         } else {
-            Some(continuation.lift_found(found)?)
+            let names = continuation.lift_found(found)?;
+            // The new plan's names resolve the next rounds' calls.
+            self.transport = self.transport.clone().with_names(self.source.names(&names));
+            Some(names)
         };
         self.steps_left = self.steps_left.saturating_sub(1);
         if let Some(left) = &mut self.calls_left {
@@ -404,6 +431,27 @@ impl ToolRounds {
             .collect();
         let (response, payload) = continuation.send(turn, results).await?;
         Ok((response, payload, names))
+    }
+}
+
+/// A call the typed source did not resolve to the action its tool runs: the structured error
+/// the model reads (the transport's typed error, with the JSON pointer of a bad argument).
+fn refusal(call: &GatewayCall, resolved: Result<Action, ToolError>) -> String {
+    let e = resolved.err().unwrap_or_else(|| mismatch(call));
+    error_result(
+        e.code(),
+        &format!(
+            "{e}; call `{}` again with arguments that fit its schema",
+            call.provider_name
+        ),
+    )
+}
+
+/// A call whose tool resolved to another kind of action (not expected: ids are per tool).
+fn mismatch(call: &GatewayCall) -> ToolError {
+    ToolError::UnknownTool {
+        name: call.provider_name.clone(),
+        suggestions: Vec::new(),
     }
 }
 

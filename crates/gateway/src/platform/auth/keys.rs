@@ -11,6 +11,8 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use toolbridge_tools::ToolError;
+use toolbridge_tools::typed::{SealedToolRegistry, ToolSelection};
 
 /// The prefix of every generated secret.
 pub(crate) const SECRET_PREFIX: &str = "tb-";
@@ -202,17 +204,19 @@ impl Scope {
         })
     }
 
-    /// The tools of one stage this key may expose, out of `candidates` (`(type, name)` pairs):
-    /// the per-stage view a tool loop hands to the typed tool source's `select`.
-    pub fn tool_view<'a, I>(&self, candidates: I) -> Vec<&'a str>
-    where
-        I: IntoIterator<Item = (&'a str, &'a str)>,
-    {
-        candidates
-            .into_iter()
-            .filter(|(kind, name)| self.allows_tool(kind, Some(name)))
-            .map(|(_, name)| name)
-            .collect()
+    /// The tools of one stage this key may expose, as the typed tool source's selection:
+    /// `candidates` are tool ids of `source`, each with the `(type, name)` the key's tool rules
+    /// match it by (`None`: a tool no rule governs). An id `source` lacks is its
+    /// `unknown_tool` error.
+    pub fn tool_view<'a, O>(
+        &self,
+        source: &SealedToolRegistry<O>,
+        candidates: impl IntoIterator<Item = (&'a str, Option<(&'a str, Option<&'a str>)>)>,
+    ) -> Result<ToolSelection<O>, ToolError> {
+        source.select(candidates.into_iter().filter_map(|(id, rule)| {
+            rule.is_none_or(|(kind, name)| self.allows_tool(kind, name))
+                .then_some(id)
+        }))
     }
 }
 
@@ -220,6 +224,18 @@ impl Scope {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A typed tool with an open object schema.
+    fn open(
+        registry: toolbridge_tools::typed::ModelToolRegistry<()>,
+        id: &str,
+    ) -> toolbridge_tools::typed::ModelToolRegistry<()> {
+        let schema = toolbridge_tools::typed::define_schema(
+            serde_json::json!({"type": "object"}),
+            |_: &serde_json::Value| Ok(()),
+        );
+        registry.schema_tool(id, id, schema, |()| ())
+    }
 
     #[test]
     fn a_secret_is_prefixed_random_and_hashes_to_a_parsable_hash() {
@@ -252,9 +268,29 @@ mod tests {
         assert!(!scope.allows_tool("function", Some("delete_all")));
         assert!(scope.allows_tool("web_search", None));
         assert!(!scope.allows_tool("mcp", Some("github")));
+        let mut registry = toolbridge_tools::typed::ModelToolRegistry::new();
+        for id in ["get_a", "rm", "x", "found"] {
+            registry = open(registry, id);
+        }
+        let source = registry.seal().unwrap();
+        let view = scope
+            .tool_view(
+                &source,
+                [
+                    ("get_a", Some(("function", Some("get_a")))),
+                    ("rm", Some(("function", Some("rm")))),
+                    ("x", Some(("mcp", Some("x")))),
+                    ("found", None),
+                ],
+            )
+            .unwrap();
+        assert_eq!(view.ids().collect::<Vec<_>>(), ["found", "get_a"]);
         assert_eq!(
-            scope.tool_view([("function", "get_a"), ("function", "rm"), ("mcp", "x")]),
-            vec!["get_a"]
+            scope
+                .tool_view(&source, [("nope", None)])
+                .unwrap_err()
+                .code(),
+            "unknown_tool"
         );
         let open = Scope::unrestricted();
         assert!(open.allows_model("anything") && open.allows_tool("mcp", None));

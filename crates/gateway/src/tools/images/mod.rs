@@ -23,6 +23,7 @@ mod file;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolbridge_core::plan::GatewayTool;
+use toolbridge_tools::ToolError;
 use toolbridge_wire::responses::{ImageGenerationCallItem, Tool};
 
 pub(crate) use backend::ImagesBackend;
@@ -111,7 +112,7 @@ pub(crate) fn is_image_tool(map: &Map<String, Value>) -> bool {
 }
 
 /// The arguments of one call, as the function's schema allows them.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ImageArgs {
     pub prompt: String,
@@ -127,9 +128,17 @@ pub(crate) struct ImageArgs {
 }
 
 impl ImageArgs {
-    /// Parses a call's arguments; `Err` is the message the model reads.
+    /// Parses a call's arguments as text (for showing the call before it runs).
     pub(crate) fn parse(arguments: &str) -> Result<Self, String> {
-        let args: Self = serde_json::from_str(arguments.trim())
+        let value: Value = serde_json::from_str(arguments.trim())
+            .map_err(|e| format!("the arguments are not JSON: {e}"))?;
+        Self::from_value(&value)
+    }
+
+    /// Parses a call's arguments (the typed source's parse function: the schema has checked
+    /// them); `Err` is the message the model reads.
+    pub(crate) fn from_value(arguments: &Value) -> Result<Self, String> {
+        let args = Self::deserialize(arguments)
             .map_err(|e| format!("the arguments do not fit the tool's schema: {e}"))?;
         if args.prompt.trim().is_empty() {
             return Err("`prompt` must describe the image".to_owned());
@@ -299,11 +308,12 @@ impl EarlierImages {
 }
 
 /// Runs one `image_generation` call (`id`: its item's id) with `backend`, the declared
-/// `options` and the model's `arguments`; an image to edit is looked up in `earlier`.
+/// `options` and the model's arguments, resolved by the typed source (`Err`: why they do not
+/// resolve, told to the model); an image to edit is looked up in `earlier`.
 pub(crate) async fn run(
     backend: Option<&ImagesBackend>,
     id: &str,
-    arguments: &str,
+    args: Result<&ImageArgs, &ToolError>,
     options: &ImageOptions,
     earlier: &EarlierImages,
     timeout: std::time::Duration,
@@ -317,14 +327,14 @@ pub(crate) async fn run(
             "the gateway has no images backend configured",
         );
     };
-    let args = match ImageArgs::parse(arguments) {
+    let args = match args {
         Ok(args) => args,
-        Err(message) => {
+        Err(e) => {
             return ImageRun::failed(
                 options.item(&ImageArgs::default()),
                 "invalid_request_error",
-                "invalid_arguments",
-                &format!("{message}; call the tool again with a JSON object with `prompt`"),
+                e.code(),
+                &format!("{e}; call the tool again with a JSON object with `prompt`"),
             );
         }
     };
@@ -333,7 +343,7 @@ pub(crate) async fn run(
             Some(b64) => Some(b64),
             None => {
                 return ImageRun::failed(
-                    options.item(&args),
+                    options.item(args),
                     "invalid_request_error",
                     "invalid_arguments",
                     &format!(
@@ -345,6 +355,6 @@ pub(crate) async fn run(
         None => None,
     };
     backend
-        .run(id, options, &args, input.as_deref(), timeout, progress)
+        .run(id, options, args, input.as_deref(), timeout, progress)
         .await
 }
