@@ -181,11 +181,24 @@ fn as_declared(param: &str, tool: &Tool) -> Result<Candidate, Error> {
 }
 
 /// `tool_choice` in the Responses shape: a named tool that went upstream as a function (one of
-/// `functions`) is named as that function; anything else as sent.
+/// `functions`) is named as that function, and so is each such tool an `allowed_tools` choice
+/// lists (a flattened namespace listed whole becomes its member functions); anything else as
+/// sent.
 fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
     let Some(obj) = choice.as_object() else {
         return choice.clone();
     };
+    if obj.get("type").and_then(Value::as_str) == Some("allowed_tools") {
+        return allowed_tools_for(obj, names, functions);
+    }
+    match as_function(obj, names, functions) {
+        Some(provider) => json!({"type": "function", "name": provider}),
+        None => choice.clone(),
+    }
+}
+
+/// The provider name of the tool `obj` names, when that tool went upstream as a function.
+fn as_function(obj: &Map<String, Value>, names: &NameMap, functions: &[&str]) -> Option<String> {
     let name = obj.get("name").and_then(Value::as_str);
     let namespace = obj
         .get("namespace")
@@ -203,14 +216,54 @@ fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
         (Some("local_shell"), _) => Identity::LocalShell,
         (Some("shell"), _) => Identity::Shell,
         (Some("apply_patch"), _) => Identity::ApplyPatch,
-        _ => return choice.clone(),
+        (Some("tool_search"), _) => Identity::ToolSearch,
+        _ => return None,
     };
-    match names.provider_name(&identity) {
-        Some(provider) if functions.contains(&provider) => {
-            json!({"type": "function", "name": provider})
+    names
+        .provider_name(&identity)
+        .filter(|provider| functions.contains(provider))
+        .map(str::to_owned)
+}
+
+/// An `allowed_tools` choice with every listed tool that went upstream as a function named as
+/// that function; the other entries and fields as sent.
+fn allowed_tools_for(obj: &Map<String, Value>, names: &NameMap, functions: &[&str]) -> Value {
+    let Some(listed) = obj.get("tools").and_then(Value::as_array) else {
+        return Value::Object(obj.clone());
+    };
+    let function = |name: &str| json!({"type": "function", "name": name});
+    let mut tools = Vec::with_capacity(listed.len());
+    for entry in listed {
+        let Some(tool) = entry.as_object() else {
+            tools.push(entry.clone());
+            continue;
+        };
+        if let Some(provider) = as_function(tool, names, functions) {
+            tools.push(function(&provider));
+            continue;
         }
-        _ => choice.clone(),
+        let flattened: Vec<&str> = match (tool.get("type"), tool.get("name")) {
+            (Some(Value::String(kind)), Some(Value::String(ns))) if kind == "namespace" => {
+                functions
+                    .iter()
+                    .copied()
+                    .filter(|f| {
+                        matches!(names.identity(f), Some(Identity::Function { namespace: Some(n), .. }
+                            | Identity::Custom { namespace: Some(n), .. }) if n == ns)
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        if flattened.is_empty() {
+            tools.push(entry.clone());
+        } else {
+            tools.extend(flattened.into_iter().map(function));
+        }
     }
+    let mut out = obj.clone();
+    out.insert("tools".to_owned(), Value::Array(tools));
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -323,6 +376,41 @@ mod tests {
         assert_eq!(
             plan.tool_choice,
             Some(json!({"type": "function", "name": "apply_patch"}))
+        );
+    }
+
+    #[test]
+    fn allowed_tools_name_the_functions_degraded_tools_went_as() {
+        let strict = ResponsesTools {
+            custom: ToolTypeDecision::Degraded,
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            unknown: ToolTypeDecision::Ignored,
+            ..ResponsesTools::default()
+        };
+        let choice = json!({"type": "allowed_tools", "mode": "required", "tools": [
+            {"type": "function", "name": "exec_command"},
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "mcp__docs"},
+            {"type": "tool_search"},
+            {"type": "web_search"}
+        ]});
+        let plan = plan(
+            &codex_tools(),
+            Some(&choice),
+            &caps(strict),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            plan.tool_choice,
+            Some(json!({"type": "allowed_tools", "mode": "required", "tools": [
+                {"type": "function", "name": "exec_command"},
+                {"type": "function", "name": "apply_patch"},
+                {"type": "function", "name": "mcp__docs__search"},
+                {"type": "function", "name": "tool_search"},
+                {"type": "web_search"}
+            ]}))
         );
     }
 
