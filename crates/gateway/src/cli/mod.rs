@@ -306,6 +306,7 @@ pub fn plan_report(
             canonical: &canonical,
             stored: false,
             sealed_by_gateway: &crate::http::responses::sealed_by_gateway,
+            provenance: None,
         },
         &plan,
         profile,

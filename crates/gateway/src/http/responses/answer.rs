@@ -15,6 +15,8 @@ use super::detach::{Detach, Flight};
 use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use super::meter::Meter;
 use super::passthrough::Passthrough;
+use toolbridge_providers::profile::ReasoningReplay;
+use toolbridge_providers::responses::reasoning::Sealing;
 use super::persist::Persist;
 use super::provider_state::StateSink;
 use super::repair::{RepairRounds, record_repairs};
@@ -150,6 +152,10 @@ async fn relay(
         registration: setup.flight.registration,
         framing: setup.framing,
         restorer: toolbridge_providers::responses::restore::Restorer::new(&routed.plan),
+        // An endpoint that wants its plaintext reasoning back gets it from a stateless client
+        // too: sealed, with its provenance, into the items' `encrypted_content`.
+        sealing: (routed.profile.reasoning_replay != ReasoningReplay::Never)
+            .then(|| Sealing::new(state.sealer.clone(), &routed.provider.name)),
     };
     Ok(match answer {
         Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,
