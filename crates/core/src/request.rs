@@ -17,6 +17,7 @@ use toolbridge_wire::responses::{CreateResponse, Input};
 
 use crate::Error;
 use crate::canonical::{CanonicalRequest, Turn, UserPart};
+pub use turns::found_text;
 use turns::Reducer;
 use validate::{output_contract, params};
 

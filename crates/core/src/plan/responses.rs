@@ -7,6 +7,12 @@
 //!
 //! When every tool goes as declared this is the passthrough plan (`passthrough`), unchanged.
 //!
+//! An endpoint that does not take `tool_search` gets it as a function, and the searches the
+//! client echoes as that function's calls and outputs (`providers::responses::history`): the
+//! tools a `tool_search_output` found are then planned after the declared ones, as the
+//! translating planner plans them (`context`), since the upstream no longer reads them from the
+//! item.
+//!
 //! Not here: the translating planner's decisions themselves (`candidates`, `tool_types`,
 //! `hosted`), which this reuses.
 
@@ -20,6 +26,7 @@ use super::{
     passthrough, reasons,
 };
 use crate::Error;
+use crate::canonical::{ContextSource, ContextTool};
 use crate::diagnostics::{TOOL_IGNORED, diag};
 
 /// What the endpoint's profile decides for one declared tool.
@@ -48,6 +55,7 @@ fn decision(tool: &Tool, r: &ResponsesTools) -> ToolTypeDecision {
 /// Plans `tools` for a native Responses upstream with `caps`.
 pub(super) fn plan(
     tools: &[Tool],
+    context: &[ContextTool],
     tool_choice: Option<&Value>,
     caps: &ToolCapabilities,
     offer: &GatewayOffer,
@@ -97,13 +105,32 @@ pub(super) fn plan(
             )?),
         }
     }
+    if !r.runs("tool_search") {
+        let searched: Vec<ContextTool> = context
+            .iter()
+            .filter(|c| c.source == ContextSource::Found)
+            .cloned()
+            .collect();
+        let lifted = super::context::candidates(
+            &searched,
+            &planned,
+            &found,
+            &mut flags,
+            &mut diagnostics,
+        );
+        found.extend(lifted);
+    }
     let names = NameMap::allocate(
         found
             .iter()
             .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
         &planned,
     )?;
-    let (entries, upstream) = named(found, &names);
+    let (mut entries, mut upstream) = named(found, &names);
+    if let Some(max) = caps.max_tools {
+        let dropped = super::context::fit_limit(&mut upstream, max, &mut diagnostics);
+        super::context::mark_dropped(&mut entries, &dropped);
+    }
     let upstream: Vec<UpstreamTool> = upstream.into_iter().map(|(_, u)| u).collect();
     if let Some(max) = caps.max_tools
         && upstream.len() > max
@@ -300,6 +327,7 @@ mod tests {
     fn an_endpoint_that_takes_everything_gets_the_passthrough_plan() {
         let plan = plan(
             &codex_tools(),
+            &[],
             None,
             &caps(ResponsesTools::default()),
             &GatewayOffer::default(),
@@ -322,6 +350,7 @@ mod tests {
         let choice = json!({"type": "custom", "name": "apply_patch"});
         let plan = plan(
             &codex_tools(),
+            &[],
             Some(&choice),
             &caps(strict),
             &GatewayOffer::default(),
@@ -397,6 +426,7 @@ mod tests {
         ]});
         let plan = plan(
             &codex_tools(),
+            &[],
             Some(&choice),
             &caps(strict),
             &GatewayOffer::default(),
@@ -422,6 +452,7 @@ mod tests {
         };
         let err = plan(
             &codex_tools(),
+            &[],
             None,
             &caps(refusing),
             &GatewayOffer::default(),
