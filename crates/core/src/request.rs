@@ -17,8 +17,8 @@ use toolbridge_wire::responses::{CreateResponse, Input};
 
 use crate::Error;
 use crate::canonical::{CanonicalRequest, Turn, UserPart};
-pub use turns::found_text;
 use turns::Reducer;
+pub use turns::found_text;
 use validate::{output_contract, params};
 
 /// Limits on what one request may contain.

@@ -227,8 +227,14 @@ async fn first_turn(h: &Harness, model: &str, stream: bool) -> Value {
     assert_eq!(reasoning["type"], "reasoning", "{output:#?}");
     assert_eq!(reasoning["content"][0]["text"], THOUGHT);
     let blob = reasoning["encrypted_content"].as_str().unwrap_or_default();
-    assert!(blob.starts_with("tbr1."), "sealed by the gateway: {reasoning:#}");
-    assert!(!blob.contains("ls first"), "the blob is not the text in clear");
+    assert!(
+        blob.starts_with("tbr1."),
+        "sealed by the gateway: {reasoning:#}"
+    );
+    assert!(
+        !blob.contains("ls first"),
+        "the blob is not the text in clear"
+    );
     reasoning
 }
 
@@ -268,7 +274,10 @@ async fn tool_turn_is_replayed_statelessly(stream: bool) {
         stream,
     );
     let status = h.post(&bare).await.status().as_u16();
-    assert_eq!(status, 400, "the fake refuses a tool turn without its reasoning");
+    assert_eq!(
+        status, 400,
+        "the fake refuses a tool turn without its reasoning"
+    );
 }
 
 #[tokio::test]

@@ -552,7 +552,8 @@ async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_
 #[tokio::test]
 async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_streamed() {
     let h = deepseek_responses().await;
-    h.upstream.push(Wire::Responses.stream(&found_call_answer()));
+    h.upstream
+        .push(Wire::Responses.stream(&found_call_answer()));
     let events = h.post_stream(&searched_turn(true)).await;
     check_search_sent(&h.upstream.last_body());
     let last = &events.last().unwrap().data;

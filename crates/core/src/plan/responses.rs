@@ -111,13 +111,8 @@ pub(super) fn plan(
             .filter(|c| c.source == ContextSource::Found)
             .cloned()
             .collect();
-        let lifted = super::context::candidates(
-            &searched,
-            &planned,
-            &found,
-            &mut flags,
-            &mut diagnostics,
-        );
+        let lifted =
+            super::context::candidates(&searched, &planned, &found, &mut flags, &mut diagnostics);
         found.extend(lifted);
     }
     let names = NameMap::allocate(
@@ -434,13 +429,15 @@ mod tests {
         .unwrap();
         assert_eq!(
             plan.tool_choice,
-            Some(json!({"type": "allowed_tools", "mode": "required", "tools": [
-                {"type": "function", "name": "exec_command"},
-                {"type": "function", "name": "apply_patch"},
-                {"type": "function", "name": "mcp__docs__search"},
-                {"type": "function", "name": "tool_search"},
-                {"type": "web_search"}
-            ]}))
+            Some(
+                json!({"type": "allowed_tools", "mode": "required", "tools": [
+                    {"type": "function", "name": "exec_command"},
+                    {"type": "function", "name": "apply_patch"},
+                    {"type": "function", "name": "mcp__docs__search"},
+                    {"type": "function", "name": "tool_search"},
+                    {"type": "web_search"}
+                ]})
+            )
         );
     }
 

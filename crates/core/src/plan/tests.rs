@@ -504,11 +504,13 @@ fn allowed_tools_name_degraded_tools_by_the_names_sent_upstream() {
     let restricted = plan(&declared, Some(&choice), &native).unwrap();
     assert_eq!(
         restricted.tool_choice,
-        Some(json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
-            {"type": "function", "function": {"name": "apply_patch"}},
-            {"type": "function", "function": {"name": "mcp__docs__search"}},
-            {"type": "function", "function": {"name": "tool_search"}},
-        ]}}))
+        Some(
+            json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+                {"type": "function", "function": {"name": "apply_patch"}},
+                {"type": "function", "function": {"name": "mcp__docs__search"}},
+                {"type": "function", "function": {"name": "tool_search"}},
+            ]}})
+        )
     );
 }
 

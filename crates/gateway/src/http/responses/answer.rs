@@ -15,8 +15,6 @@ use super::detach::{Detach, Flight};
 use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use super::meter::Meter;
 use super::passthrough::Passthrough;
-use toolbridge_providers::profile::ReasoningReplay;
-use toolbridge_providers::responses::reasoning::Sealing;
 use super::persist::Persist;
 use super::provider_state::StateSink;
 use super::repair::{RepairRounds, record_repairs};
@@ -32,6 +30,8 @@ use super::{
 use crate::error::GatewayError;
 use crate::platform::{ids, time};
 use crate::state::AppState;
+use toolbridge_providers::profile::ReasoningReplay;
+use toolbridge_providers::responses::reasoning::Sealing;
 
 /// What the answer needs besides the request and the upstream: its identity, meter and store.
 struct Setup {

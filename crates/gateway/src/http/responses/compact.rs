@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 use toolbridge_core::diagnostics::{ITEM_DROPPED, diag};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
-use toolbridge_providers::responses::reasoning::Provenance;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Source;
+use toolbridge_providers::responses::reasoning::Provenance;
 use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
