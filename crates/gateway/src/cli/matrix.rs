@@ -390,12 +390,14 @@ fn fields_line(profile: &Profile, dialect: Dialect) -> String {
 /// What a native Responses endpoint gets back of its own plaintext reasoning.
 fn responses_reasoning_line(profile: &Profile) -> String {
     let turns = match profile.reasoning_replay {
-        ReasoningReplay::Never => return "reasoning replay: as the client sends it\n".to_owned(),
+        ReasoningReplay::Never => {
+            return "plaintext reasoning: as the client sends it\n".to_owned();
+        }
         ReasoningReplay::ToolCallTurns => "turns with calls",
         ReasoningReplay::All => "every turn",
     };
     format!(
-        "reasoning replay: {turns}; plaintext reasoning sealed into encrypted_content for the client, sent back as reasoning_text; another provider's left out\n"
+        "plaintext reasoning: replayed on {turns}, sealed into encrypted_content for the client and sent back as reasoning_text; another provider's left out\n"
     )
 }
 

@@ -67,31 +67,7 @@ pub(super) fn route<'a>(
             )
         })
         .unwrap_or_default();
-    // A gateway key sees only the gateway tools its scope allows: a search as
-    // `web_search`, images as `image_generation`, any other as `mcp:<server label>`
-    // (built-ins: `mcp:toolbridge`).
-    if let Some(key) = &caller.key {
-        offer.tools.retain(|t| {
-            if crate::tools::GatewayTools::is_tool_search(&t.server, &t.name) {
-                // A search over the request's own tools: nothing beyond them.
-                true
-            } else if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
-                key.scopes.allows_tool("web_search", None)
-            } else if crate::tools::GatewayTools::is_image(&t.server, &t.name) {
-                key.scopes.allows_tool("image_generation", None)
-            } else {
-                key.scopes.allows_tool("mcp", Some(&t.server))
-            }
-        });
-    }
-    // A key without `image_generation` does not get the declared tool served either.
-    if !offer
-        .tools
-        .iter()
-        .any(|t| crate::tools::GatewayTools::is_image(&t.server, &t.name))
-    {
-        offer.image_generation = false;
-    }
+    scope_offer(&mut offer, caller);
     // The one plan of this request for this provider: the translator and the
     // reconstruction both read it.
     let plan =
@@ -160,6 +136,33 @@ pub(super) fn route<'a>(
         repairs,
         repair_checks,
     })
+}
+
+/// The gateway tools a key's scope allows of `offer`: a search as `web_search`, images as
+/// `image_generation`, any other as `mcp:<server label>` (built-ins: `mcp:toolbridge`); a key
+/// without `image_generation` does not get the declared tool served either.
+fn scope_offer(offer: &mut toolbridge_core::plan::GatewayOffer, caller: &Caller) {
+    if let Some(key) = &caller.key {
+        offer.tools.retain(|t| {
+            if crate::tools::GatewayTools::is_tool_search(&t.server, &t.name) {
+                // A search over the request's own tools: nothing beyond them.
+                true
+            } else if crate::tools::GatewayTools::is_search(&t.server, &t.name) {
+                key.scopes.allows_tool("web_search", None)
+            } else if crate::tools::GatewayTools::is_image(&t.server, &t.name) {
+                key.scopes.allows_tool("image_generation", None)
+            } else {
+                key.scopes.allows_tool("mcp", Some(&t.server))
+            }
+        });
+    }
+    if !offer
+        .tools
+        .iter()
+        .any(|t| crate::tools::GatewayTools::is_image(&t.server, &t.name))
+    {
+        offer.image_generation = false;
+    }
 }
 
 /// `canonical` with the gateway's system `note` (when there is one) at the end of its first
