@@ -105,7 +105,12 @@ pub(super) fn plan(
             )?),
         }
     }
-    if !r.runs("tool_search") {
+    // The searches reach the upstream as the degraded function's calls only when that function
+    // is declared; then so must the tools they found.
+    if found
+        .iter()
+        .any(|c| c.identity == Some(Identity::ToolSearch))
+    {
         let searched: Vec<ContextTool> = context
             .iter()
             .filter(|c| c.source == ContextSource::Found)
