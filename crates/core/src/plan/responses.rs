@@ -447,6 +447,46 @@ mod tests {
     }
 
     #[test]
+    fn tools_a_search_found_are_planned_only_with_the_degraded_tool_search() {
+        let strict = ResponsesTools {
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            ..ResponsesTools::default()
+        };
+        let found = [ContextTool {
+            param: "input[2].tools[0]".to_owned(),
+            tool: serde_json::from_value(json!({"type": "namespace", "name": "mcp__docs",
+                "tools": [{"type": "function", "name": "search"}]}))
+            .unwrap(),
+            source: ContextSource::Found,
+        }];
+        let searching = tools(json!([
+            {"type": "namespace", "name": "ns2", "tools": [{"type": "function", "name": "x"}]},
+            {"type": "tool_search", "execution": "client"}
+        ]));
+        let plan_of = |declared: &[Tool]| {
+            let plan = plan(
+                declared,
+                &found,
+                None,
+                &caps(strict.clone()),
+                &GatewayOffer::default(),
+            )
+            .unwrap();
+            plan.names
+                .provider_names()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let mut names = plan_of(&searching);
+        names.sort();
+        assert_eq!(names, ["mcp__docs__search", "ns2__x", "tool_search"]);
+        // Without the search function the search items are not rewritten: nothing is lifted.
+        let names = plan_of(&searching[..1]);
+        assert_eq!(names, ["ns2__x"]);
+    }
+
+    #[test]
     fn a_refused_type_is_a_client_error() {
         let refusing = ResponsesTools {
             namespace: ToolTypeDecision::Rejected,
