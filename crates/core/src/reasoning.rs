@@ -64,9 +64,10 @@ impl ReasoningDisplay {
 const SIGNED: char = '\u{1}';
 
 /// What is sealed for one reasoning item: its text alone, or the whole [`ProviderState`] when
-/// the provider signed it or redacted some of it (see [`SIGNED`]).
+/// the provider signed it, redacted some of it or must get it back itself (its `origin`; see
+/// [`SIGNED`]).
 pub fn sealed_plaintext(state: &ProviderState) -> String {
-    if !state.is_signed() {
+    if !state.is_signed() && state.origin.is_none() {
         return state.text.clone();
     }
     format!(
@@ -84,7 +85,7 @@ pub fn parse_plaintext(plain: String) -> ProviderState {
         };
     };
     match serde_json::from_str::<ProviderState>(json) {
-        Ok(state) if state.is_signed() => state,
+        Ok(state) if state.is_signed() || state.origin.is_some() => state,
         _ => ProviderState {
             text: plain,
             ..ProviderState::default()
@@ -142,7 +143,18 @@ mod plaintext_tests {
             text: text.to_owned(),
             signature: signature.map(str::to_owned),
             redacted: redacted.iter().map(|r| (*r).to_owned()).collect(),
+            origin: None,
         }
+    }
+
+    #[test]
+    fn reasoning_with_an_origin_keeps_it_through_the_seal() {
+        let state = ProviderState {
+            text: "plain thoughts".to_owned(),
+            origin: Some("deepseek".to_owned()),
+            ..ProviderState::default()
+        };
+        assert_eq!(parse_plaintext(sealed_plaintext(&state)), state);
     }
 
     #[test]

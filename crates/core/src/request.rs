@@ -18,6 +18,7 @@ use toolbridge_wire::responses::{CreateResponse, Input};
 use crate::Error;
 use crate::canonical::{CanonicalRequest, Turn, UserPart};
 use turns::Reducer;
+pub use turns::found_text;
 use validate::{output_contract, params};
 
 /// Limits on what one request may contain.

@@ -489,6 +489,12 @@ async fn providers_prints_every_presets_matrix() {
         );
         // A native Responses endpoint that rejects `custom` and `namespace` gets them planned.
         let deepseek = section("deepseek-responses");
+        assert!(
+            deepseek.contains(
+                "plaintext reasoning: replayed on turns with calls, sealed into encrypted_content"
+            ),
+            "{deepseek}"
+        );
         assert_eq!(
             row(&deepseek, "custom"),
             "custom degraded as apply_patch (custom_as_function)"

@@ -54,7 +54,7 @@ fn strict_chat(r: &Recorded) -> Option<Reply> {
 }
 
 /// A DeepSeek-like native Responses endpoint: unknown fields, every tool but functions and
-/// `web_search`, custom calls and `namespace` anywhere are a 400.
+/// `web_search`, custom calls, tool search items and `namespace` anywhere are a 400.
 fn strict_responses(r: &Recorded) -> Option<Reply> {
     let body = r.body.as_object()?;
     if let Some(k) = body
@@ -81,7 +81,10 @@ fn strict_responses(r: &Recorded) -> Option<Reply> {
         .flatten()
     {
         let kind = item["type"].as_str().unwrap_or_default();
-        if kind.starts_with("custom_tool_call") || item.get("namespace").is_some() {
+        if kind.starts_with("custom_tool_call")
+            || kind.starts_with("tool_search")
+            || item.get("namespace").is_some()
+        {
             return refuse(format!("input item `{kind}` is not supported"));
         }
     }
@@ -458,4 +461,123 @@ provider = "openai"
     assert_eq!(sent["input"], request["input"]);
     assert_eq!(sent["client_metadata"], request["client_metadata"]);
     assert_eq!(sent["generate"], true);
+}
+
+/// A Codex turn after a client-run `tool_search` found an MCP namespace.
+fn searched_turn(stream: bool) -> Value {
+    json!({
+        "model": "deepseek", "stream": stream, "store": false,
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "tool_search", "execution": "client", "description": "Finds tools.",
+             "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}
+        ],
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "search the docs"}]},
+            {"type": "tool_search_call", "call_id": "s1", "execution": "client", "status": "completed",
+             "arguments": {"query": "docs"}},
+            {"type": "tool_search_output", "call_id": "s1", "execution": "client", "status": "completed",
+             "tools": [{"type": "namespace", "name": "mcp__docs", "description": "Docs server",
+                        "tools": [{"type": "function", "name": "search", "description": "Searches the docs.",
+                                   "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]}]}
+        ]
+    })
+}
+
+fn found_call_answer() -> Answer {
+    Answer {
+        reasoning: Vec::new(),
+        text: Vec::new(),
+        calls: vec![Call {
+            id: "call_f".to_owned(),
+            name: "mcp__docs__search".to_owned(),
+            namespace: None,
+            custom: false,
+            arguments: json!({"q": "install"}),
+        }],
+        end: End::ToolCalls,
+        usage: Usage {
+            input: 10,
+            cached: 0,
+            output: 3,
+            reasoning: 0,
+        },
+    }
+}
+
+/// The echoed search reached the upstream as its function's call and output, and the tools it
+/// found are declared, flattened.
+fn check_search_sent(sent: &Value) {
+    let tools: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["exec_command", "tool_search", "mcp__docs__search"],
+        "{sent:#}"
+    );
+    let input = &sent["input"];
+    assert_eq!(
+        input[1],
+        json!({"type": "function_call", "call_id": "s1", "name": "tool_search",
+               "arguments": "{\"query\":\"docs\"}", "status": "completed"})
+    );
+    assert_eq!(input[2]["type"], "function_call_output", "{input:#}");
+    assert_eq!(input[2]["call_id"], "s1");
+    let text = input[2]["output"].as_str().unwrap();
+    assert!(
+        text.contains("- mcp__docs__search: Searches the docs."),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_whole() {
+    let h = deepseek_responses().await;
+    h.upstream.push(Wire::Responses.whole(&found_call_answer()));
+    let (status, body) = h.post_json(&searched_turn(false)).await;
+    assert_eq!(status, 200, "{body:#}");
+    check_search_sent(&h.upstream.last_body());
+    // The found member's call comes back with its namespace, as the client declared it.
+    let call = &body["output"][0];
+    assert_eq!(call["type"], "function_call", "{body:#}");
+    assert_eq!(call["namespace"], "mcp__docs");
+    assert_eq!(call["name"], "search");
+    h.check_response(&body);
+}
+
+#[tokio::test]
+async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_streamed() {
+    let h = deepseek_responses().await;
+    h.upstream
+        .push(Wire::Responses.stream(&found_call_answer()));
+    let events = h.post_stream(&searched_turn(true)).await;
+    check_search_sent(&h.upstream.last_body());
+    let last = &events.last().unwrap().data;
+    assert_eq!(last["type"], "response.completed", "{last:#}");
+    assert_eq!(last["response"]["output"][0]["namespace"], "mcp__docs");
+    assert_eq!(last["response"]["output"][0]["name"], "search");
+}
+
+#[tokio::test]
+async fn allowed_tools_naming_a_degraded_tool_reach_a_strict_native_upstream_by_its_function() {
+    let h = deepseek_responses().await;
+    h.upstream.push(Wire::Responses.whole(&calls_answer()));
+    let mut request = codex_turn(false);
+    request["tool_choice"] = json!({"type": "allowed_tools", "mode": "required", "tools": [
+        {"type": "custom", "name": "apply_patch"},
+        {"type": "function", "name": "exec_command"}
+    ]});
+    let (status, body) = h.post_json(&request).await;
+    assert_eq!(status, 200, "{body:#}");
+    assert_eq!(
+        h.upstream.last_body()["tool_choice"],
+        json!({"type": "allowed_tools", "mode": "required", "tools": [
+            {"type": "function", "name": "apply_patch"},
+            {"type": "function", "name": "exec_command"}
+        ]})
+    );
 }

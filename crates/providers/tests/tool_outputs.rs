@@ -49,6 +49,7 @@ fn build(dialect: Dialect, profile: &Profile, request: Value) -> (Value, Vec<Dia
         canonical: &canonical,
         stored: false,
         sealed_by_gateway: &|_| false,
+        provenance: None,
     };
     let out = dialect.build(&source, &plan, profile, "up", &mut diagnostics);
     let body: Value = serde_json::from_slice(&Outgoing::payload(&out)).unwrap();

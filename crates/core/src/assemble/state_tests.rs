@@ -96,6 +96,7 @@ fn signed_and_redacted_reasoning_is_kept_and_sealed_together() {
         text: "think".to_owned(),
         signature: Some("SIG".to_owned()),
         redacted: vec!["RED".to_owned()],
+        origin: None,
     };
     assert_eq!(response.provider_states[0].state, expected);
     assert_eq!(response.provider_states[0].call_ids, ["call_2"]);

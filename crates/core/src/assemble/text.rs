@@ -209,6 +209,7 @@ impl Assembler {
                     text: text.clone(),
                     signature,
                     redacted,
+                    origin: None,
                 };
                 let encrypted_content = self.seal(&sealed_plaintext(&state));
                 if state.is_signed() {

@@ -222,7 +222,11 @@ fn allowed_tools(
                     });
                 }
             },
-            Target::Hosted(kind) => hosted.push(kind),
+            // A client-run `tool_search` sent as a function is allowed as that function.
+            Target::Hosted(kind) => match names.provider_name(&Identity::ToolSearch) {
+                Some(p) if kind == "tool_search" => provider_names.push(p.to_owned()),
+                _ => hosted.push(kind),
+            },
         }
     }
     if caps.choice_allowed_tools {

@@ -283,9 +283,10 @@ fn plan_all(
     offer: &GatewayOffer,
 ) -> Result<ToolPlan, Error> {
     if caps.responses_native {
-        // A Responses upstream reads the conversation's tools from the input it gets as is;
-        // its declared tools are planned per the profile's `tools.responses`.
-        return responses::plan(tools, tool_choice, caps, offer);
+        // A Responses upstream reads the conversation's tools from the input it gets as is,
+        // unless its `tool_search` goes as a function; its declared tools are planned per the
+        // profile's `tools.responses`.
+        return responses::plan(tools, context, tool_choice, caps, offer);
     }
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();

@@ -7,6 +7,12 @@
 //!
 //! When every tool goes as declared this is the passthrough plan (`passthrough`), unchanged.
 //!
+//! An endpoint that does not take `tool_search` gets it as a function, and the searches the
+//! client echoes as that function's calls and outputs (`providers::responses::history`): the
+//! tools a `tool_search_output` found are then planned after the declared ones, as the
+//! translating planner plans them (`context`), since the upstream no longer reads them from the
+//! item.
+//!
 //! Not here: the translating planner's decisions themselves (`candidates`, `tool_types`,
 //! `hosted`), which this reuses.
 
@@ -20,6 +26,7 @@ use super::{
     passthrough, reasons,
 };
 use crate::Error;
+use crate::canonical::{ContextSource, ContextTool};
 use crate::diagnostics::{TOOL_IGNORED, diag};
 
 /// What the endpoint's profile decides for one declared tool.
@@ -48,6 +55,7 @@ fn decision(tool: &Tool, r: &ResponsesTools) -> ToolTypeDecision {
 /// Plans `tools` for a native Responses upstream with `caps`.
 pub(super) fn plan(
     tools: &[Tool],
+    context: &[ContextTool],
     tool_choice: Option<&Value>,
     caps: &ToolCapabilities,
     offer: &GatewayOffer,
@@ -97,13 +105,32 @@ pub(super) fn plan(
             )?),
         }
     }
+    // The searches reach the upstream as the degraded function's calls only when that function
+    // is declared; then so must the tools they found.
+    if found
+        .iter()
+        .any(|c| c.identity == Some(Identity::ToolSearch))
+    {
+        let searched: Vec<ContextTool> = context
+            .iter()
+            .filter(|c| c.source == ContextSource::Found)
+            .cloned()
+            .collect();
+        let lifted =
+            super::context::candidates(&searched, &planned, &found, &mut flags, &mut diagnostics);
+        found.extend(lifted);
+    }
     let names = NameMap::allocate(
         found
             .iter()
             .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
         &planned,
     )?;
-    let (entries, upstream) = named(found, &names);
+    let (mut entries, mut upstream) = named(found, &names);
+    if let Some(max) = caps.max_tools {
+        let dropped = super::context::fit_limit(&mut upstream, max, &mut diagnostics);
+        super::context::mark_dropped(&mut entries, &dropped);
+    }
     let upstream: Vec<UpstreamTool> = upstream.into_iter().map(|(_, u)| u).collect();
     if let Some(max) = caps.max_tools
         && upstream.len() > max
@@ -181,11 +208,24 @@ fn as_declared(param: &str, tool: &Tool) -> Result<Candidate, Error> {
 }
 
 /// `tool_choice` in the Responses shape: a named tool that went upstream as a function (one of
-/// `functions`) is named as that function; anything else as sent.
+/// `functions`) is named as that function, and so is each such tool an `allowed_tools` choice
+/// lists (a flattened namespace listed whole becomes its member functions); anything else as
+/// sent.
 fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
     let Some(obj) = choice.as_object() else {
         return choice.clone();
     };
+    if obj.get("type").and_then(Value::as_str) == Some("allowed_tools") {
+        return allowed_tools_for(obj, names, functions);
+    }
+    match as_function(obj, names, functions) {
+        Some(provider) => json!({"type": "function", "name": provider}),
+        None => choice.clone(),
+    }
+}
+
+/// The provider name of the tool `obj` names, when that tool went upstream as a function.
+fn as_function(obj: &Map<String, Value>, names: &NameMap, functions: &[&str]) -> Option<String> {
     let name = obj.get("name").and_then(Value::as_str);
     let namespace = obj
         .get("namespace")
@@ -203,14 +243,54 @@ fn choice_for(choice: &Value, names: &NameMap, functions: &[&str]) -> Value {
         (Some("local_shell"), _) => Identity::LocalShell,
         (Some("shell"), _) => Identity::Shell,
         (Some("apply_patch"), _) => Identity::ApplyPatch,
-        _ => return choice.clone(),
+        (Some("tool_search"), _) => Identity::ToolSearch,
+        _ => return None,
     };
-    match names.provider_name(&identity) {
-        Some(provider) if functions.contains(&provider) => {
-            json!({"type": "function", "name": provider})
+    names
+        .provider_name(&identity)
+        .filter(|provider| functions.contains(provider))
+        .map(str::to_owned)
+}
+
+/// An `allowed_tools` choice with every listed tool that went upstream as a function named as
+/// that function; the other entries and fields as sent.
+fn allowed_tools_for(obj: &Map<String, Value>, names: &NameMap, functions: &[&str]) -> Value {
+    let Some(listed) = obj.get("tools").and_then(Value::as_array) else {
+        return Value::Object(obj.clone());
+    };
+    let function = |name: &str| json!({"type": "function", "name": name});
+    let mut tools = Vec::with_capacity(listed.len());
+    for entry in listed {
+        let Some(tool) = entry.as_object() else {
+            tools.push(entry.clone());
+            continue;
+        };
+        if let Some(provider) = as_function(tool, names, functions) {
+            tools.push(function(&provider));
+            continue;
         }
-        _ => choice.clone(),
+        let flattened: Vec<&str> = match (tool.get("type"), tool.get("name")) {
+            (Some(Value::String(kind)), Some(Value::String(ns))) if kind == "namespace" => {
+                functions
+                    .iter()
+                    .copied()
+                    .filter(|f| {
+                        matches!(names.identity(f), Some(Identity::Function { namespace: Some(n), .. }
+                            | Identity::Custom { namespace: Some(n), .. }) if n == ns)
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        if flattened.is_empty() {
+            tools.push(entry.clone());
+        } else {
+            tools.extend(flattened.into_iter().map(function));
+        }
     }
+    let mut out = obj.clone();
+    out.insert("tools".to_owned(), Value::Array(tools));
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -247,6 +327,7 @@ mod tests {
     fn an_endpoint_that_takes_everything_gets_the_passthrough_plan() {
         let plan = plan(
             &codex_tools(),
+            &[],
             None,
             &caps(ResponsesTools::default()),
             &GatewayOffer::default(),
@@ -269,6 +350,7 @@ mod tests {
         let choice = json!({"type": "custom", "name": "apply_patch"});
         let plan = plan(
             &codex_tools(),
+            &[],
             Some(&choice),
             &caps(strict),
             &GatewayOffer::default(),
@@ -327,6 +409,84 @@ mod tests {
     }
 
     #[test]
+    fn allowed_tools_name_the_functions_degraded_tools_went_as() {
+        let strict = ResponsesTools {
+            custom: ToolTypeDecision::Degraded,
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            unknown: ToolTypeDecision::Ignored,
+            ..ResponsesTools::default()
+        };
+        let choice = json!({"type": "allowed_tools", "mode": "required", "tools": [
+            {"type": "function", "name": "exec_command"},
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "mcp__docs"},
+            {"type": "tool_search"},
+            {"type": "web_search"}
+        ]});
+        let plan = plan(
+            &codex_tools(),
+            &[],
+            Some(&choice),
+            &caps(strict),
+            &GatewayOffer::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            plan.tool_choice,
+            Some(
+                json!({"type": "allowed_tools", "mode": "required", "tools": [
+                    {"type": "function", "name": "exec_command"},
+                    {"type": "function", "name": "apply_patch"},
+                    {"type": "function", "name": "mcp__docs__search"},
+                    {"type": "function", "name": "tool_search"},
+                    {"type": "web_search"}
+                ]})
+            )
+        );
+    }
+
+    #[test]
+    fn tools_a_search_found_are_planned_only_with_the_degraded_tool_search() {
+        let strict = ResponsesTools {
+            namespace: ToolTypeDecision::Degraded,
+            server_tools: vec!["web_search".to_owned()],
+            ..ResponsesTools::default()
+        };
+        let found = [ContextTool {
+            param: "input[2].tools[0]".to_owned(),
+            tool: serde_json::from_value(json!({"type": "namespace", "name": "mcp__docs",
+                "tools": [{"type": "function", "name": "search"}]}))
+            .unwrap(),
+            source: ContextSource::Found,
+        }];
+        let searching = tools(json!([
+            {"type": "namespace", "name": "ns2", "tools": [{"type": "function", "name": "x"}]},
+            {"type": "tool_search", "execution": "client"}
+        ]));
+        let plan_of = |declared: &[Tool]| {
+            let plan = plan(
+                declared,
+                &found,
+                None,
+                &caps(strict.clone()),
+                &GatewayOffer::default(),
+            )
+            .unwrap();
+            plan.names
+                .provider_names()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let mut names = plan_of(&searching);
+        names.sort();
+        assert_eq!(names, ["mcp__docs__search", "ns2__x", "tool_search"]);
+        // Without the search function the search items are not rewritten: nothing is lifted.
+        let names = plan_of(&searching[..1]);
+        assert_eq!(names, ["ns2__x"]);
+    }
+
+    #[test]
     fn a_refused_type_is_a_client_error() {
         let refusing = ResponsesTools {
             namespace: ToolTypeDecision::Rejected,
@@ -334,6 +494,7 @@ mod tests {
         };
         let err = plan(
             &codex_tools(),
+            &[],
             None,
             &caps(refusing),
             &GatewayOffer::default(),

@@ -475,6 +475,46 @@ fn allowed_tools_filters_where_the_provider_cannot_restrict() {
 }
 
 #[test]
+fn allowed_tools_name_degraded_tools_by_the_names_sent_upstream() {
+    let declared = tools(json!([
+        {"type": "function", "name": "a"},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "text"}},
+        {"type": "namespace", "name": "mcp__docs", "tools": [{"type": "function", "name": "search"}]},
+        {"type": "tool_search", "execution": "client"},
+    ]));
+    let choice = json!({"type": "allowed_tools", "mode": "auto", "tools": [
+        {"type": "custom", "name": "apply_patch"},
+        {"type": "function", "namespace": "mcp__docs", "name": "search"},
+        {"type": "tool_search"},
+    ]});
+    let filtered = plan(&declared, Some(&choice), &ToolCapabilities::default()).unwrap();
+    let names: Vec<_> = filtered
+        .upstream
+        .iter()
+        .map(|t| match t {
+            UpstreamTool::Function { name, .. } => name.clone(),
+            UpstreamTool::Native(_) => String::new(),
+        })
+        .collect();
+    assert_eq!(names, ["apply_patch", "mcp__docs__search", "tool_search"]);
+    let native = ToolCapabilities {
+        choice_allowed_tools: true,
+        ..ToolCapabilities::default()
+    };
+    let restricted = plan(&declared, Some(&choice), &native).unwrap();
+    assert_eq!(
+        restricted.tool_choice,
+        Some(
+            json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+                {"type": "function", "function": {"name": "apply_patch"}},
+                {"type": "function", "function": {"name": "mcp__docs__search"}},
+                {"type": "function", "function": {"name": "tool_search"}},
+            ]}})
+        )
+    );
+}
+
+#[test]
 fn strict_is_kept_only_where_supported() {
     let declared = tools(
         json!([{"type": "function", "name": "f", "strict": true, "parameters": {"type": "object"}}]),

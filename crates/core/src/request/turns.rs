@@ -21,6 +21,8 @@ use crate::diagnostics::{
 
 mod search;
 
+pub use search::found_text;
+
 /// The note an earlier `image_generation_call` is replayed as.
 pub(crate) fn image_note(id: &str, map: &serde_json::Map<String, Value>) -> String {
     let prompt = map

@@ -211,6 +211,7 @@ fn translate_effort(
             canonical: &canonical,
             stored: false,
             sealed_by_gateway: &|_| false,
+            provenance: None,
         },
         &plan,
         profile,

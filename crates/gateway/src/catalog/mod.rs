@@ -46,7 +46,10 @@ pub(crate) fn codex_catalog(config: &Config) -> Value {
 /// One model's entry; `None` when its route hides it.
 fn model_info(config: &Config, known: &KnownModel, priority: usize) -> Option<Value> {
     let route = config.routes.get(known.route)?;
-    let provider = config.providers.get(&route.provider)?;
+    let provider = config
+        .providers
+        .get(&route.provider)?
+        .for_model(&known.upstream_model);
     let settings = &route.catalog;
     if settings.hidden {
         return None;

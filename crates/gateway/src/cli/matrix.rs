@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use toolbridge_core::plan::{Decision, plan, plan_with};
-use toolbridge_providers::profile::Profile;
+use toolbridge_providers::profile::{Profile, ReasoningReplay};
 use toolbridge_wire::responses::Tool;
 
 use toolbridge_core::request::{Limits, normalize};
@@ -163,6 +163,7 @@ fn translate(
             canonical: &canonical,
             stored: false,
             sealed_by_gateway: &sealed_by_gateway,
+            provenance: None,
         },
         &plan,
         profile,
@@ -254,6 +255,9 @@ pub(super) fn report(
     out.push_str(&choice_rows(profile, dialect));
     out.push_str(&limits_line(profile));
     out.push_str(&fields_line(profile, dialect));
+    if dialect.passes_through() {
+        out.push_str(&responses_reasoning_line(profile));
+    }
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
     if dialect.reads_chat_profile() {
@@ -380,6 +384,20 @@ fn fields_line(profile: &Profile, dialect: Dialect) -> String {
         word(serde_json::to_value(f.unknown).unwrap_or_default()),
         list(&f.drop),
         list(&renamed),
+    )
+}
+
+/// What a native Responses endpoint gets back of its own plaintext reasoning.
+fn responses_reasoning_line(profile: &Profile) -> String {
+    let turns = match profile.reasoning_replay {
+        ReasoningReplay::Never => {
+            return "plaintext reasoning: as the client sends it\n".to_owned();
+        }
+        ReasoningReplay::ToolCallTurns => "turns with calls",
+        ReasoningReplay::All => "every turn",
+    };
+    format!(
+        "plaintext reasoning: replayed on {turns}, sealed into encrypted_content for the client and sent back as reasoning_text; another provider's left out\n"
     )
 }
 

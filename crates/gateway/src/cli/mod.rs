@@ -207,6 +207,15 @@ pub fn describe(config: &Config) -> String {
                 "not set"
             }
         ));
+        for d in &p.dialect_for {
+            out.push_str(&format!(
+                "    models {}: {} dialect, preset {} ({})\n",
+                d.pattern,
+                d.provider.dialect.as_str(),
+                d.provider.profile.name,
+                d.provider.dialect.http("MODEL", false).path
+            ));
+        }
     }
     out.push_str("routes:\n");
     for r in &config.routes {
@@ -306,6 +315,7 @@ pub fn plan_report(
             canonical: &canonical,
             stored: false,
             sealed_by_gateway: &crate::http::responses::sealed_by_gateway,
+            provenance: None,
         },
         &plan,
         profile,

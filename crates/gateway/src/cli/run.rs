@@ -191,7 +191,10 @@ fn plan(
     let (profile, dialect) = match config {
         Some(path) => match load(Some(path), None) {
             Ok(config) => match config.providers.get(provider) {
-                Some(p) => (p.profile_for(model.unwrap_or_default()), p.dialect),
+                Some(p) => {
+                    let p = p.for_model(model.unwrap_or_default());
+                    (p.profile_for(model.unwrap_or_default()), p.dialect)
+                }
                 None => {
                     eprintln!("error: no provider `{provider}` in {}", path.display());
                     return ExitCode::FAILURE;
@@ -253,9 +256,17 @@ fn providers(
             gateway = config.gateway_tools.clone();
             for (name, p) in &config.providers {
                 if provider.is_none_or(|wanted| wanted == name) {
-                    let mut profile = p.profile_for(model.unwrap_or_default());
+                    // The dialect and profile that model is served with (`dialect_for`).
+                    let served = p.for_model(model.unwrap_or_default());
+                    let mut profile = served.profile_for(model.unwrap_or_default());
                     profile.name = format!("{name} ({})", profile.name);
-                    profiles.push((profile, p.dialect));
+                    profiles.push((profile, served.dialect));
+                    // Without a model, the models served in another dialect get their own.
+                    for d in p.dialect_for.iter().filter(|_| model.is_none()) {
+                        let mut profile = d.provider.profile.clone();
+                        profile.name = format!("{name}, models {} ({})", d.pattern, profile.name);
+                        profiles.push((profile, d.provider.dialect));
+                    }
                 }
             }
         }

@@ -179,6 +179,25 @@ pub struct ProviderFile {
     pub invalid_calls_after_reask: Option<String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelFile>,
+    /// Upstream models this provider serves in another dialect (one account, some models on
+    /// `/responses`, others on `/chat/completions`); the first entry matching a model wins.
+    #[serde(default)]
+    pub dialect_for: Vec<DialectForFile>,
+}
+
+/// One `[[providers.NAME.dialect_for]]` entry as written: the upstream models (a name or a glob)
+/// and the dialect and preset they are served with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialectForFile {
+    pub models: String,
+    /// By default the preset's own dialect.
+    pub dialect: Option<String>,
+    /// By default the dialect's own preset.
+    pub preset: Option<String>,
+    /// A patch over that preset (the provider's own `profile` is for its own dialect).
+    #[serde(default)]
+    pub profile: ProfilePatch,
 }
 
 /// Per-model overrides as written.

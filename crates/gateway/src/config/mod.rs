@@ -7,7 +7,7 @@
 //! loaded [`Config`] cannot fail at request time.
 //!
 //! The module is split by section: `file` holds the serde types as written, `providers` resolves
-//! `[providers.*]`, `routes` compiles `[[routes]]` (and answers which target serves a model),
+//! `[providers.*]` (`model_dialects` their `dialect_for` entries), `routes` compiles `[[routes]]` (and answers which target serves a model),
 //! `keys` the gateway keys, `sessions` the `[sessions]` table. This file owns [`Config`] and the
 //! order in which [`Config::from_file`] resolves the sections (the first error found is the one
 //! reported). Every public type stays reachable as `config::Name` through the re-exports below.
@@ -27,15 +27,17 @@ use crate::platform::limits::{LimitsConfig, LimitsFile};
 
 mod file;
 mod keys;
+mod model_dialects;
 pub mod ops;
 mod providers;
 mod routes;
 mod sessions;
 
 pub use file::{
-    CatalogFile, ClientDisconnect, FallbackFile, FileConfig, KeyFile, ModelFile, ProviderFile,
-    RouteFile, SessionsFile,
+    CatalogFile, ClientDisconnect, DialectForFile, FallbackFile, FileConfig, KeyFile, ModelFile,
+    ProviderFile, RouteFile, SessionsFile,
 };
+pub use model_dialects::ModelDialect;
 pub use providers::{InvalidCalls, Provider, RepairPolicy};
 pub use routes::{KnownModel, Route, RouteCatalog, RouteSignals, Target};
 pub use sessions::{DEFAULT_CHANNEL_PREFIX, SessionsConfig, redact_url};
@@ -159,6 +161,7 @@ impl Config {
                 invalid_calls: None,
                 invalid_calls_after_reask: None,
                 models: BTreeMap::new(),
+                dialect_for: Vec::new(),
             },
         );
         let file = FileConfig {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use toolbridge_providers::profile::{Profile, ProfileError, ProfilePatch};
 
 use super::file::{ModelFile, ProviderFile};
+use super::model_dialects::ModelDialect;
 use super::{Dialect, Env};
 use crate::error::ConfigError;
 
@@ -68,6 +69,9 @@ pub struct Provider {
     /// The profile of each model with its own patch (`models.<name>.profile`), resolved at load.
     pub model_profiles: BTreeMap<String, Profile>,
     pub models: BTreeMap<String, ModelFile>,
+    /// Upstream models served in another dialect (`dialect_for`), in the order written: each
+    /// holds this provider as it serves those models.
+    pub dialect_for: Vec<ModelDialect>,
     pub request_timeout: Duration,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
@@ -101,6 +105,15 @@ impl std::fmt::Debug for Provider {
 }
 
 impl Provider {
+    /// This provider as it serves `upstream_model`: itself, or the first `dialect_for` entry
+    /// whose models match (same name, key, client and limits; its own dialect and profiles).
+    pub fn for_model(&self, upstream_model: &str) -> &Provider {
+        self.dialect_for
+            .iter()
+            .find(|d| d.matches(upstream_model))
+            .map_or(self, |d| &d.provider)
+    }
+
     /// The profile for one upstream model: the provider's, patched for that model.
     pub fn profile_for(&self, upstream_model: &str) -> Profile {
         self.model_profiles
@@ -139,16 +152,7 @@ pub(super) fn resolve_all(
 /// One provider, resolved.
 fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, ConfigError> {
     let at = |field: &str| format!("providers.{name}.{field}");
-    let dialect = Dialect::parse(&p.dialect).ok_or_else(|| {
-        ConfigError::invalid(
-            at("dialect"),
-            format!(
-                "`{}` is not a supported dialect (supported: {})",
-                p.dialect,
-                Dialect::NAMES.join(", ")
-            ),
-        )
-    })?;
+    let dialect = parse_dialect(&p.dialect, at("dialect"))?;
     let url = p.base_url.trim_end_matches('/').to_owned();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ConfigError::invalid(
@@ -161,22 +165,9 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         .clone()
         .unwrap_or_else(|| dialect.default_preset().to_owned());
     // The provider's profile, and each configured model's (resolved here, so that a patch
-    // cannot fail at request time). Only a Responses upstream takes every tool as declared, and
-    // it takes nothing else: the planner's passthrough follows the dialect, whatever preset was
-    // named.
+    // cannot fail at request time).
     let resolve = |patches: &[&ProfilePatch], field: String| {
-        let mut profile = Profile::resolve(&preset_name, patches).map_err(|e| match e {
-            ProfileError::UnknownPreset(_) => ConfigError::invalid(
-                at("preset"),
-                format!(
-                    "`{preset_name}` is not a preset (presets: {})",
-                    Profile::preset_names().join(", ")
-                ),
-            ),
-            ProfileError::Invalid(message) => ConfigError::invalid(field, message),
-        })?;
-        profile.tools.responses_native = dialect.passes_through();
-        Ok::<_, ConfigError>(profile)
+        resolve_profile(&preset_name, dialect, patches, field, at("preset"))
     };
     let profile = resolve(&[&p.profile], at("profile"))?;
     let mut model_profiles = BTreeMap::new();
@@ -217,7 +208,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
             &["pass", "fail"],
         )?,
     };
-    Ok(Provider {
+    let mut provider = Provider {
         name: name.to_owned(),
         dialect,
         base_url: url,
@@ -225,6 +216,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         profile,
         model_profiles,
         models: p.models,
+        dialect_for: Vec::new(),
         request_timeout: secs(p.request_timeout_secs, 600),
         idle_timeout: secs(p.idle_timeout_secs, 300),
         connect_timeout: secs(p.connect_timeout_secs, 10),
@@ -232,5 +224,49 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         max_retries: p.max_retries.unwrap_or(2),
         retry_budget: secs(p.retry_budget_secs, 15),
         repair,
+    };
+    provider.dialect_for = p
+        .dialect_for
+        .iter()
+        .enumerate()
+        .map(|(i, written)| ModelDialect::resolve(&provider, i, written))
+        .collect::<Result<_, _>>()?;
+    Ok(provider)
+}
+
+/// A dialect as written at `field`.
+pub(super) fn parse_dialect(name: &str, field: String) -> Result<Dialect, ConfigError> {
+    Dialect::parse(name).ok_or_else(|| {
+        ConfigError::invalid(
+            field,
+            format!(
+                "`{name}` is not a supported dialect (supported: {})",
+                Dialect::NAMES.join(", ")
+            ),
+        )
     })
+}
+
+/// A profile from `preset` and `patches` (a bad patch is an error at `field`, an unknown preset
+/// at `preset_field`). Only a Responses upstream takes every tool as declared, and it takes
+/// nothing else: the planner's passthrough follows the dialect, whatever preset was named.
+pub(super) fn resolve_profile(
+    preset: &str,
+    dialect: Dialect,
+    patches: &[&ProfilePatch],
+    field: String,
+    preset_field: String,
+) -> Result<Profile, ConfigError> {
+    let mut profile = Profile::resolve(preset, patches).map_err(|e| match e {
+        ProfileError::UnknownPreset(_) => ConfigError::invalid(
+            preset_field,
+            format!(
+                "`{preset}` is not a preset (presets: {})",
+                Profile::preset_names().join(", ")
+            ),
+        ),
+        ProfileError::Invalid(message) => ConfigError::invalid(field, message),
+    })?;
+    profile.tools.responses_native = dialect.passes_through();
+    Ok(profile)
 }

@@ -295,15 +295,17 @@ impl Config {
             .upstream_model
             .clone()
             .unwrap_or_else(|| model.to_owned());
+        // Each target is its provider as it serves that model (`dialect_for`).
         let mut out = vec![Target {
-            provider,
+            provider: provider.for_model(&primary),
             upstream_model: primary.clone(),
         }];
         for (name, upstream) in &route.fallbacks {
             if let Some(provider) = self.providers.get(name) {
+                let upstream_model = upstream.clone().unwrap_or_else(|| primary.clone());
                 out.push(Target {
-                    provider,
-                    upstream_model: upstream.clone().unwrap_or_else(|| primary.clone()),
+                    provider: provider.for_model(&upstream_model),
+                    upstream_model,
                 });
             }
         }

@@ -150,6 +150,14 @@ fn with_tools(tools: &str) -> Result<Config, ConfigError> {
     Config::from_file(file, &|_: &str| None)
 }
 
+fn with_dialect_for(entries: &str) -> Result<Config, ConfigError> {
+    let text = format!(
+        "[providers.ds]\npreset = \"deepseek\"\nbase_url = \"http://127.0.0.1:1/v1\"\n{entries}\n[[routes]]\nmodel = \"*\"\nprovider = \"ds\"\n"
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    Config::from_file(file, &|_: &str| None)
+}
+
 /// Issue 22: an image call (180 s by default) is never cut by the loop's budget (120 s by
 /// default): unset, the budget makes room for the longest call; set shorter, the config is
 /// refused with a message naming both.
@@ -190,4 +198,78 @@ fn the_loop_budget_leaves_room_for_the_longest_tool_timeout() {
         matches!(&slow_tools, Err(ConfigError::Invalid { message, .. }) if message.contains("tool_timeout_secs")),
         "{slow_tools:?}"
     );
+}
+
+/// One account, two dialects: the models a `dialect_for` entry names are served in its dialect
+/// with its preset (and the provider's per-model patches over it), the others as the provider.
+#[test]
+fn dialect_for_serves_the_models_it_names_in_its_dialect() {
+    let config = with_dialect_for(
+        "[providers.ds.models.\"deepseek-v4-pro\".profile.tools]\nmax_tools = 7\n\
+         [[providers.ds.dialect_for]]\nmodels = \"deepseek-v4-*\"\npreset = \"deepseek-responses\"\n",
+    )
+    .unwrap();
+    let ds = &config.providers["ds"];
+    let native = ds.for_model("deepseek-v4-flash");
+    assert_eq!(native.dialect, Dialect::Responses);
+    assert_eq!(native.name, "ds");
+    assert_eq!(native.profile.name, "deepseek-responses");
+    assert!(native.profile.tools.responses_native);
+    assert_eq!(
+        ds.for_model("deepseek-v4-pro")
+            .profile_for("deepseek-v4-pro")
+            .tools
+            .max_tools,
+        Some(7)
+    );
+    let chat = ds.for_model("deepseek-chat");
+    assert_eq!(chat.dialect, Dialect::Chat);
+    assert_eq!(chat.profile.name, "deepseek");
+    // Routing resolves the target to the provider as it serves the model.
+    let targets = config
+        .targets_for("deepseek-v4-flash", &RouteSignals::default())
+        .unwrap();
+    assert_eq!(targets[0].provider.dialect, Dialect::Responses);
+}
+
+#[test]
+fn a_dialect_for_entry_is_checked_at_load_with_its_path() {
+    for (entry, field, message) in [
+        (
+            "models = \"m\"\n",
+            "providers.ds.dialect_for[0].dialect",
+            "an entry needs a dialect, a preset, or both",
+        ),
+        (
+            "models = \"m\"\ndialect = \"bedrock\"\n",
+            "providers.ds.dialect_for[0].dialect",
+            "`bedrock` is not a supported dialect (supported: chat, anthropic, gemini, responses)",
+        ),
+        (
+            "models = \"m\"\ndialect = \"chat\"\npreset = \"deepseek-responses\"\n",
+            "providers.ds.dialect_for[0].preset",
+            "`deepseek-responses` is a preset of the responses dialect, not chat",
+        ),
+        (
+            "models = \"m[\"\ndialect = \"responses\"\n",
+            "providers.ds.dialect_for[0].models",
+            "",
+        ),
+        (
+            "models = \" \"\ndialect = \"responses\"\n",
+            "providers.ds.dialect_for[0].models",
+            "must name the upstream models (a name or a glob)",
+        ),
+        (
+            "models = \"m\"\npreset = \"deepseek-response\"\n",
+            "providers.ds.dialect_for[0].preset",
+            "",
+        ),
+    ] {
+        let error =
+            with_dialect_for(&format!("[[providers.ds.dialect_for]]\n{entry}")).unwrap_err();
+        let shown = error.to_string();
+        assert!(shown.contains(field), "{entry}: {shown}");
+        assert!(shown.contains(message), "{entry}: {shown}");
+    }
 }

@@ -28,6 +28,9 @@ pub struct Source<'a> {
     /// Whether an `encrypted_content` blob was sealed by the gateway (a passthrough drops it:
     /// the upstream cannot open it).
     pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
+    /// The target's provider and the gateway's sealer, for a Responses upstream whose own
+    /// plaintext reasoning the relay sealed (`None`: every gateway blob is left out).
+    pub provenance: Option<crate::responses::reasoning::Provenance<'a>>,
 }
 
 /// The request for one target, in its provider's dialect.
@@ -94,6 +97,7 @@ impl Dialect {
                         upstream_model,
                         keep_reasoning: source.stored,
                         sealed_by_gateway: source.sealed_by_gateway,
+                        provenance: source.provenance,
                     },
                     diagnostics,
                 );

@@ -2,13 +2,18 @@
 //! tool that went upstream as a function is written as that `function_call` (a `custom` call's
 //! input as `{"input": …}`, a built-in call's action or operation as its degraded arguments, a
 //! namespace member under its flattened name, without `namespace`), and its output as a
-//! `function_call_output`. The inverse of `restore`; every other item passes untouched.
+//! `function_call_output`; a `tool_search_call` to a `tool_search` sent as a function is that
+//! function's call, and its `tool_search_output` the text a translated request gives the model
+//! (the tools it found are declared by the plan). The inverse of `restore`; every other item
+//! passes untouched.
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::CallKind;
 use toolbridge_core::plan::{Identity, ToolPlan, UpstreamTool};
+use toolbridge_core::request::found_text;
+use toolbridge_wire::responses::Tool;
 
 /// Rewrites `items` for `plan` (a plan that changed some tool's form).
 pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
@@ -27,11 +32,16 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
             .map(str::to_owned)
     };
     let mut converted: HashSet<String> = HashSet::new();
-    for item in items.iter_mut() {
+    // The latest search converted, for an output that names no call.
+    let mut last_search: Option<String> = None;
+    for (index, item) in items.iter_mut().enumerate() {
         let Value::Object(map) = item else { continue };
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
-        let call_id = text("call_id").or_else(|| text("id")).unwrap_or_default();
+        let call_id = text("call_id")
+            .or_else(|| text("id"))
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| format!("tool_search_{index}"));
         let call = match kind {
             "function_call" => {
                 let identity = Identity::Function {
@@ -75,6 +85,24 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
                     operation: map.get("operation").cloned().unwrap_or(Value::Null),
                 },
             )),
+            "tool_search_call" => {
+                let call = CallKind::ToolSearch {
+                    arguments: map.get("arguments").cloned().unwrap_or(Value::Null),
+                };
+                if provider(&Identity::ToolSearch).is_some() {
+                    last_search = Some(call_id.clone());
+                }
+                Some((Identity::ToolSearch, call))
+            }
+            "tool_search_output" => {
+                let call_id = text("call_id")
+                    .filter(|id| !id.is_empty())
+                    .or_else(|| last_search.clone());
+                if let Some(call_id) = call_id.filter(|id| converted.contains(id)) {
+                    *map = search_output(map, &call_id);
+                }
+                None
+            }
             "custom_tool_call_output"
             | "local_shell_call_output"
             | "shell_call_output"
@@ -104,6 +132,20 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
             *map = out;
         }
     }
+}
+
+/// A search's output as the `function_call_output` of the degraded `tool_search`: the text
+/// naming the tools found, under the names the plan gave them.
+fn search_output(map: &Map<String, Value>, call_id: &str) -> Map<String, Value> {
+    let tools: Vec<Tool> = map
+        .get("tools")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    out.insert("type".to_owned(), json!("function_call_output"));
+    out.insert("call_id".to_owned(), json!(call_id));
+    out.insert("output".to_owned(), json!(found_text(&tools)));
+    out
 }
 
 /// A converted call's output as a `function_call_output`.

@@ -6,9 +6,11 @@
 //! machine like the other dialects' decoders, but emitting Responses events, not neutral ones).
 //! Unknown fields, item types and event types survive because both directions work on JSON
 //! values. `response` decodes a whole answer into neutral events for the gateway's own rounds
-//! (compaction).
+//! (compaction). `reasoning` carries an endpoint's plaintext reasoning across turns for a
+//! stateless client.
 
 mod history;
+pub mod reasoning;
 pub mod relay;
 pub mod request;
 pub mod response;

@@ -19,6 +19,7 @@ use toolbridge_core::assemble::codes::UPSTREAM_TRUNCATED;
 use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UPSTREAM_UNTERMINATED, diag};
 use toolbridge_wire::responses::Diagnostic;
 
+use super::reasoning::Sealing;
 use super::restore::Restorer;
 use crate::error::Error;
 
@@ -73,6 +74,8 @@ pub struct Relay {
     final_response: Option<Value>,
     /// The plan's degraded calls, restored as they pass (`None`: nothing to restore).
     restorer: Option<Restorer>,
+    /// Plaintext reasoning sealed for the client to carry back (`None`: passed as it is).
+    sealing: Option<Sealing>,
 }
 
 impl Relay {
@@ -96,12 +99,19 @@ impl Relay {
             done: false,
             final_response: None,
             restorer: None,
+            sealing: None,
         }
     }
 
     /// This relay, restoring the plan's degraded calls as they pass.
     pub fn restoring(mut self, restorer: Option<Restorer>) -> Self {
         self.restorer = restorer;
+        self
+    }
+
+    /// This relay, sealing the upstream's plaintext reasoning into `encrypted_content`.
+    pub fn sealing(mut self, sealing: Option<Sealing>) -> Self {
+        self.sealing = sealing;
         self
     }
 
@@ -204,14 +214,19 @@ impl Relay {
                     Some(restorer) => restorer.on_event(&kind, event),
                     None => vec![event],
                 };
-                for event in events {
+                for mut event in events {
                     if event.get("type").and_then(Value::as_str)
                         == Some("response.output_item.done")
                         && let (Some(index), Some(item)) = (
                             event.get("output_index").and_then(Value::as_u64),
-                            event.get("item"),
+                            event.get_mut("item"),
                         )
                     {
+                        if let Some(sealing) = &mut self.sealing
+                            && let Some(unsealed) = sealing.seal_item(item)
+                        {
+                            self.diagnostics.push(unsealed);
+                        }
                         self.done_items.insert(index, item.clone());
                     }
                     self.forwarded += 1;
@@ -308,6 +323,10 @@ impl Relay {
         if let Some(restorer) = &self.restorer {
             restorer.restore_output(&mut response);
         }
+        if let Some(sealing) = &mut self.sealing {
+            let unsealed = sealing.seal_output(&mut response);
+            self.diagnostics.extend(unsealed);
+        }
         if !self.diagnostics.is_empty()
             && let Some(map) = response.as_object_mut()
         {
@@ -391,23 +410,27 @@ pub fn whole(
     diagnostics: &[Diagnostic],
     tolerated: bool,
 ) -> Result<Value, Error> {
-    whole_restored(answer, skeleton, diagnostics, tolerated, None)
+    whole_restored(answer, skeleton, diagnostics, tolerated, None, None)
 }
 
-/// [`whole`], with the plan's degraded calls restored (`restorer`).
+/// [`whole`], with the plan's degraded calls restored (`restorer`) and plaintext reasoning
+/// sealed (`sealing`).
 pub fn whole_restored(
     mut answer: Value,
     skeleton: &Value,
     diagnostics: &[Diagnostic],
     tolerated: bool,
     restorer: Option<Restorer>,
+    sealing: Option<Sealing>,
 ) -> Result<Value, Error> {
     if !answer.is_object() || !answer["output"].is_array() {
         return Err(Error::Decode {
             message: "not a Responses response: no `output` array".to_owned(),
         });
     }
-    let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec()).restoring(restorer);
+    let mut relay = Relay::new(skeleton.clone(), diagnostics.to_vec())
+        .restoring(restorer)
+        .sealing(sealing);
     let final_status = ["completed", "incomplete", "failed", "cancelled"];
     if !final_status.iter().any(|s| answer["status"] == *s)
         && let Some(map) = answer.as_object_mut()

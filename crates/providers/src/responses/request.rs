@@ -1,10 +1,10 @@
 //! The request to a native Responses upstream: the client's own, with the gateway's concerns.
 
 use serde_json::{Map, Value, json};
-use toolbridge_core::diagnostics::{REASONING_NOT_REPLAYABLE, diag};
 use toolbridge_core::plan::{ToolPlan, UpstreamTool};
 use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 
+use super::reasoning::Provenance;
 use crate::profile::Profile;
 
 /// The client's request exactly as it came (a JSON object).
@@ -44,6 +44,9 @@ pub struct Passthrough<'a> {
     /// Whether an `encrypted_content` blob was sealed by the gateway (reasoning of another
     /// provider, which the upstream cannot open).
     pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
+    /// This upstream's provider and the sealer of the gateway's blobs: reasoning the relay
+    /// sealed for this provider is replayed to it (`None`: every gateway blob is left out).
+    pub provenance: Option<Provenance<'a>>,
 }
 
 /// The JSON body for the upstream: the client's own (`raw`, else the typed request written
@@ -106,7 +109,13 @@ pub fn build(
         ask_for_encrypted_reasoning(&mut body);
     }
     if let Some(Value::Array(items)) = body.get_mut("input") {
-        drop_foreign_reasoning(items, pass.sealed_by_gateway, diagnostics);
+        super::reasoning::replay(
+            items,
+            pass.sealed_by_gateway,
+            pass.provenance,
+            profile.reasoning_replay,
+            diagnostics,
+        );
     }
     crate::fields::apply(&mut body, &profile.fields, diagnostics);
     for (key, value) in &profile.extra_body {
@@ -151,31 +160,4 @@ fn ask_for_encrypted_reasoning(body: &mut Map<String, Value>) {
     {
         list.push(json!(ENCRYPTED_REASONING));
     }
-}
-
-/// Reasoning the gateway sealed for another provider cannot be opened upstream, and a reasoning
-/// item without its blob would make a stateless upstream look for it by id: such items are left
-/// out, each with a diagnostic.
-fn drop_foreign_reasoning(
-    items: &mut Vec<Value>,
-    sealed_by_gateway: &dyn Fn(&str) -> bool,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    let mut index = 0;
-    items.retain(|item| {
-        let i = index;
-        index += 1;
-        let foreign = item["type"] == "reasoning"
-            && item["encrypted_content"]
-                .as_str()
-                .is_some_and(sealed_by_gateway);
-        if foreign {
-            diagnostics.push(diag(
-                REASONING_NOT_REPLAYABLE,
-                Some(&format!("input[{i}]")),
-                "reasoning produced through another provider cannot be replayed to this one; the item was left out",
-            ));
-        }
-        !foreign
-    });
 }

@@ -248,6 +248,7 @@ fn the_request_passes_through_with_only_the_gateways_concerns() {
                 upstream_model: "gpt-5",
                 keep_reasoning: true,
                 sealed_by_gateway: &ours,
+                provenance: None,
             },
             &mut diagnostics,
         );

@@ -67,6 +67,10 @@ pub struct ProviderState {
     pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<String>,
+    /// The provider (its configured name) whose native Responses endpoint produced this
+    /// reasoning as plaintext: it is replayed to that provider only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl ProviderState {

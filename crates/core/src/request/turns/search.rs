@@ -77,8 +77,9 @@ impl Reducer {
 }
 
 /// What the model reads as a search's result: the functions it can call now, under the names the
-/// plan gives them (`namespace__name`), with their descriptions' first lines.
-fn found_text(tools: &[Tool]) -> String {
+/// plan gives them (`namespace__name`), with their descriptions' first lines. A native Responses
+/// upstream that does not take `tool_search` reads the same text as the output of its function.
+pub fn found_text(tools: &[Tool]) -> String {
     let mut lines = Vec::new();
     for tool in tools {
         match tool {

@@ -30,6 +30,8 @@ use super::{
 use crate::error::GatewayError;
 use crate::platform::{ids, time};
 use crate::state::AppState;
+use toolbridge_providers::profile::ReasoningReplay;
+use toolbridge_providers::responses::reasoning::Sealing;
 
 /// What the answer needs besides the request and the upstream: its identity, meter and store.
 struct Setup {
@@ -150,6 +152,10 @@ async fn relay(
         registration: setup.flight.registration,
         framing: setup.framing,
         restorer: toolbridge_providers::responses::restore::Restorer::new(&routed.plan),
+        // An endpoint that wants its plaintext reasoning back gets it from a stateless client
+        // too: sealed, with its provenance, into the items' `encrypted_content`.
+        sealing: (routed.profile.reasoning_replay != ReasoningReplay::Never)
+            .then(|| Sealing::new(state.sealer.clone(), &routed.provider.name)),
     };
     Ok(match answer {
         Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,

@@ -24,6 +24,7 @@ use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Source;
+use toolbridge_providers::responses::reasoning::Provenance;
 use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
@@ -217,6 +218,10 @@ pub(super) async fn summarize(
                 canonical: &canonical,
                 stored: false,
                 sealed_by_gateway: &sealed_by_gateway,
+                provenance: Some(Provenance {
+                    origin: &target.provider.name,
+                    sealer: state.sealer.as_ref(),
+                }),
             },
             &plan,
             &profile,

@@ -17,6 +17,7 @@ use super::sse;
 use super::transport::{self, Framing, PumpLimits, Wake};
 use crate::error::GatewayError;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
+use toolbridge_providers::responses::reasoning::Sealing;
 use toolbridge_providers::responses::relay::{Relay, whole_restored};
 use toolbridge_providers::responses::restore::Restorer;
 
@@ -36,6 +37,9 @@ pub(super) struct Passthrough {
     pub(super) framing: Framing,
     /// The plan's degraded calls, restored in the answer (`None`: every tool went as declared).
     pub(super) restorer: Option<Restorer>,
+    /// The upstream's plaintext reasoning sealed for the client to carry back (`None`: the
+    /// profile does not want it replayed).
+    pub(super) sealing: Option<Sealing>,
 }
 
 impl Passthrough {
@@ -75,6 +79,7 @@ impl Passthrough {
             &self.diagnostics,
             self.tolerate_unterminated,
             self.restorer,
+            self.sealing,
         )
         .map_err(GatewayError::Upstream)?;
         let mut response = response;
@@ -107,7 +112,9 @@ impl Passthrough {
             let _ = persist.save_started(&self.skeleton, &self.request_id).await;
         }
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
-        let mut relay = Relay::new(skeleton, self.diagnostics).restoring(self.restorer);
+        let mut relay = Relay::new(skeleton, self.diagnostics)
+            .restoring(self.restorer)
+            .sealing(self.sealing);
         let mut start = Vec::new();
         relay.start(&mut start);
         let pump = RelayPump {

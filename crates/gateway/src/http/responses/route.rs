@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use toolbridge_core::plan::plan_request;
 use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::{Raw, Source};
+use toolbridge_providers::responses::reasoning::Provenance;
 
 use super::{Caller, GatewayStage, Prepared, Routed, sealed_by_gateway, translate};
 use crate::config::Target;
@@ -117,6 +118,10 @@ pub(super) fn route<'a>(
             canonical,
             stored: prepared.stored,
             sealed_by_gateway: &sealed_by_gateway,
+            provenance: Some(Provenance {
+                origin: &provider.name,
+                sealer: state.sealer.as_ref(),
+            }),
         },
         &plan,
         &profile,

@@ -90,6 +90,7 @@ impl Continuation {
                 canonical: &self.canonical,
                 stored: false,
                 sealed_by_gateway: &sealed_by_gateway,
+                provenance: None,
             },
             &self.plan,
             &self.profile,
