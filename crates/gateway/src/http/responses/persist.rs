@@ -139,12 +139,7 @@ impl Persist {
         request_id: &str,
     ) -> Result<(), Unsaved> {
         let text = serde_json::to_string(response).unwrap_or_default();
-        let output = || {
-            response["output"]
-                .as_array()
-                .map(Vec::clone)
-                .unwrap_or_default()
-        };
+        let output = || response["output"].as_array().cloned().unwrap_or_default();
         self.save_text(output, text.into(), request_id).await
     }
 
