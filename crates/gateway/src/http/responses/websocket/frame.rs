@@ -242,6 +242,10 @@ async fn answer_prewarm(state: AppState, who: Who, req: CreateResponse) -> Start
     if let Some(ctx) = observe::current() {
         ctx.write_capture(Some(&completed["response"]), 200).await;
     }
+    tracing::info!(
+        response_id = meta.id.as_str(),
+        "prewarm answered without an upstream call"
+    );
     Started::Events(vec![created, completed])
 }
 
@@ -297,8 +301,10 @@ async fn answered(response: Response) -> Started {
     Started::Events(vec![event])
 }
 
-/// `error` as the one event of a refused response.
+/// `error` as the one event of a refused response (logged: over HTTP the status line says it;
+/// here nothing else would, and `previous_response_not_found` is how a client recovers).
 async fn refused(error: &GatewayError) -> Started {
+    tracing::info!(code = error.code(), "response refused: {error}");
     let body = serde_json::to_value(error.body()).unwrap_or_default();
     let event = json!({
         "type": "error",
