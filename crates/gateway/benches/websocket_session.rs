@@ -20,7 +20,7 @@
 //! `cargo test` one. Nothing is asserted on speed.
 
 // Benches are test code: a broken setup should stop the run loudly.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "common/codex.rs"]
 mod codex;
@@ -245,9 +245,17 @@ async fn bench(sessions: usize) {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|m| m["tool_call_id"].as_str().is_some_and(|id| id.starts_with("call_turn_")))
+        .filter(|m| {
+            m["tool_call_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("call_turn_"))
+        })
         .count();
-    assert_eq!(outputs, CALLS - 1, "every earlier call's output reached the provider");
+    assert_eq!(
+        outputs,
+        CALLS - 1,
+        "every earlier call's output reached the provider"
+    );
 
     let (mut http, mut ws) = (Cost::default(), Cost::default());
     for _ in 0..sessions {

@@ -165,8 +165,9 @@ impl Connection {
             {
                 return end;
             }
+            // Unbiased: a busy response must not starve the reading of frames (or of the
+            // client's close), nor the reverse.
             let sent = tokio::select! {
-                biased;
                 () = wait_for(&mut stopping), if ending.is_none() => {
                     ending = Some(End::Shutdown);
                     self.lanes.drop_waiting();
