@@ -24,6 +24,36 @@ enum Provider {
     DeepSeek,
 }
 
+/// Which real Codex runs the task.
+#[derive(Clone, Copy, PartialEq)]
+enum Cli {
+    /// `@openai/codex@0.169.0`.
+    V0169,
+    /// `@openai/codex@0.171.0`, which opens a socket with a prewarm frame.
+    V0171,
+}
+
+impl Cli {
+    /// The installed binary, or `None` (the test then skips, saying why).
+    fn binary(self) -> Option<std::path::PathBuf> {
+        match self {
+            Self::V0169 => toolbridge_testkit::tools::codex(),
+            Self::V0171 => toolbridge_testkit::tools::codex_0171(),
+        }
+    }
+}
+
+/// What the gateway's log says of a run's transport: over WebSocket every response ran in the
+/// socket's span (over HTTP none did), and the socket's prewarm (both versions send one) was
+/// answered by the gateway itself.
+fn assert_transport(websockets: bool, gateway: &GatewayProcess) {
+    let log = gateway.stderr();
+    let socket_responses = log.matches("websocket_response{").count();
+    assert_eq!(socket_responses > 0, websockets, "{log}");
+    let prewarmed = log.contains("prewarm answered without an upstream call");
+    assert_eq!(prewarmed, websockets, "{log}");
+}
+
 fn refusal(provider: Provider, body: &Value) -> Option<Reply> {
     let messages = body["messages"].as_array()?;
     if messages.iter().any(|m| m["role"] == "developer") {
@@ -194,11 +224,17 @@ enum Trouble {
 }
 
 async fn scenario(provider: Provider, preset: &str, trouble: Trouble) {
-    scenario_over(provider, preset, trouble, false).await;
+    scenario_over(Cli::V0169, provider, preset, trouble, false).await;
 }
 
-async fn scenario_over(provider: Provider, preset: &str, trouble: Trouble, websockets: bool) {
-    let Some(codex) = toolbridge_testkit::tools::codex() else {
+async fn scenario_over(
+    cli: Cli,
+    provider: Provider,
+    preset: &str,
+    trouble: Trouble,
+    websockets: bool,
+) {
+    let Some(codex) = cli.binary() else {
         return;
     };
     let upstream = FakeUpstream::start().await;
@@ -231,9 +267,10 @@ async fn scenario_over(provider: Provider, preset: &str, trouble: Trouble, webso
     }));
     let gateway = start_gateway(&upstream, preset).await;
     let scratch = std::env::temp_dir().join(format!(
-        "toolbridge-codex-{preset}-{}-{}-{websockets}",
+        "toolbridge-codex-{preset}-{}-{}-{websockets}-{}",
         std::process::id(),
-        trouble as u8
+        trouble as u8,
+        cli as u8
     ));
     let _ = std::fs::remove_dir_all(&scratch);
     let stream_retries = if trouble == Trouble::RateLimitAndDrop {
@@ -244,8 +281,11 @@ async fn scenario_over(provider: Provider, preset: &str, trouble: Trouble, webso
     let (file, last_message, stderr) =
         run_codex_over(&codex, &gateway, &scratch, stream_retries, websockets).await;
     assert!(!stderr.contains("Falling back"), "{stderr}");
-    let socket_responses = gateway.stderr().matches("websocket_response{").count();
-    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
+    assert_transport(websockets, &gateway);
+    if websockets && trouble == Trouble::RateLimitAndDrop {
+        let log = gateway.stderr();
+        assert!(log.contains("previous_response_not_found"), "{log}");
+    }
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
 
@@ -392,7 +432,28 @@ async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider() {
 /// A Chat preset over Codex's WebSocket transport.
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_deepseek_like_provider_over_websocket() {
-    scenario_over(Provider::DeepSeek, "deepseek", Trouble::None, true).await;
+    scenario_over(
+        Cli::V0169,
+        Provider::DeepSeek,
+        "deepseek",
+        Trouble::None,
+        true,
+    )
+    .await;
+}
+
+/// Codex 0.171 over WebSocket through a Chat preset: its prewarm is answered by the gateway
+/// (three upstream calls in all), and it never falls back to HTTPS.
+#[tokio::test]
+async fn codex_0171_completes_a_tool_turn_through_a_deepseek_like_provider_over_websocket() {
+    scenario_over(
+        Cli::V0171,
+        Provider::DeepSeek,
+        "deepseek",
+        Trouble::None,
+        true,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -591,18 +652,24 @@ fn anthropic_script(request: &Recorded) -> Reply {
 /// real API refuses, so the test fails if a turn breaks Anthropic's role or pairing rules.
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_an_anthropic_provider() {
-    anthropic_turn(false).await;
+    anthropic_turn(Cli::V0169, false).await;
 }
 
 /// The same task over Codex's WebSocket transport: no fallback to HTTPS, and the prewarm
 /// never reaches the upstream (three upstream calls, as over HTTP).
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_an_anthropic_provider_over_websocket() {
-    anthropic_turn(true).await;
+    anthropic_turn(Cli::V0169, true).await;
 }
 
-async fn anthropic_turn(websockets: bool) {
-    let Some(codex) = toolbridge_testkit::tools::codex() else {
+/// Codex 0.171 over WebSocket through the Anthropic dialect, its prewarm answered by the gateway.
+#[tokio::test]
+async fn codex_0171_completes_a_tool_turn_through_an_anthropic_provider_over_websocket() {
+    anthropic_turn(Cli::V0171, true).await;
+}
+
+async fn anthropic_turn(cli: Cli, websockets: bool) {
+    let Some(codex) = cli.binary() else {
         return;
     };
     let upstream = FakeUpstream::start().await;
@@ -623,9 +690,7 @@ async fn anthropic_turn(websockets: bool) {
         "Codex fell back to HTTPS:\n{stderr}"
     );
 
-    // Over WebSocket every response ran in the socket's span; over HTTP none did.
-    let socket_responses = gateway.stderr().matches("websocket_response{").count();
-    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
+    assert_transport(websockets, &gateway);
     let all = upstream.requests();
     assert_eq!(all.len(), 3, "upstream calls");
     for r in &all {
@@ -799,18 +864,24 @@ fn gemini_script(request: &Recorded) -> Reply {
 /// API refuses (Codex's tool schemas carry `additionalProperties`, which Gemini rejects).
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_gemini_provider() {
-    gemini_turn(false).await;
+    gemini_turn(Cli::V0169, false).await;
 }
 
 /// The same over WebSocket: each turn sends only its new items, and the gateway rebuilds the
 /// whole history for Gemini from the socket's chain (both calls and results on the third turn).
 #[tokio::test]
 async fn codex_completes_a_tool_turn_through_a_gemini_provider_over_websocket() {
-    gemini_turn(true).await;
+    gemini_turn(Cli::V0169, true).await;
 }
 
-async fn gemini_turn(websockets: bool) {
-    let Some(codex) = toolbridge_testkit::tools::codex() else {
+/// Codex 0.171 over WebSocket through the Gemini dialect, its prewarm answered by the gateway.
+#[tokio::test]
+async fn codex_0171_completes_a_tool_turn_through_a_gemini_provider_over_websocket() {
+    gemini_turn(Cli::V0171, true).await;
+}
+
+async fn gemini_turn(cli: Cli, websockets: bool) {
+    let Some(codex) = cli.binary() else {
         return;
     };
     let upstream = FakeUpstream::start().await;
@@ -827,8 +898,7 @@ async fn gemini_turn(websockets: bool) {
     assert_eq!(file, format!("{FILE_CONTENT}\n"));
     assert_eq!(last_message.trim(), FINAL_ANSWER);
     assert!(!stderr.contains("Falling back"), "{stderr}");
-    let socket_responses = gateway.stderr().matches("websocket_response{").count();
-    assert_eq!(socket_responses > 0, websockets, "{}", gateway.stderr());
+    assert_transport(websockets, &gateway);
 
     let all = upstream.requests();
     assert_eq!(all.len(), 3, "upstream calls");
@@ -850,4 +920,118 @@ async fn gemini_turn(websockets: bool) {
     assert!(third[1].to_string().contains("created.txt"), "{third:?}");
     let _ = std::fs::remove_dir_all(&scratch);
     gateway.kill().await;
+}
+
+/// The first turn's shell call for the restart test: it marks that Codex got the first turn,
+/// then waits until the gateway has been restarted (its yield time covers the wait), so the
+/// restart falls exactly between two turns.
+fn restart_script(request: &Recorded) -> Option<Reply> {
+    let tool_results = request.body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+        .unwrap_or(0);
+    if tool_results > 0 {
+        return script(Provider::DeepSeek, request, false);
+    }
+    let cmd = "touch first-turn-done && while [ ! -f gateway-restarted ]; do sleep 0.1; done \
+               && echo hello-from-codex";
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+        "id": "call_shell_1", "type": "function", "function": {"name": "exec_command",
+        "arguments": json!({"cmd": cmd, "yield_time_ms": 25000}).to_string()}}]});
+    Some(Reply::sse(vec![
+        chunk(
+            json!({"role": "assistant", "reasoning_content": "Look around first."}),
+            None,
+        ),
+        chunk(call, None),
+        chunk(json!({}), Some("tool_calls")),
+        usage_chunk(100, 20),
+    ]))
+}
+
+/// Codex 0.171 over WebSocket, with the gateway restarted between the first and the second
+/// turn: the socket and its chain are gone with the old process. Codex opens a new socket to
+/// the new process and resends the whole history there (0.171 sends `previous_response_id`
+/// only for a response it got on the same socket, so it never needs
+/// `previous_response_not_found` here; the fixture's probe and `websocket.rs` cover that
+/// answer), and the new process completes the task over WebSocket, without falling back.
+#[tokio::test]
+async fn codex_0171_recovers_over_websocket_from_a_gateway_restart_between_turns() {
+    let Some(codex) = Cli::V0171.binary() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    upstream.set_gate(Arc::new(restart_script));
+    let first = start_gateway(&upstream, "deepseek").await;
+    let addr = first.addr();
+    let scratch =
+        std::env::temp_dir().join(format!("toolbridge-codex-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut exec = CodexExec::new(&codex, &scratch, first.url("/v1"));
+    exec.provider = "stream_max_retries = 2\nsupports_websockets = true".to_owned();
+    let work = exec.work();
+    let restart = async {
+        let marker = work.join("first-turn-done");
+        for _ in 0..1200 {
+            if marker.exists() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(
+            marker.exists(),
+            "Codex never ran the first turn's shell call"
+        );
+        first.kill().await;
+        let second = GatewayProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_toolbridge")),
+            &[
+                ("TOOLBRIDGE_LISTEN", addr.to_string()),
+                ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+                ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-fake".to_owned()),
+                ("TOOLBRIDGE_UPSTREAM_PRESET", "deepseek".to_owned()),
+                ("RUST_LOG", "info".to_owned()),
+            ],
+        )
+        .await;
+        std::fs::write(work.join("gateway-restarted"), "").unwrap();
+        second
+    };
+    let (run, second) = tokio::join!(
+        exec.run("Create created.txt with the usual content."),
+        restart
+    );
+    let context = || {
+        format!(
+            "stderr:\n{}\ngateway stderr:\n{}",
+            run.stderr,
+            second.stderr()
+        )
+    };
+    let file = std::fs::read_to_string(run.work.join("created.txt"))
+        .unwrap_or_else(|_| panic!("Codex did not create created.txt\n{}", context()));
+    assert_eq!(file, format!("{FILE_CONTENT}\n"));
+    assert_eq!(run.last_message.trim(), FINAL_ANSWER, "{}", context());
+    assert!(!run.stderr.contains("Falling back"), "{}", context());
+    assert!(
+        second.stderr().contains("websocket_response{"),
+        "{}",
+        context()
+    );
+    // The new process got the whole history from Codex: the task, the first call and the
+    // shell's output (which waited for the restart), then the patch's.
+    let all = upstream.requests();
+    assert_eq!(all.len(), 3, "upstream calls\n{}", context());
+    for (request, results) in [(&all[1], 1), (&all[2], 2)] {
+        let messages = request.body["messages"].as_array().unwrap();
+        let tools = messages.iter().filter(|m| m["role"] == "tool").count();
+        assert_eq!(tools, results, "{messages:#?}");
+        assert!(
+            messages.iter().any(|m| m["role"] == "user"),
+            "{messages:#?}"
+        );
+    }
+    assert!(all[1].body.to_string().contains("hello-from-codex"));
+    let _ = std::fs::remove_dir_all(&scratch);
+    second.kill().await;
 }

@@ -332,11 +332,89 @@ pub(crate) async fn observe(
         return Response::from_parts(parts, Body::from_stream(observed));
     }
     // A request refused for its key is not kept: capture must not let unauthenticated clients
-    // write to the store. A background run writes its own when it ends.
-    if status != 401 && !ctx.deferred.load(Ordering::Relaxed) {
+    // write to the store. A background run writes its own when it ends; a WebSocket upgrade
+    // (`101`) has no response of its own: each response on the socket is captured instead.
+    if status != 401 && status != 101 && !ctx.deferred.load(Ordering::Relaxed) {
         ctx.write_capture(None, status).await;
     }
     response
+}
+
+/// The context of one response that arrives in a message on an open connection (a WebSocket
+/// `response.create`), not in an HTTP request of its own: named `request_id`, in `span`, its
+/// capture (when on) starting from `body`, owned by `tenant`. Run its work in [`Scoped`].
+pub(crate) fn message_ctx(
+    observer: &Observer,
+    route: &str,
+    request_id: String,
+    body: &[u8],
+    span: tracing::Span,
+    tenant: toolbridge_store::Tenant,
+) -> Arc<RequestCtx> {
+    let ops = &observer.config.ops;
+    let capture = observer
+        .captures
+        .as_ref()
+        .filter(|_| ops.capture.enabled)
+        .map(|store| Capture {
+            store: store.clone(),
+            max_bytes: ops.capture.max_bytes,
+            ttl: ops.capture.ttl,
+            parts: Mutex::new(Parts {
+                request: capped(body, ops.capture.max_bytes),
+                upstream: Vec::new(),
+            }),
+            written: AtomicBool::new(false),
+        });
+    let tenant_cell = OnceLock::new();
+    let _ = tenant_cell.set(tenant);
+    Arc::new(RequestCtx {
+        request_id,
+        route: route.to_owned(),
+        started: Instant::now(),
+        upstream_nanos: AtomicU64::new(0),
+        labels: OnceLock::new(),
+        span,
+        capture,
+        deferred: AtomicBool::new(false),
+        tenant: tenant_cell,
+    })
+}
+
+/// A stream polled inside a [`RequestCtx`] (its span and task-local), as the middleware polls
+/// an HTTP stream's body; dropped before its capture is written (the client went away), it
+/// writes it with status 499, as an HTTP stream does.
+pub(crate) struct Scoped<S> {
+    inner: S,
+    ctx: Arc<RequestCtx>,
+}
+
+impl<S> Scoped<S> {
+    pub(crate) fn new(ctx: Arc<RequestCtx>, inner: S) -> Self {
+        Self { inner, ctx }
+    }
+}
+
+impl<S: Stream + Unpin> Stream for Scoped<S> {
+    type Item = S::Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let span = this.ctx.span.clone();
+        let _entered = span.enter();
+        CTX.sync_scope(this.ctx.clone(), || this.inner.poll_next_unpin(cx))
+    }
+}
+
+impl<S> Drop for Scoped<S> {
+    fn drop(&mut self) {
+        if self.ctx.capture_pending()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let ctx = self.ctx.clone();
+            runtime.spawn(async move { ctx.write_capture(None, CLIENT_CLOSED).await });
+        }
+    }
 }
 
 /// A stream's body, observed.

@@ -20,6 +20,12 @@
 //! On shutdown the listener closes and every connection is asked to finish (hyper's graceful
 //! shutdown: idle ones close at once, busy ones after their response); the loop returns when
 //! all are closed, or at most `drain` later.
+//!
+//! A connection upgraded to a WebSocket leaves hyper, and so this loop's watch, once its `101`
+//! is sent. Every request therefore carries a [`ConnectionHold`] in its extensions: the
+//! upgraded socket keeps it for its whole life, so it still holds its slot under the cap, the
+//! drain waits for it, and it hears when shutdown begins (to close itself, since hyper no longer
+//! can).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -86,11 +92,13 @@ pub(crate) async fn serve_connections(
             tcp,
             service.clone(),
             limits,
-            Held {
-                _slot: slot,
-                _open: open_rx.clone(),
+            ConnectionHold {
+                _held: Arc::new(Held {
+                    _slot: slot,
+                    _open: open_rx.clone(),
+                }),
+                stopping: stop_rx.clone(),
             },
-            stop_rx.clone(),
         ));
     }
     drop(listener);
@@ -122,13 +130,17 @@ struct Held {
     _open: watch::Receiver<()>,
 }
 
-async fn connection(
-    tcp: TcpStream,
-    router: Router,
-    limits: ServerLimits,
-    held: Held,
-    mut stop: watch::Receiver<bool>,
-) {
+/// A connection's hold on its slot and drain mark, and the shutdown signal; in every request's
+/// extensions, for a connection that outlives hyper (an upgrade) to keep.
+#[derive(Clone)]
+pub(crate) struct ConnectionHold {
+    _held: Arc<Held>,
+    /// Turns true when shutdown begins (the grace period starts).
+    pub(crate) stopping: watch::Receiver<bool>,
+}
+
+async fn connection(tcp: TcpStream, router: Router, limits: ServerLimits, hold: ConnectionHold) {
+    let mut stop = hold.stopping.clone();
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         inner: tcp,
@@ -136,16 +148,18 @@ async fn connection(
     });
     let body_timeout = limits.body_read_timeout;
     let requests = activity.clone();
+    let request_hold = hold.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = InFlight::begin(requests.clone());
         // A request without a body (most GETs) needs no deadline, nor its timer.
-        let request: Request = request.map(|body| {
+        let mut request: Request = request.map(|body| {
             if http_body::Body::is_end_stream(&body) {
                 Body::new(body)
             } else {
                 Body::new(DeadlineBody::new(body, body_timeout))
             }
         });
+        request.extensions_mut().insert(request_hold.clone());
         let answer = router.clone().oneshot(request);
         async move {
             let response: Response = match answer.await {
@@ -190,7 +204,7 @@ async fn connection(
             }
         }
     }
-    drop(held);
+    drop(hold);
 }
 
 /// What a connection is doing, shared by its socket, its requests and its watchdog. Times are

@@ -1,82 +1,162 @@
-//! One `response.create` frame: read (leniently: Codex sends `stream: true`), expanded from the
-//! connection's `store: false` chains, answered by the gateway when it is a prewarm
-//! (`generate: false`), else run through the response stages with JSON framing, its events
-//! relayed as text frames while the socket is watched (a frame that arrives meanwhile waits its
-//! turn; a client that leaves drops the response's body, which ends it as on HTTP).
+//! One `response.create` frame: given its lane (`lanes`), read (leniently: Codex sends
+//! `stream: true`), expanded from the connection's `store: false` chains, and started as a
+//! running response (`running`) in its own observed context (a span, the request id, the
+//! capture): answered by the gateway when it is a prewarm (`generate: false`), else run through
+//! the response stages with JSON framing. When it ends, what it made is kept for the chain, and
+//! a continuation that failed or was cancelled evicts the response it would have extended.
 //!
-//! What the chain keeps comes from the events themselves: a response's terminal event carries
-//! its output, which with the expanded input is the history a continuation starts from. A
-//! continuation that fails or is cancelled evicts the response it would have extended.
-//!
-//! Not here: the socket's life (`websocket`), the bounds (`chains`).
+//! Not here: the socket's life (`websocket`), the bounds (`chains`, `lanes`).
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::ws::Message;
 use axum::http::header;
 use axum::response::Response;
-use futures::{SinkExt, StreamExt};
-use serde::Deserialize;
+use futures::FutureExt;
 use serde_json::{Value, json};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
-use toolbridge_wire::responses::{CreateResponse, Input, InputItem, ResponseStatus};
-use tracing::Instrument;
+use toolbridge_wire::responses::{CreateResponse, Input, InputItem, ResponseStatus, Tool};
 
 use super::chains::Kept;
-use super::{Connection, MAX_QUEUED, frame_error};
+use super::lanes::{Arrival, Lane, lane_of};
+use super::running::{Ended, Outcome, Started, running};
+use super::{Connection, error_event, frame_error};
 use crate::error::GatewayError;
 use crate::http::responses::admission::{admit, release};
 use crate::http::responses::transport::Framing;
 use crate::http::responses::{Caller, parse_request, respond};
+use crate::platform::auth::Authenticated;
+use crate::platform::ops::observe;
 use crate::platform::{ids, time};
+use crate::state::AppState;
 
-/// How a response's events ended, as the connection saw them.
-enum Outcome {
-    /// A terminal event with a response the chain can continue from.
-    Done {
-        id: String,
-        output: Vec<Value>,
-        /// The terminal event's size: the output's share of the chain's bytes.
-        bytes: usize,
-    },
-    /// Failed, cancelled or refused: nothing to continue from.
-    Failed,
+/// What a response's chain keeps when it ends.
+pub(super) struct Pending {
+    /// The kept response it continues (only when the connection's chains expanded it).
+    parent: Option<String>,
+    /// Its history so far, for a response not stored (a stored one chains through the store).
+    keep: Option<ToKeep>,
 }
 
-/// The parts of an event the connection reads.
-#[derive(Deserialize)]
-struct Head {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    response: Option<HeadResponse>,
-}
-
-#[derive(Deserialize)]
-struct HeadResponse {
-    id: String,
-    #[serde(default)]
-    output: Vec<Value>,
+struct ToKeep {
+    history: Vec<InputItem>,
+    tools: Option<Vec<Tool>>,
+    instructions: Option<String>,
+    /// The frame bytes of the chain so far.
+    bytes: usize,
 }
 
 impl Connection {
-    /// Answers one frame. `Err` only when the socket is gone.
-    pub(super) async fn frame(&mut self, text: Bytes) -> Result<(), axum::Error> {
-        self.frames += 1;
-        if self.frames > 1 {
-            let key = self
-                .key
-                .as_ref()
-                .map_or(crate::platform::limits::ANONYMOUS, |a| a.key_id.as_str());
-            if let Err(e) = self.state.limits.check_request(key).await {
-                return self.send_error(&e).await;
+    /// A text frame arrived: started on its lane, queued behind it, or refused. `Err` only when
+    /// the socket is gone.
+    pub(super) async fn arrive(&mut self, text: Bytes) -> Result<(), axum::Error> {
+        let lane = match lane_of(&text) {
+            Ok(lane) => lane,
+            Err(message) => {
+                let error = error_event(
+                    400,
+                    "invalid_request_error",
+                    "invalid_stream_id",
+                    message,
+                    Some("stream_id"),
+                );
+                return self.send_json(&error).await;
+            }
+        };
+        match self.lanes.arrive(&lane, text.clone()) {
+            Arrival::Start => {
+                self.start(lane, text);
+                Ok(())
+            }
+            Arrival::Queued => Ok(()),
+            Arrival::Refused(code, message) => {
+                let mut error = frame_error(code, message);
+                if let Some(id) = lane {
+                    error["stream_id"] = json!(id);
+                }
+                self.send_json(&error).await
             }
         }
-        let mut req = match read(&text) {
-            Ok(req) => req,
-            Err(error) => return self.send_json(&error).await,
+    }
+
+    /// A response ended: its chain is kept (or its parent evicted), and its lane's next frame
+    /// starts, if one waits.
+    pub(super) fn ended(&mut self, ended: Ended) {
+        let Ended {
+            lane,
+            outcome,
+            pending,
+        } = ended;
+        match outcome {
+            Outcome::Done { id, output, bytes } => {
+                if let Some(keep) = pending.keep {
+                    let mut history = keep.history;
+                    history.extend(
+                        output
+                            .into_iter()
+                            .filter_map(|v| serde_json::from_value::<InputItem>(v).ok()),
+                    );
+                    let kept = Kept {
+                        history: Arc::new(history),
+                        tools: keep.tools,
+                        instructions: keep.instructions,
+                        bytes: keep.bytes + bytes,
+                    };
+                    self.chains.keep(id, kept);
+                }
+            }
+            Outcome::Failed => {
+                if let Some(parent) = pending.parent {
+                    self.chains.evict(&parent);
+                }
+            }
+        }
+        if let Some(next) = self.lanes.next(&lane) {
+            self.start(lane, next);
+        }
+    }
+
+    /// Starts the response of `text` on `lane`, whose turn it is.
+    fn start(&mut self, lane: Lane, text: Bytes) {
+        self.frames += 1;
+        // The upgrade counted against the per-key request limit for the first frame.
+        let limited = self.frames > 1;
+        let request_id = ids::new("req");
+        let (start, pending, prewarm) = match read(&text) {
+            Ok(req) => self.prepare(req, &text, limited, &request_id),
+            Err(error) => {
+                let pending = Pending {
+                    parent: None,
+                    keep: None,
+                };
+                (refused_event(error, 400).boxed(), pending, false)
+            }
         };
+        let span = tracing::info_span!(
+            "websocket_response",
+            request_id = request_id.as_str(),
+            prewarm,
+            stream_id = lane.as_deref(),
+        );
+        let observer = observe::Observer {
+            config: self.state.config.clone(),
+            captures: self.state.captures.clone(),
+        };
+        let tenant = crate::platform::auth::tenant_of(self.key.as_ref());
+        let ctx = observe::message_ctx(&observer, ROUTE, request_id, &text, span, tenant);
+        let response = running(lane, start, pending);
+        self.running
+            .push(Box::pin(observe::Scoped::new(ctx, response)));
+    }
+
+    /// A read frame's start and what its chain keeps.
+    fn prepare(
+        &self,
+        mut req: CreateResponse,
+        text: &Bytes,
+        limited: bool,
+        request_id: &str,
+    ) -> (futures::future::BoxFuture<'static, Started>, Pending, bool) {
         let generate = req.extra.remove("generate");
         let parent = req.previous_response_id.clone();
         let extends = parent
@@ -87,168 +167,159 @@ impl Connection {
             continue_chain(&mut req, kept);
         }
         let stored = req.store.unwrap_or(true) && self.state.store.is_some();
-        // Only an unstored response's history is kept; a stored one chains through the store.
-        let history: Option<Vec<InputItem>> = (!stored).then(|| input_items(&req));
-        let base = extends.as_ref().map_or(0, |k| k.bytes) + text.len();
-        let tools = req.tools.clone();
-        let instructions = req.instructions.clone();
-        let request_id = crate::platform::ops::observe::request_id();
-        let is_prewarm = generate == Some(Value::Bool(false));
-        let span = tracing::info_span!(
-            "websocket_response",
-            request_id = request_id.as_str(),
-            prewarm = is_prewarm,
-        );
-        let outcome = if is_prewarm {
-            self.prewarm(req).instrument(span).await?
-        } else {
-            self.respond(req, &request_id).instrument(span).await?
-        };
-        match outcome {
-            Outcome::Done { id, output, bytes } => {
-                if let Some(mut history) = history {
-                    history.extend(
-                        output
-                            .into_iter()
-                            .filter_map(|v| serde_json::from_value::<InputItem>(v).ok()),
-                    );
-                    let kept = Kept {
-                        history: Arc::new(history),
-                        tools,
-                        instructions,
-                        bytes: base + bytes,
-                    };
-                    self.chains.keep(id, kept);
-                }
-            }
-            Outcome::Failed => {
-                if let Some(parent) = parent.filter(|_| extends.is_some()) {
-                    self.chains.evict(&parent);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A prewarm: `response.created` and `response.completed` with no output, no upstream call.
-    async fn prewarm(&mut self, req: CreateResponse) -> Result<Outcome, axum::Error> {
-        let key = match admit(&self.state, &req).await {
-            Ok(key) => key,
-            Err(e) => {
-                self.send_error(&e).await?;
-                return Ok(Outcome::Failed);
-            }
-        };
-        release(&self.state, key.as_ref()).await;
-        let meta = ResponseMeta {
-            id: ids::new("resp"),
-            created_at: time::now(),
-            stored: false,
-        };
-        let mut response = skeleton(&req, &meta);
-        let created =
-            json!({"type": "response.created", "sequence_number": 0, "response": &response});
-        self.send_json(&created).await?;
-        response.status = ResponseStatus::Completed;
-        response.completed_at = Some(time::now());
-        let completed =
-            json!({"type": "response.completed", "sequence_number": 1, "response": &response});
-        self.send_json(&completed).await?;
-        Ok(Outcome::Done {
-            id: meta.id,
-            output: Vec::new(),
-            bytes: 0,
-        })
-    }
-
-    /// A response through the stages, its events relayed.
-    async fn respond(
-        &mut self,
-        req: CreateResponse,
-        request_id: &str,
-    ) -> Result<Outcome, axum::Error> {
-        let key = match admit(&self.state, &req).await {
-            Ok(key) => key,
-            Err(e) => {
-                self.send_error(&e).await?;
-                return Ok(Outcome::Failed);
-            }
-        };
-        let caller = Caller {
-            key: key.clone(),
-            session: self.session.clone(),
-            framing: Framing::Json,
-            // A frame says its kind in its own `client_metadata` (read by `prepare`).
-            signals: crate::config::RouteSignals::default(),
+        let pending = Pending {
+            parent: parent.filter(|_| extends.is_some()),
+            keep: (!stored).then(|| ToKeep {
+                history: input_items(&req),
+                tools: req.tools.clone(),
+                instructions: req.instructions.clone(),
+                bytes: extends.as_ref().map_or(0, |k| k.bytes) + text.len(),
+            }),
         };
         let state = self.state.clone();
-        match respond(&state, req, request_id, None, None, caller).await {
-            Ok(response) => self.relay(response).await,
-            Err(e) => {
-                release(&self.state, key.as_ref()).await;
-                self.send_error(&e).await?;
-                Ok(Outcome::Failed)
-            }
-        }
+        let prewarm = generate == Some(Value::Bool(false));
+        let who = Who {
+            key: self.key.clone(),
+            session: self.session.clone(),
+            limited,
+        };
+        let start = if prewarm {
+            answer_prewarm(state, who, req).boxed()
+        } else {
+            run_stages(state, who, req, request_id.to_owned()).boxed()
+        };
+        (start, pending, prewarm)
     }
+}
 
-    /// Relays a response's events; a frame that arrives meanwhile waits its turn.
-    async fn relay(&mut self, response: Response) -> Result<Outcome, axum::Error> {
-        let streamed = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-        let status = response.status();
-        let mut body = response.into_body().into_data_stream();
-        if !streamed {
-            // A whole answer (an error the pipeline made after admission): one event.
-            let bytes = axum::body::to_bytes(Body::from_stream(body), usize::MAX)
-                .await
-                .unwrap_or_default();
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-            let event = if status.is_success() {
-                json!({"type": "response.completed", "response": body})
-            } else {
-                json!({"type": "error", "status": status.as_u16(), "error": body.get("error")})
-            };
-            self.send_json(&event).await?;
-            return Ok(outcome(&event, bytes.len()));
-        }
-        let mut outcome = Outcome::Failed;
-        loop {
-            tokio::select! {
-                biased;
-                frame = body.next() => match frame {
-                    Some(Ok(bytes)) if bytes.is_empty() => {
-                        self.tx.send(Message::Ping(Bytes::new())).await?;
-                    }
-                    Some(Ok(bytes)) => {
-                        if let Some(ended) = terminal(&bytes) {
-                            outcome = ended;
-                        }
-                        self.send_text(bytes).await?;
-                    }
-                    Some(Err(_)) | None => return Ok(outcome),
-                },
-                message = self.rx.next() => match message {
-                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => {
-                        return Err(axum::Error::new("the client closed the socket"));
-                    }
-                    Some(Ok(Message::Text(text))) if self.queued.len() < MAX_QUEUED => {
-                        self.queued.push_back(Bytes::from(text));
-                    }
-                    Some(Ok(Message::Text(_))) => {
-                        let error = frame_error(
-                            "too_many_queued_frames",
-                            "too many frames sent while a response is in flight",
-                        );
-                        self.send_json(&error).await?;
-                    }
-                    Some(Ok(_)) => {}
-                },
-            }
+/// The route a WebSocket response is captured and labelled under.
+const ROUTE: &str = "/v1/responses";
+
+/// Whose response it is.
+struct Who {
+    key: Option<Authenticated>,
+    session: Option<String>,
+    /// Whether this frame counts against the per-key request limit.
+    limited: bool,
+}
+
+/// The refusal of a frame past the per-key request limit.
+async fn over_limit(state: &AppState, who: &Who) -> Option<Started> {
+    if !who.limited {
+        return None;
+    }
+    let key = who
+        .key
+        .as_ref()
+        .map_or(crate::platform::limits::ANONYMOUS, |a| a.key_id.as_str());
+    match state.limits.check_request(key).await {
+        Ok(()) => None,
+        Err(e) => Some(refused(&e).await),
+    }
+}
+
+/// A prewarm: `response.created` and `response.completed` with no output, no upstream call.
+async fn answer_prewarm(state: AppState, who: Who, req: CreateResponse) -> Started {
+    if let Some(refusal) = over_limit(&state, &who).await {
+        return refusal;
+    }
+    let key = match admit(&state, &req).await {
+        Ok(key) => key,
+        Err(e) => return refused(&e).await,
+    };
+    release(&state, key.as_ref()).await;
+    let meta = ResponseMeta {
+        id: ids::new("resp"),
+        created_at: time::now(),
+        stored: false,
+    };
+    let mut response = skeleton(&req, &meta);
+    let created = json!({"type": "response.created", "sequence_number": 0, "response": &response});
+    response.status = ResponseStatus::Completed;
+    response.completed_at = Some(time::now());
+    let completed =
+        json!({"type": "response.completed", "sequence_number": 1, "response": &response});
+    if let Some(ctx) = observe::current() {
+        ctx.write_capture(Some(&completed["response"]), 200).await;
+    }
+    tracing::info!(
+        response_id = meta.id.as_str(),
+        "prewarm answered without an upstream call"
+    );
+    Started::Events(vec![created, completed])
+}
+
+/// A response through the stages.
+async fn run_stages(state: AppState, who: Who, req: CreateResponse, request_id: String) -> Started {
+    if let Some(refusal) = over_limit(&state, &who).await {
+        return refusal;
+    }
+    let key = match admit(&state, &req).await {
+        Ok(key) => key,
+        Err(e) => return refused(&e).await,
+    };
+    let caller = Caller {
+        key: key.clone(),
+        session: who.session,
+        framing: Framing::Json,
+        // A frame says its kind in its own `client_metadata` (read by `prepare`).
+        signals: crate::config::RouteSignals::default(),
+    };
+    match respond(&state, req, &request_id, None, None, caller).await {
+        Ok(response) => answered(response).await,
+        Err(e) => {
+            release(&state, key.as_ref()).await;
+            refused(&e).await
         }
     }
+}
+
+/// The pipeline's answer as a running response's events.
+async fn answered(response: Response) -> Started {
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let status = response.status();
+    let body = response.into_body().into_data_stream();
+    if streamed {
+        return Started::Stream(body);
+    }
+    // A whole answer (an error the pipeline made after admission): one event.
+    let bytes = axum::body::to_bytes(Body::from_stream(body), usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let event = if status.is_success() {
+        json!({"type": "response.completed", "response": body})
+    } else {
+        json!({"type": "error", "status": status.as_u16(), "error": body.get("error")})
+    };
+    if let Some(ctx) = observe::current() {
+        ctx.write_capture(None, status.as_u16()).await;
+    }
+    Started::Events(vec![event])
+}
+
+/// `error` as the one event of a refused response (logged: over HTTP the status line says it;
+/// here nothing else would, and `previous_response_not_found` is how a client recovers).
+async fn refused(error: &GatewayError) -> Started {
+    tracing::info!(code = error.code(), "response refused: {error}");
+    let body = serde_json::to_value(error.body()).unwrap_or_default();
+    let event = json!({
+        "type": "error",
+        "status": error.status().as_u16(),
+        "error": body.get("error").cloned().unwrap_or_default(),
+    });
+    refused_event(event, error.status().as_u16()).await
+}
+
+/// `event` (an `error`) as the one event of a refused response.
+async fn refused_event(event: Value, status: u16) -> Started {
+    if let Some(ctx) = observe::current() {
+        ctx.write_capture(None, status).await;
+    }
+    Started::Events(vec![event])
 }
 
 /// Reads a frame: a `response.create` event whose other fields are a create request.
@@ -258,6 +329,7 @@ fn read(text: &[u8]) -> Result<CreateResponse, Value> {
         let body = serde_json::to_value(error.body()).unwrap_or_default();
         json!({"type": "error", "status": 400, "error": body.get("error")})
     })?;
+    req.extra.remove("stream_id");
     match req.extra.remove("type") {
         Some(Value::String(kind)) if kind == "response.create" => {}
         Some(other) => {
@@ -333,49 +405,4 @@ fn user_message(text: String) -> InputItem {
         status: None,
         extra: serde_json::Map::new(),
     })
-}
-
-/// The outcome a terminal event stands for; `None` for any other event. Only events whose
-/// opening names a terminal type are parsed whole.
-fn terminal(frame: &[u8]) -> Option<Outcome> {
-    let head = &frame[..frame.len().min(64)];
-    let names_terminal = [
-        &b"response.completed"[..],
-        b"response.incomplete",
-        b"response.failed",
-        b"response.cancelled",
-        b"\"error\"",
-    ]
-    .iter()
-    .any(|name| head.windows(name.len()).any(|w| w == *name));
-    if !names_terminal {
-        return None;
-    }
-    let event: Value = serde_json::from_slice(frame).ok()?;
-    let kind = event.get("type").and_then(Value::as_str)?;
-    matches!(
-        kind,
-        "response.completed"
-            | "response.incomplete"
-            | "response.failed"
-            | "response.cancelled"
-            | "error"
-    )
-    .then(|| outcome(&event, frame.len()))
-}
-
-/// The outcome of a terminal event.
-fn outcome(event: &Value, bytes: usize) -> Outcome {
-    let head: Option<Head> = serde_json::from_value(event.clone()).ok();
-    match head {
-        Some(Head {
-            kind,
-            response: Some(response),
-        }) if kind == "response.completed" || kind == "response.incomplete" => Outcome::Done {
-            id: response.id,
-            output: response.output,
-            bytes,
-        },
-        _ => Outcome::Failed,
-    }
 }

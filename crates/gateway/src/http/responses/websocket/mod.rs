@@ -4,22 +4,28 @@
 //! frame runs one response through the same stages (`respond`) with [`Framing::Json`], and its
 //! events go out as text frames, a keep-alive as a ping.
 //!
-//! - Responses run one after another on a socket; a frame sent while one is in flight waits
-//!   its turn (a few at most: past [`MAX_QUEUED`] it is answered with an error event).
+//! - Responses on one lane run one after another; frames naming different `stream_id`s run
+//!   side by side, their events tagged (`lanes`). The connection's one task reads frames and
+//!   polls every running response (`running`), so nothing is spawned per response.
 //! - A bad frame is answered with an `error` event in the spec's envelope
 //!   (`{"type":"error","status":…,"error":{"type","code","message","param"}}`) and the socket
 //!   stays usable.
 //! - `store: false` chains are expanded from the connection's own state (`chains`); a prewarm
 //!   (`generate: false`) is answered by the gateway and starts a chain (`frame`).
+//! - Each response is observed as an HTTP request is: its own request id, span and capture.
 //! - The socket ends after [`CONNECTION_LIMIT`] (`websocket_connection_limit_reached`) and at
-//!   shutdown (the response in flight ends with its terminal event first, then a close frame).
+//!   shutdown. Either way no new frame starts, the responses in flight end (at shutdown within
+//!   the grace period: past it the transport ends them with their terminal event), and then a
+//!   close frame goes out; an idle socket closes at once. The socket keeps its HTTP
+//!   connection's hold ([`ConnectionHold`]), so the server waits for it as for any connection.
 //!
 //! Not here: what a response does (the stages), HTTP framing (`sse`).
 
 mod chains;
 mod frame;
+mod lanes;
+mod running;
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -28,22 +34,21 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
-use futures::stream::{SplitSink, SplitStream};
+use futures::stream::{BoxStream, SelectAll, SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use metrics::{counter, gauge};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use super::transport::wait_for;
 use crate::error::GatewayError;
 use crate::platform::auth::Authenticated;
 use crate::platform::ops::metrics::names;
+use crate::platform::serve::accept::ConnectionHold;
 use crate::state::AppState;
 
 /// How long one socket may stay open (the Open Responses limit).
 pub(super) const CONNECTION_LIMIT: Duration = Duration::from_secs(60 * 60);
-
-/// Frames held while a response is in flight; past this, a frame is refused.
-pub(super) const MAX_QUEUED: usize = 4;
 
 /// `GET /responses` with `Upgrade: websocket`. A plain `GET` is still the route's 405 (it
 /// creates with `POST`); a broken upgrade is the extractor's rejection, in OpenAI's JSON.
@@ -51,6 +56,7 @@ pub(crate) async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
     uri: Uri,
+    hold: Option<axum::Extension<ConnectionHold>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let ws = match ws {
@@ -72,35 +78,49 @@ pub(crate) async fn upgrade(
     let session = crate::platform::sessions::session_id_from_headers(&headers);
     let key = crate::platform::auth::current();
     let limit = state.config.body_limit;
+    let hold = hold.map(|axum::Extension(hold)| hold);
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| {
             let scope = key.clone();
-            crate::platform::auth::scoped(scope, serve(state, key, session, socket))
+            let who = Opened { key, session, hold };
+            crate::platform::auth::scoped(scope, serve(state, who, socket))
         })
 }
 
-/// One socket, from its upgrade to its close.
-async fn serve(
-    state: AppState,
+/// Who opened a socket, and its hold on the HTTP connection it came from.
+struct Opened {
     key: Option<Authenticated>,
     session: Option<String>,
-    socket: WebSocket,
-) {
+    /// `None` when the app is served without the gateway's accept loop (then the forced stop
+    /// at the end of the grace period is the only signal).
+    hold: Option<ConnectionHold>,
+}
+
+/// One socket, from its upgrade to its close.
+async fn serve(state: AppState, who: Opened, socket: WebSocket) {
     gauge!(names::WEBSOCKETS).increment(1.0);
     let (tx, rx) = socket.split();
+    let stopping = who
+        .hold
+        .as_ref()
+        .map_or_else(|| state.shutdown.clone(), |hold| hold.stopping.clone());
     let mut conn = Connection {
         chains: chains::Chains::new(state.config.body_limit * chains::BYTES_PER_BODY_LIMIT),
         state,
-        key,
-        session,
+        key: who.key,
+        session: who.session,
         tx,
         rx,
-        queued: VecDeque::new(),
+        stopping,
+        lanes: lanes::Lanes::default(),
+        running: SelectAll::new(),
         frames: 0,
     };
     let end = conn.run().await;
     conn.close(end).await;
+    // The HTTP connection's slot and drain mark go only now.
+    drop(who.hold);
     gauge!(names::WEBSOCKETS).decrement(1.0);
 }
 
@@ -122,54 +142,79 @@ struct Connection {
     session: Option<String>,
     tx: SplitSink<WebSocket, Message>,
     rx: SplitStream<WebSocket>,
-    /// Frames that came while a response was in flight, in order.
-    queued: VecDeque<Bytes>,
+    /// Turns true when shutdown begins.
+    stopping: watch::Receiver<bool>,
+    /// The busy lanes and the frames waiting on them.
+    lanes: lanes::Lanes,
+    /// The responses in flight, one per busy lane.
+    running: SelectAll<BoxStream<'static, running::Item>>,
     chains: chains::Chains,
-    /// Frames received, for the per-key request limit (the upgrade counted the first).
+    /// Responses started, for the per-key request limit (the upgrade counted the first).
     frames: u64,
 }
 
 impl Connection {
-    /// Reads frames and answers each in turn until the socket ends.
+    /// Reads frames and relays the running responses until the socket ends.
     async fn run(&mut self) -> End {
         let deadline = tokio::time::Instant::now() + CONNECTION_LIMIT;
-        let mut shutdown = self.state.shutdown.clone();
+        let mut stopping = self.stopping.clone();
+        let mut ending: Option<End> = None;
         loop {
-            let text = match self.queued.pop_front() {
-                Some(text) => text,
-                None => {
-                    let message = tokio::select! {
-                        biased;
-                        () = wait_for(&mut shutdown) => return End::Shutdown,
-                        () = tokio::time::sleep_until(deadline) => return End::Limit,
-                        message = self.rx.next() => message,
-                    };
-                    match message {
-                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return End::Client,
-                        Some(Ok(Message::Text(text))) => Bytes::from(text),
-                        Some(Ok(Message::Binary(_))) => {
-                            let error = frame_error(
-                                "invalid_frame",
-                                "frames are JSON text; a binary frame was sent",
-                            );
-                            if self.send_json(&error).await.is_err() {
-                                return End::Client;
-                            }
-                            continue;
-                        }
-                        Some(Ok(_)) => continue,
-                    }
+            if self.running.is_empty()
+                && let Some(end) = ending.take()
+            {
+                return end;
+            }
+            // Unbiased: a busy response must not starve the reading of frames (or of the
+            // client's close), nor the reverse.
+            let sent = tokio::select! {
+                () = wait_for(&mut stopping), if ending.is_none() => {
+                    ending = Some(End::Shutdown);
+                    self.lanes.drop_waiting();
+                    Ok(())
                 }
+                () = tokio::time::sleep_until(deadline), if ending.is_none() => {
+                    ending = Some(End::Limit);
+                    self.lanes.drop_waiting();
+                    Ok(())
+                }
+                item = self.running.next(), if !self.running.is_empty() => match item {
+                    Some(item) => self.relay(item).await,
+                    None => Ok(()),
+                },
+                message = self.rx.next() => match message {
+                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return End::Client,
+                    // A socket that is ending starts nothing new: its close frame tells the
+                    // client to open another.
+                    Some(Ok(_)) if ending.is_some() => Ok(()),
+                    Some(Ok(Message::Text(text))) => {
+                        counter!(names::WEBSOCKET_FRAMES, "direction" => "in").increment(1);
+                        self.arrive(Bytes::from(text)).await
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        let error = frame_error(
+                            "invalid_frame",
+                            "frames are JSON text; a binary frame was sent",
+                        );
+                        self.send_json(&error).await
+                    }
+                    Some(Ok(_)) => Ok(()),
+                },
             };
-            counter!(names::WEBSOCKET_FRAMES, "direction" => "in").increment(1);
-            if self.frame(text).await.is_err() {
+            if sent.is_err() {
                 return End::Client;
             }
-            if *shutdown.borrow() {
-                return End::Shutdown;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return End::Limit;
+        }
+    }
+
+    /// Sends what a running response handed over.
+    async fn relay(&mut self, item: running::Item) -> Result<(), axum::Error> {
+        match item {
+            running::Item::Event(bytes) => self.send_text(bytes).await,
+            running::Item::Ping => self.tx.send(Message::Ping(Bytes::new())).await,
+            running::Item::End(ended) => {
+                self.ended(*ended);
+                Ok(())
             }
         }
     }
@@ -213,17 +258,6 @@ impl Connection {
         };
         counter!(names::WEBSOCKET_FRAMES, "direction" => "out").increment(1);
         self.tx.send(Message::Text(text)).await
-    }
-
-    /// Sends `error` as an `error` event.
-    async fn send_error(&mut self, error: &GatewayError) -> Result<(), axum::Error> {
-        let body = serde_json::to_value(error.body()).unwrap_or_default();
-        let event = json!({
-            "type": "error",
-            "status": error.status().as_u16(),
-            "error": body.get("error").cloned().unwrap_or_default(),
-        });
-        self.send_json(&event).await
     }
 }
 
