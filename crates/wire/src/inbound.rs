@@ -15,6 +15,8 @@
 //! Not here: semantic checks (a known role, a valid schema), which are the core's; the outbound
 //! shapes, which are plain derives.
 
+use std::marker::PhantomData;
+
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{DeserializeOwned, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -59,30 +61,54 @@ impl<'de> Deserialize<'de> for Input {
 
 impl<'de> Deserialize<'de> for InputItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ItemVisitor;
-        impl<'de> Visitor<'de> for ItemVisitor {
-            type Value = InputItem;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an input item object")
+        deserializer.deserialize_map(TypedVisitor::<Self>(PhantomData))
+    }
+}
+
+impl ByType for InputItem {
+    const EXPECTING: &'static str = "an input item object";
+    const UNTYPED: Option<&'static str> = Some("message");
+    fn in_place<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<Self, A::Error> {
+        item_of_kind(kind, map)
+    }
+    fn buffered<E: serde::de::Error>(kind: String, map: Map<String, Value>) -> Result<Self, E> {
+        buffered_item(kind, map)
+    }
+}
+
+/// An object whose `type` decides its shape. The fast path: `type` first (as Codex and the
+/// SDKs send it), the rest read in place. Otherwise the object is buffered and read again.
+trait ByType: Sized {
+    const EXPECTING: &'static str;
+    /// The type of an object without `type`; `None`: `type` is required.
+    const UNTYPED: Option<&'static str>;
+    fn in_place<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<Self, A::Error>;
+    fn buffered<E: serde::de::Error>(kind: String, map: Map<String, Value>) -> Result<Self, E>;
+}
+
+struct TypedVisitor<T>(PhantomData<T>);
+
+impl<'de, T: ByType> Visitor<'de> for TypedVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(T::EXPECTING)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+        match map.next_key::<Key<'de>>()? {
+            Some(Key(key)) if key == "type" => {
+                let kind: Key<'de> = map.next_value()?;
+                T::in_place(&kind.0, map)
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputItem, A::Error> {
-                // The fast path: `type` first (as Codex and the SDKs send it), the rest read in
-                // place. Otherwise the object is buffered and read again.
-                let first = map.next_key::<Key<'de>>()?;
-                match first {
-                    Some(Key(key)) if key == "type" => {
-                        let kind: Key<'de> = map.next_value()?;
-                        item_of_kind(&kind.0, map)
-                    }
-                    first => {
-                        let mut object = rest_of(first, map)?;
-                        let kind = take_type(&mut object)?.unwrap_or_else(|| "message".to_owned());
-                        buffered_item(kind, object)
-                    }
-                }
+            first => {
+                let mut object = rest_of(first, map)?;
+                let kind = match (take_type(&mut object)?, T::UNTYPED) {
+                    (Some(kind), _) => kind,
+                    (None, Some(untyped)) => untyped.to_owned(),
+                    (None, None) => return Err(A::Error::missing_field("type")),
+                };
+                T::buffered(kind, object)
             }
         }
-        deserializer.deserialize_map(ItemVisitor)
     }
 }
 
@@ -197,30 +223,18 @@ impl<'de> Deserialize<'de> for MessageContent {
 
 impl<'de> Deserialize<'de> for ContentPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct PartVisitor;
-        impl<'de> Visitor<'de> for PartVisitor {
-            type Value = ContentPart;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a content part object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentPart, A::Error> {
-                let first = map.next_key::<Key<'de>>()?;
-                match first {
-                    Some(Key(key)) if key == "type" => {
-                        let kind: Key<'de> = map.next_value()?;
-                        part_of_kind(&kind.0, map)
-                    }
-                    first => {
-                        let mut object = rest_of(first, map)?;
-                        let Some(kind) = take_type(&mut object)? else {
-                            return Err(A::Error::missing_field("type"));
-                        };
-                        buffered_part(kind, object)
-                    }
-                }
-            }
-        }
-        deserializer.deserialize_map(PartVisitor)
+        deserializer.deserialize_map(TypedVisitor::<Self>(PhantomData))
+    }
+}
+
+impl ByType for ContentPart {
+    const EXPECTING: &'static str = "a content part object";
+    const UNTYPED: Option<&'static str> = None;
+    fn in_place<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<Self, A::Error> {
+        part_of_kind(kind, map)
+    }
+    fn buffered<E: serde::de::Error>(kind: String, map: Map<String, Value>) -> Result<Self, E> {
+        buffered_part(kind, map)
     }
 }
 
@@ -289,35 +303,23 @@ fn buffered_part<E: serde::de::Error>(
 
 impl<'de> Deserialize<'de> for Tool {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ToolVisitor;
-        impl<'de> Visitor<'de> for ToolVisitor {
-            type Value = Tool;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a tool object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tool, A::Error> {
-                let first = map.next_key::<Key<'de>>()?;
-                match first {
-                    Some(Key(key)) if key == "type" => {
-                        let kind: Key<'de> = map.next_value()?;
-                        Ok(match &*kind.0 {
-                            "function" => Tool::Function(fields::function_tool(map)?),
-                            "custom" => Tool::Custom(fields::custom_tool(map)?),
-                            "namespace" => Tool::Namespace(fields::namespace_tool(map)?),
-                            other => Tool::Other(with_type(other, map)?),
-                        })
-                    }
-                    first => {
-                        let mut object = rest_of(first, map)?;
-                        let Some(kind) = take_type(&mut object)? else {
-                            return Err(A::Error::missing_field("type"));
-                        };
-                        buffered_tool(kind, object)
-                    }
-                }
-            }
-        }
-        deserializer.deserialize_map(ToolVisitor)
+        deserializer.deserialize_map(TypedVisitor::<Self>(PhantomData))
+    }
+}
+
+impl ByType for Tool {
+    const EXPECTING: &'static str = "a tool object";
+    const UNTYPED: Option<&'static str> = None;
+    fn in_place<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<Self, A::Error> {
+        Ok(match kind {
+            "function" => Tool::Function(fields::function_tool(map)?),
+            "custom" => Tool::Custom(fields::custom_tool(map)?),
+            "namespace" => Tool::Namespace(fields::namespace_tool(map)?),
+            other => Tool::Other(with_type(other, map)?),
+        })
+    }
+    fn buffered<E: serde::de::Error>(kind: String, map: Map<String, Value>) -> Result<Self, E> {
+        buffered_tool(kind, map)
     }
 }
 
