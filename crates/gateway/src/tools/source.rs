@@ -197,16 +197,7 @@ fn unique_id(server: &str, name: &str, taken: &std::collections::HashSet<String>
     } else {
         format!("{server}__{name}")
     };
-    let mut base: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut base = toolbridge_tools::mcp::safe_tool_name(&raw);
     if base.is_empty() {
         base.push_str("tool");
     }

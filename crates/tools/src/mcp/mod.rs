@@ -122,9 +122,10 @@ pub fn tools_from_specs(
     tools
 }
 
-fn registry_name(config: &McpServerConfig, tool: &str) -> String {
-    let safe: String = tool
-        .chars()
+/// `name` in the characters every provider takes in a tool name: outside `[A-Za-z0-9_-]`
+/// becomes `_`.
+pub fn safe_tool_name(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -132,7 +133,11 @@ fn registry_name(config: &McpServerConfig, tool: &str) -> String {
                 '_'
             }
         })
-        .collect();
+        .collect()
+}
+
+fn registry_name(config: &McpServerConfig, tool: &str) -> String {
+    let safe = safe_tool_name(tool);
     if config.prefix_names {
         format!("{}{NAME_SEPARATOR}{safe}", config.label)
     } else {
