@@ -399,23 +399,8 @@ async fn a_gateway_key_sees_only_the_gateway_tools_its_scope_allows() {
         toolbridge_gateway::hash_secret(secret),
         toolbridge_gateway::hash_secret(open),
     );
-    let h = Harness::with_toml(move |url| {
-        format!(
-            r#"{keys}
-[providers.up]
-base_url = "{url}"
-max_retries = 0
-
-[[routes]]
-model = "*"
-provider = "up"
-
-[gateway_tools]
-builtins = ["calculator"]
-"#
-        )
-    })
-    .await;
+    // The keys follow the calculator gateway's tables (`[[keys]]` starts a table of its own).
+    let h = harness(&keys).await;
     let offered = |key: &str| {
         let h = &h;
         let key = key.to_owned();
@@ -637,23 +622,8 @@ async fn a_key_scope_selects_the_gateway_tools_and_a_call_outside_it_is_not_run(
         "\n[[keys]]\nid = \"narrow\"\nname = \"narrow\"\nhash = \"{}\"\ntools = [\"function\"]\n",
         toolbridge_gateway::hash_secret(narrow),
     );
-    let h = Harness::with_toml(move |url| {
-        format!(
-            r#"{keys}
-[providers.up]
-base_url = "{url}"
-max_retries = 0
-
-[[routes]]
-model = "*"
-provider = "up"
-
-[gateway_tools]
-builtins = ["calculator"]
-"#
-        )
-    })
-    .await;
+    // The keys follow the calculator gateway's tables (`[[keys]]` starts a table of its own).
+    let h = harness(&keys).await;
     h.upstream.push(Reply::json(calls(&[(
         "call_calc",
         "calculator",

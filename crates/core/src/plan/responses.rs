@@ -338,15 +338,20 @@ mod tests {
         assert_eq!(plan.upstream.len(), 6);
     }
 
-    #[test]
-    fn a_strict_endpoint_gets_custom_and_namespace_as_functions_and_the_rest_as_declared() {
-        let strict = ResponsesTools {
+    /// A strict endpoint: `custom` and `namespace` degraded, `web_search` its one server tool.
+    fn strict_endpoint() -> ResponsesTools {
+        ResponsesTools {
             custom: ToolTypeDecision::Degraded,
             namespace: ToolTypeDecision::Degraded,
             server_tools: vec!["web_search".to_owned()],
             unknown: ToolTypeDecision::Ignored,
             ..ResponsesTools::default()
-        };
+        }
+    }
+
+    #[test]
+    fn a_strict_endpoint_gets_custom_and_namespace_as_functions_and_the_rest_as_declared() {
+        let strict = strict_endpoint();
         let choice = json!({"type": "custom", "name": "apply_patch"});
         let plan = plan(
             &codex_tools(),
@@ -410,13 +415,7 @@ mod tests {
 
     #[test]
     fn allowed_tools_name_the_functions_degraded_tools_went_as() {
-        let strict = ResponsesTools {
-            custom: ToolTypeDecision::Degraded,
-            namespace: ToolTypeDecision::Degraded,
-            server_tools: vec!["web_search".to_owned()],
-            unknown: ToolTypeDecision::Ignored,
-            ..ResponsesTools::default()
-        };
+        let strict = strict_endpoint();
         let choice = json!({"type": "allowed_tools", "mode": "required", "tools": [
             {"type": "function", "name": "exec_command"},
             {"type": "custom", "name": "apply_patch"},
