@@ -173,7 +173,7 @@ pub struct Tool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<Value>,
+    pub input_schema: Option<crate::RawJson>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -14,5 +14,8 @@ pub mod chat;
 pub mod error;
 pub mod gemini;
 pub mod inbound;
+pub mod raw;
 pub mod responses;
 pub mod search;
+
+pub use raw::RawJson;

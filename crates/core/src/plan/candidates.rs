@@ -120,7 +120,7 @@ pub(super) fn offered(offer: &GatewayOffer) -> impl Iterator<Item = Candidate> +
         upstream: Some(UpstreamTool::Function {
             name: tool.name.clone(),
             description: tool.description.clone(),
-            parameters: tool.parameters.clone(),
+            parameters: tool.parameters.clone().into(),
             strict: None,
         }),
     })
@@ -259,7 +259,7 @@ pub(super) fn candidate(
                         upstream: Some(UpstreamTool::Function {
                             name: kind.to_owned(),
                             description: Some(description.to_owned()),
-                            parameters,
+                            parameters: parameters.into(),
                             strict: None,
                         }),
                     })
@@ -371,7 +371,7 @@ pub(super) fn function_upstream(
         parameters: f
             .parameters
             .clone()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}}).into()),
         strict,
     }
 }
@@ -380,7 +380,7 @@ pub(super) fn custom_upstream(c: &CustomTool) -> UpstreamTool {
     UpstreamTool::Function {
         name: c.name.clone(),
         description: Some(schemas::custom_description(c)),
-        parameters: schemas::custom_parameters(),
+        parameters: schemas::custom_parameters().into(),
         strict: None,
     }
 }

@@ -70,7 +70,7 @@ fn a_client_tool_search_goes_as_a_function_and_its_call_comes_back_as_tool_searc
         panic!("a function: {:?}", plan.upstream);
     };
     // The client's own schema and description, with the guidance after it.
-    assert_eq!(parameters["required"], json!(["query"]));
+    assert_eq!(parameters.value()["required"], json!(["query"]));
     let description = description.as_deref().unwrap();
     assert!(description.starts_with("Search the deferred tools."));
     assert!(description.contains(TOOL_SEARCH_DESCRIPTION));

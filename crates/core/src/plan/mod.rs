@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use toolbridge_wire::RawJson;
 use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use candidates::Candidate;
@@ -131,7 +132,7 @@ pub enum UpstreamTool {
     Function {
         name: String,
         description: Option<String>,
-        parameters: Value,
+        parameters: RawJson,
         strict: Option<bool>,
     },
     /// A tool the provider runs itself, neutral: each dialect renders it.

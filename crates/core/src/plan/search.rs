@@ -132,7 +132,7 @@ pub(super) fn tool_search(
         upstream: Some(UpstreamTool::Function {
             name: "tool_search".to_owned(),
             description: Some(description),
-            parameters,
+            parameters: parameters.into(),
             strict: None,
         }),
     }])

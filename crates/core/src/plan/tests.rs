@@ -558,7 +558,7 @@ fn a_custom_tool_is_described_with_its_grammar() {
     assert!(description.starts_with("Edit files."));
     assert!(description.contains("lark grammar"));
     assert!(description.contains("start: begin_patch"));
-    assert_eq!(parameters["required"], json!(["input"]));
+    assert_eq!(parameters.value()["required"], json!(["input"]));
 }
 
 /// `tool_types` is data: a provider that takes `custom` and `apply_patch` as declared gets them

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use toolbridge_wire::RawJson;
 use toolbridge_wire::responses::{CustomTool, Diagnostic, Tool};
 
 use super::Outcome;
@@ -67,7 +68,7 @@ impl ToolSchemas {
         match tool {
             Tool::Function(f) => {
                 let empty = json!({"type": "object"});
-                let schema = f.parameters.as_ref().unwrap_or(&empty);
+                let schema = f.parameters.as_ref().map_or(&empty, RawJson::value);
                 let identity = Identity::Function {
                     namespace: ns,
                     name: f.name.clone(),

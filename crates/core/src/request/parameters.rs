@@ -11,7 +11,7 @@
 //!
 //! Checked once: the meta-schema check costs tens of microseconds per schema and Codex sends
 //! the same tools on every turn, so a schema found valid is remembered by a BLAKE3 hash of its
-//! value (walked, not serialised) in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
+//! JSON text in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
 //! used out first; recency is a counter, no clock). A refused schema is not remembered: it is
 //! checked again, and its error is built each time.
 
@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
+use toolbridge_wire::RawJson;
 use toolbridge_wire::responses::Tool;
 
 use crate::Error;
@@ -78,69 +79,24 @@ impl Known {
     }
 }
 
-/// The hash of `schema` and a measure of its size (bytes fed), or `None` never (kept an
-/// `Option` for callers that cannot hash). The value is walked, not serialised: each node is a
-/// tag, then its length, then its contents, so two different values never feed the same bytes.
-fn fingerprint(schema: &Value) -> Option<([u8; 32], usize)> {
-    let mut hasher = blake3::Hasher::new();
-    let bytes = feed(&mut hasher, schema);
-    Some((*hasher.finalize().as_bytes(), bytes))
-}
-
-/// Feeds `value` to `hasher`; returns how many bytes it fed.
-fn feed(hasher: &mut blake3::Hasher, value: &Value) -> usize {
-    fn tagged(hasher: &mut blake3::Hasher, tag: u8, word: u64) -> usize {
-        let mut head = [0u8; 9];
-        head[0] = tag;
-        head[1..].copy_from_slice(&word.to_le_bytes());
-        hasher.update(&head);
-        head.len()
-    }
-    fn text(hasher: &mut blake3::Hasher, tag: u8, s: &str) -> usize {
-        let n = tagged(hasher, tag, s.len() as u64);
-        hasher.update(s.as_bytes());
-        n + s.len()
-    }
-    match value {
-        Value::Null => tagged(hasher, b'n', 0),
-        Value::Bool(b) => tagged(hasher, b'b', u64::from(*b)),
-        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => tagged(hasher, b'u', u),
-            (None, Some(i), _) => tagged(hasher, b'i', i.cast_unsigned()),
-            (None, None, Some(f)) => tagged(hasher, b'f', f.to_bits()),
-            (None, None, None) => text(hasher, b'N', &n.to_string()),
-        },
-        Value::String(s) => text(hasher, b's', s),
-        Value::Array(items) => {
-            let mut n = tagged(hasher, b'a', items.len() as u64);
-            for item in items {
-                n += feed(hasher, item);
-            }
-            n
-        }
-        Value::Object(map) => {
-            let mut n = tagged(hasher, b'o', map.len() as u64);
-            for (key, item) in map {
-                n += text(hasher, b'k', key);
-                n += feed(hasher, item);
-            }
-            n
-        }
-    }
+/// The hash of `schema`'s JSON text and its length. The text is hashed as it came: the same
+/// value written differently is another key (checked once more), never a wrong answer.
+fn fingerprint(schema: &RawJson) -> ([u8; 32], usize) {
+    let text = schema.text();
+    (*blake3::hash(text.as_bytes()).as_bytes(), text.len())
 }
 
 /// [`check`], remembered when it passes.
-fn check_once(name: &str, schema: &Value) -> Result<(), String> {
-    let print = fingerprint(schema);
-    if let Some((key, _)) = &print
-        && KNOWN_VALID
-            .lock()
-            .is_ok_and(|mut known| known.contains(key))
+fn check_once(name: &str, schema: &RawJson) -> Result<(), String> {
+    let (key, bytes) = fingerprint(schema);
+    if KNOWN_VALID
+        .lock()
+        .is_ok_and(|mut known| known.contains(&key))
     {
         return Ok(());
     }
-    check(name, schema)?;
-    if let (Some((key, bytes)), Ok(mut known)) = (print, KNOWN_VALID.lock()) {
+    check(name, schema.value())?;
+    if let Ok(mut known) = KNOWN_VALID.lock() {
         known.insert(key, bytes);
     }
     Ok(())
@@ -313,28 +269,18 @@ mod tests {
     }
 
     #[test]
-    fn fingerprints_tell_apart_values_that_print_alike_in_parts() {
-        let pairs = [
-            (json!({"a": "bc"}), json!({"ab": "c"})),
-            (json!(["a", "b"]), json!(["ab"])),
-            (json!({"x": 1}), json!({"x": "1"})),
-            (json!({"x": 1}), json!({"x": 1.5})),
-            (json!({"x": null}), json!({"x": false})),
-            (json!([[]]), json!([[], []])),
-        ];
-        for (a, b) in pairs {
-            assert_ne!(fingerprint(&a), fingerprint(&b), "{a} vs {b}");
-        }
-        let same = json!({"type": "object", "properties": {"p": {"type": "string"}}});
-        assert_eq!(fingerprint(&same), fingerprint(&same.clone()));
-    }
-
-    #[test]
     fn a_schema_found_valid_is_remembered_and_a_refused_one_is_not() {
-        let good = json!({"type": "object", "properties": {"remembered_x": {"type": "string"}}});
-        let bad = json!({"type": "object", "properties": {"remembered_y": {"type": "strng"}}});
-        let key = |v: &Value| fingerprint(v).map(|(k, _)| k).unwrap_or_default();
-        let known = |v: &Value| KNOWN_VALID.lock().is_ok_and(|mut k| k.contains(&key(v)));
+        let good = RawJson::from(
+            json!({"type": "object", "properties": {"remembered_x": {"type": "string"}}}),
+        );
+        let bad = RawJson::from(
+            json!({"type": "object", "properties": {"remembered_y": {"type": "strng"}}}),
+        );
+        let known = |v: &RawJson| {
+            KNOWN_VALID
+                .lock()
+                .is_ok_and(|mut k| k.contains(&fingerprint(v).0))
+        };
         assert!(check_once("g", &good).is_ok());
         assert!(known(&good), "a valid schema is remembered");
         assert!(check_once("g", &good).is_ok(), "and still passes");

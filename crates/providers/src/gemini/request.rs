@@ -422,7 +422,7 @@ fn tools(plan: &ToolPlan, diagnostics: &mut Vec<Diagnostic>) -> (Vec<Tool>, Opti
                 name: name.clone(),
                 description: description.clone(),
                 parameters: Some(schema::sanitize(
-                    parameters,
+                    parameters.value(),
                     &format!("tools.{name}.parameters"),
                     TOOL_DEGRADED,
                     diagnostics,

@@ -140,7 +140,7 @@ fn render_tool(tool: &UpstreamTool) -> Option<Value> {
             if let Some(d) = description {
                 f.insert("description".to_owned(), json!(d));
             }
-            f.insert("parameters".to_owned(), parameters.clone());
+            f.insert("parameters".to_owned(), parameters.to_value());
             if let Some(s) = strict {
                 f.insert("strict".to_owned(), json!(s));
             }

@@ -163,7 +163,7 @@ pub(super) fn message_item<'de, A: MapAccess<'de>>(
 struct ToolFields {
     name: Option<String>,
     description: Option<String>,
-    parameters: Option<Value>,
+    parameters: Option<crate::RawJson>,
     strict: Option<bool>,
     format: Option<CustomFormat>,
     tools: Option<Vec<Tool>>,

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::RawJson;
+
 /// One entry of `tools`. Only `function` is modelled here; every other tool type is kept whole.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -70,8 +72,9 @@ pub struct FunctionTool {
     pub name: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// The schema as the client wrote it ([`RawJson`]: passed on, not rebuilt).
     #[serde(default)]
-    pub parameters: Option<Value>,
+    pub parameters: Option<RawJson>,
     #[serde(default)]
     pub strict: Option<bool>,
     #[serde(flatten)]

@@ -1,0 +1,234 @@
+//! [`RawJson`]: a JSON value that is mostly passed on, kept as the text it arrived in.
+//!
+//! A function tool's `parameters` schema is read from the client's request, planned, sent to the
+//! provider and echoed in the response, and looked inside only where a check or a dialect needs
+//! it (whose results are cached by the schema's text). As a `serde_json::Value` it was built
+//! into a tree of maps on parsing, deep-cloned into the plan, the canonical request, the outgoing
+//! body and the response, and escaped again on every serialisation. Kept as its text it is read
+//! once (scanned, not built), shared by reference count, and written out as it came.
+//!
+//! Serialising writes the text through serde_json's raw-value protocol: byte for byte with
+//! serde_json's writers and `serde_json::to_value`. Deserialising captures the text from
+//! serde_json's reader (and from a `Value`); any other deserializer (serde's buffered content,
+//! behind `#[serde(flatten)]` or an untagged enum) yields a `Value`, written out as text.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// serde_json's marker of its raw-value protocol (`serde_json::value::RawValue` speaks it):
+/// a struct or map of this name, with one field of this name holding the JSON text.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// A JSON value kept as its text, shared: cloning counts a reference, serialising copies the
+/// text, [`RawJson::value`] parses it on first use and keeps the tree.
+#[derive(Clone)]
+pub struct RawJson(Arc<Inner>);
+
+struct Inner {
+    /// Valid JSON: from serde_json's reader or its writer.
+    text: Box<str>,
+    value: OnceLock<Value>,
+}
+
+impl RawJson {
+    /// The value's JSON text, as it arrived (or as serde_json wrote it).
+    pub fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    /// The value as a tree, parsed on first use.
+    pub fn value(&self) -> &Value {
+        // The text is valid JSON by construction; `Null` is unreachable and no panic.
+        self.0
+            .value
+            .get_or_init(|| serde_json::from_str(&self.0.text).unwrap_or(Value::Null))
+    }
+
+    /// The value as a tree, owned.
+    pub fn to_value(&self) -> Value {
+        self.value().clone()
+    }
+
+    /// The value's JSON object, if it is one.
+    pub fn as_object(&self) -> Option<&Map<String, Value>> {
+        self.value().as_object()
+    }
+
+    /// Kept from already valid JSON text.
+    fn from_text(text: Box<str>) -> Self {
+        Self(Arc::new(Inner {
+            text,
+            value: OnceLock::new(),
+        }))
+    }
+}
+
+impl From<Value> for RawJson {
+    fn from(value: Value) -> Self {
+        let text = value.to_string().into_boxed_str();
+        let cell = OnceLock::new();
+        let _ = cell.set(value);
+        Self(Arc::new(Inner { text, value: cell }))
+    }
+}
+
+impl PartialEq for RawJson {
+    /// Equal as JSON values (key order and spacing aside).
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || self.text() == other.text()
+            || self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for RawJson {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == other
+    }
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct(RAW_TOKEN, 1)?;
+        s.serialize_field(RAW_TOKEN, self.text())?;
+        s.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_newtype_struct(RAW_TOKEN, RawVisitor)
+    }
+}
+
+/// Takes the text from serde_json's raw-value protocol (a one-entry map keyed by
+/// [`RAW_TOKEN`]); from any other deserializer, the value itself.
+struct RawVisitor;
+
+impl<'de> Visitor<'de> for RawVisitor {
+    type Value = RawJson;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawJson, A::Error> {
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(RawJson::from(Value::Object(Map::new())));
+        };
+        if first == RAW_TOKEN {
+            let text: String = map.next_value()?;
+            return Ok(RawJson::from_text(text.into_boxed_str()));
+        }
+        // An ordinary object from a deserializer that does not speak the protocol.
+        let mut object = Map::new();
+        object.insert(first, map.next_value()?);
+        while let Some((key, value)) = map.next_entry::<String, Value>()? {
+            object.insert(key, value);
+        }
+        Ok(RawJson::from(Value::Object(object)))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<RawJson, D::Error> {
+        Value::deserialize(d).map(RawJson::from)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::Null))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::Bool(v)))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::from(v)))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::from(v)))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::from(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<RawJson, E> {
+        Ok(RawJson::from(Value::String(v.to_owned())))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<RawJson, A::Error> {
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(RawJson::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_passes_through_byte_for_byte() {
+        let text = r#"{"type":"object","properties":{"q":{"type":"string","description":"a \"quoted\" é"}}}"#;
+        let raw: RawJson = serde_json::from_str(text).unwrap();
+        assert_eq!(raw.text(), text);
+        assert_eq!(serde_json::to_string(&raw).unwrap(), text);
+        assert_eq!(raw.value()["properties"]["q"]["type"], "string");
+    }
+
+    #[test]
+    fn nested_in_a_struct_and_through_values() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct T {
+            name: String,
+            parameters: Option<RawJson>,
+        }
+        let v = json!({"name": "f", "parameters": {"type": "object", "required": ["a"]}});
+        let from_value: T = serde_json::from_value(v.clone()).unwrap();
+        let from_ref = T::deserialize(&v).unwrap();
+        let from_text: T = serde_json::from_str(&v.to_string()).unwrap();
+        assert_eq!(from_value, from_text);
+        assert_eq!(from_ref, from_text);
+        assert_eq!(serde_json::to_value(&from_text).unwrap(), v);
+        assert_eq!(serde_json::to_string(&from_value).unwrap(), v.to_string());
+    }
+
+    #[test]
+    fn behind_flatten_it_reads_the_buffered_value() {
+        #[derive(Deserialize)]
+        struct Outer {
+            #[serde(flatten)]
+            inner: Inner2,
+        }
+        #[derive(Deserialize)]
+        struct Inner2 {
+            parameters: RawJson,
+            scalar: RawJson,
+            list: RawJson,
+        }
+        let text = r#"{"parameters":{"type":"object"},"scalar":3,"list":[1,"x",null]}"#;
+        let outer: Outer = serde_json::from_str(text).unwrap();
+        assert_eq!(outer.inner.parameters, json!({"type": "object"}));
+        assert_eq!(outer.inner.scalar.text(), "3");
+        assert_eq!(outer.inner.list.text(), r#"[1,"x",null]"#);
+    }
+
+    #[test]
+    fn equality_is_of_values() {
+        let a: RawJson = serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap();
+        let b = RawJson::from(json!({"b": 2, "a": 1}));
+        assert_eq!(a, b);
+        assert_ne!(a, RawJson::from(json!({"a": 1})));
+    }
+}
