@@ -52,6 +52,46 @@ pub struct ChatRequest {
     pub extra: Map<String, Value>,
 }
 
+/// A message's content with its long texts (a system prompt, a pasted file) through the fast
+/// escaper ([`crate::raw::LongStr`]): the string itself, or each part's `text`.
+fn long_text<S: serde::Serializer>(content: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+    use crate::raw::LongStr;
+    use serde::ser::SerializeSeq;
+    match content {
+        Some(Value::String(text)) => LongStr(text).serialize(s),
+        Some(Value::Array(parts)) => {
+            let mut seq = s.serialize_seq(Some(parts.len()))?;
+            for part in parts {
+                match part {
+                    Value::Object(map) => {
+                        seq.serialize_element(&PartTexts(map))?;
+                    }
+                    other => seq.serialize_element(other)?,
+                }
+            }
+            seq.end()
+        }
+        other => other.serialize(s),
+    }
+}
+
+/// A content part whose string values go through [`crate::raw::LongStr`].
+struct PartTexts<'a>(&'a Map<String, Value>);
+
+impl Serialize for PartTexts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            match value {
+                Value::String(text) => map.serialize_entry(key, &crate::raw::LongStr(text))?,
+                other => map.serialize_entry(key, other)?,
+            }
+        }
+        map.end()
+    }
+}
+
 /// `stream_options`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamOptions {
@@ -63,7 +103,7 @@ pub struct StreamOptions {
 pub struct ChatMessage {
     pub role: String,
     /// A string, a list of parts, or null (an assistant turn with only tool calls).
-    #[serde(default)]
+    #[serde(default, serialize_with = "long_text")]
     pub content: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -173,6 +173,99 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
 }
 
+/// A string serialised through a fast escaper: long texts (a Codex base prompt is 21 KB with
+/// hundreds of line breaks) are scanned eight bytes at a time and written as one raw literal,
+/// where serde_json's writer goes byte by byte and writes a fragment per escape. Short ones go
+/// the ordinary way. The bytes written are the same as serde_json's.
+pub struct LongStr<'a>(pub &'a str);
+
+/// Below this many bytes a string is written by serde_json itself.
+const LONG: usize = 256;
+
+impl Serialize for LongStr<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0.len() < LONG {
+            return serializer.serialize_str(self.0);
+        }
+        let literal = json_literal(self.0);
+        let mut s = serializer.serialize_struct(RAW_TOKEN, 1)?;
+        s.serialize_field(RAW_TOKEN, literal.as_str())?;
+        s.end()
+    }
+}
+
+/// `text` as a JSON string literal, quotes included, escaped exactly as serde_json escapes
+/// (`\"`, `\\`, `\b \f \n \r \t`, other control characters as `\u00XX`; nothing else).
+pub fn json_literal(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 32 + 2);
+    out.push('"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(word) = bytes.get(i..i + 8) {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(word);
+            if !any_to_escape(u64::from_le_bytes(eight)) {
+                i += 8;
+                continue;
+            }
+        }
+        let byte = bytes[i];
+        if let Some(escape) = escape_of(byte) {
+            // `start..i` ends before an ASCII byte: a char boundary.
+            out.push_str(&text[start..i]);
+            match escape {
+                Escape::Short(c) => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                Escape::Unicode => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.push_str("\\u00");
+                    out.push(char::from(HEX[usize::from(byte >> 4)]));
+                    out.push(char::from(HEX[usize::from(byte & 0xF)]));
+                }
+            }
+            start = i + 1;
+        }
+        i += 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+    out
+}
+
+enum Escape {
+    Short(char),
+    Unicode,
+}
+
+fn escape_of(byte: u8) -> Option<Escape> {
+    Some(match byte {
+        b'"' => Escape::Short('"'),
+        b'\\' => Escape::Short('\\'),
+        b'\n' => Escape::Short('n'),
+        b'\r' => Escape::Short('r'),
+        b'\t' => Escape::Short('t'),
+        0x08 => Escape::Short('b'),
+        0x0C => Escape::Short('f'),
+        0x00..=0x1F => Escape::Unicode,
+        _ => return None,
+    })
+}
+
+/// Whether any of the eight bytes in `w` is a control character, `"` or `\\`.
+fn any_to_escape(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    // A byte below 0x20: subtracting 0x20 borrows into its high bit (bytes of 0x80 and above
+    // are masked out by `!w`).
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
+    control || has_zero(w ^ (ONES * u64::from(b'"'))) || has_zero(w ^ (ONES * u64::from(b'\\')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +315,39 @@ mod tests {
         assert_eq!(outer.inner.parameters, json!({"type": "object"}));
         assert_eq!(outer.inner.scalar.text(), "3");
         assert_eq!(outer.inner.list.text(), r#"[1,"x",null]"#);
+    }
+
+    #[test]
+    fn the_fast_escaper_writes_what_serde_json_writes() {
+        let mut samples: Vec<String> = vec![
+            String::new(),
+            "plain ascii text that runs past eight bytes".into(),
+            "quote \" backslash \\ newline \n tab \t cr \r".into(),
+            "é ü 中文 🙂 and \u{7f} \u{80} \u{ff}".into(),
+        ];
+        // Every byte below 0x80 at every offset of a word.
+        for b in 0u8..0x80 {
+            for offset in 0..9 {
+                let mut s = "x".repeat(offset);
+                s.push(char::from(b));
+                s.push_str("tail-of-the-string");
+                samples.push(s);
+            }
+        }
+        samples.push("line\n".repeat(500));
+        for s in samples {
+            assert_eq!(
+                json_literal(&s),
+                serde_json::to_string(&s).unwrap(),
+                "{s:?}"
+            );
+            assert_eq!(
+                serde_json::to_string(&LongStr(&s)).unwrap(),
+                serde_json::to_string(&s).unwrap()
+            );
+        }
+        let long = "a \"quoted\" line\n".repeat(40);
+        assert_eq!(serde_json::to_value(LongStr(&long)).unwrap(), json!(long));
     }
 
     #[test]

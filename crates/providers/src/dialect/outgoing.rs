@@ -121,13 +121,46 @@ impl Outgoing {
 
     /// The body sent upstream, as JSON.
     pub fn payload(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.size_hint());
         let json = match self {
-            Self::Chat(chat) => serde_json::to_vec(chat),
-            Self::Anthropic(messages) => serde_json::to_vec(messages),
-            Self::Gemini { request, .. } => serde_json::to_vec(request),
-            Self::Responses(body) => serde_json::to_vec(body),
+            Self::Chat(chat) => serde_json::to_writer(&mut out, chat),
+            Self::Anthropic(messages) => serde_json::to_writer(&mut out, messages),
+            Self::Gemini { request, .. } => serde_json::to_writer(&mut out, request),
+            Self::Responses(body) => serde_json::to_writer(&mut out, body),
         };
-        json.unwrap_or_default()
+        match json {
+            Ok(()) => out,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// About the size of [`Outgoing::payload`], so that its buffer is allocated once: a Chat
+    /// body's texts and schemas plus room for the rest; 4 KiB for the other dialects.
+    fn size_hint(&self) -> usize {
+        let Self::Chat(chat) = self else {
+            return 4096;
+        };
+        let texts: usize = chat
+            .messages
+            .iter()
+            .map(|m| match &m.content {
+                Some(serde_json::Value::String(text)) => text.len() + 64,
+                Some(other) => 256 * other.as_array().map_or(1, Vec::len),
+                None => 256,
+            })
+            .sum();
+        let tools: usize = chat
+            .tools
+            .iter()
+            .flatten()
+            .map(|t| {
+                t.function.as_ref().map_or(256, |f| {
+                    256 + f.description.as_ref().map_or(0, String::len)
+                        + f.parameters.as_ref().map_or(0, |p| p.text().len())
+                })
+            })
+            .sum();
+        (1024 + texts + tools).min(64 * 1024 * 1024)
     }
 
     /// Whether a usage estimate reads this body should the upstream report no usage: every

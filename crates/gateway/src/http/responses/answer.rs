@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
-use toolbridge_wire::responses::{OutputItem, ResponseStatus};
+use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
 use super::detach::{Detach, Flight};
 use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
@@ -275,10 +275,7 @@ async fn assemble(
     };
     match answer {
         Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
-        Answer::Whole(upstream) => {
-            let cancelled = skeleton(&req, &setup.meta);
-            whole(upstream, assembled, setup, cancelled, request_id).await
-        }
+        Answer::Whole(upstream) => whole(upstream, assembled, setup, req, request_id).await,
     }
 }
 
@@ -351,7 +348,7 @@ async fn whole(
     upstream: reqwest::Response,
     assembled: Assembled<'_>,
     setup: Setup,
-    mut cancelled: toolbridge_wire::responses::Response,
+    req: Arc<CreateResponse>,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let Assembled {
@@ -372,6 +369,8 @@ async fn whole(
     let mut response = tokio::select! {
         biased;
         () = wait_for(&mut cancel) => {
+            // Built only when needed: most requests are not cancelled.
+            let mut cancelled = skeleton(&req, &setup.meta);
             cancelled.status = ResponseStatus::Cancelled;
             cancelled
         }
