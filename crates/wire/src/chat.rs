@@ -147,7 +147,11 @@ pub struct ChatTool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatFunction {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::raw::long_opt"
+    )]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<crate::RawJson>,

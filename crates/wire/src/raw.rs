@@ -179,6 +179,14 @@ impl<'de> Visitor<'de> for RawVisitor {
 /// the ordinary way. The bytes written are the same as serde_json's.
 pub struct LongStr<'a>(pub &'a str);
 
+/// `serialize_with` for an optional long text (a tool's description, a grammar): [`LongStr`].
+pub fn long_opt<S: Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    match text {
+        Some(text) => serializer.serialize_some(&LongStr(text)),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// Below this many bytes a string is written by serde_json itself.
 const LONG: usize = 256;
 
@@ -203,15 +211,22 @@ pub fn json_literal(text: &str) -> String {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8) {
-            let mut eight = [0u8; 8];
-            eight.copy_from_slice(word);
-            if !any_to_escape(u64::from_le_bytes(eight)) {
-                i += 8;
-                continue;
+        // Runs with nothing to escape: sixteen bytes a step, then eight.
+        while let Some(run) = bytes.get(i..i + 16) {
+            if escape_mask(word(&run[..8])) | escape_mask(word(&run[8..])) != 0 {
+                break;
             }
+            i += 16;
         }
-        let byte = bytes[i];
+        if let Some(run) = bytes.get(i..i + 8)
+            && escape_mask(word(run)) == 0
+        {
+            i += 8;
+            continue;
+        }
+        let Some(&byte) = bytes.get(i) else {
+            break;
+        };
         if let Some(escape) = escape_of(byte) {
             // `start..i` ends before an ASCII byte: a char boundary.
             out.push_str(&text[start..i]);
@@ -255,15 +270,22 @@ fn escape_of(byte: u8) -> Option<Escape> {
     })
 }
 
-/// Whether any of the eight bytes in `w` is a control character, `"` or `\\`.
-fn any_to_escape(w: u64) -> bool {
+/// Eight bytes (`bytes` holds at least eight) as one word.
+fn word(bytes: &[u8]) -> u64 {
+    let mut eight = [0u8; 8];
+    eight.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(eight)
+}
+
+/// Non-zero when any of the eight bytes in `w` is a control character, `"` or `\\`.
+fn escape_mask(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     // A byte below 0x20: subtracting 0x20 borrows into its high bit (bytes of 0x80 and above
     // are masked out by `!w`).
-    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
-    control || has_zero(w ^ (ONES * u64::from(b'"'))) || has_zero(w ^ (ONES * u64::from(b'\\')))
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    control | zero_byte(w ^ (ONES * u64::from(b'"'))) | zero_byte(w ^ (ONES * u64::from(b'\\')))
 }
 
 #[cfg(test)]
@@ -325,9 +347,9 @@ mod tests {
             "quote \" backslash \\ newline \n tab \t cr \r".into(),
             "é ü 中文 🙂 and \u{7f} \u{80} \u{ff}".into(),
         ];
-        // Every byte below 0x80 at every offset of a word.
+        // Every byte below 0x80 at every offset of a run of sixteen.
         for b in 0u8..0x80 {
-            for offset in 0..9 {
+            for offset in 0..20 {
                 let mut s = "x".repeat(offset);
                 s.push(char::from(b));
                 s.push_str("tail-of-the-string");

@@ -1,7 +1,8 @@
 //! Talking HTTP to upstream providers: one pooled client per provider, request sending, error
 //! answers mapped before any byte goes to the client, and bounded bodies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -40,6 +41,37 @@ fn with_auth(
 #[derive(Debug, Clone)]
 pub(crate) struct Upstreams {
     clients: BTreeMap<String, reqwest::Client>,
+    urls: Arc<Mutex<Urls>>,
+}
+
+/// The upstream URLs parsed so far (a provider's base URL and its dialect's path: a few per
+/// provider, one per model for Gemini), so that a request does not parse its URL again. Bounded:
+/// past [`MAX_URLS`] entries it starts over.
+#[derive(Debug, Default)]
+struct Urls(HashMap<String, reqwest::Url>);
+
+/// Parsed URLs kept, at most.
+const MAX_URLS: usize = 1024;
+
+impl Urls {
+    /// `text` parsed, from the cache or now; `None` when it is not a URL (the send reports it).
+    fn get(cache: &Mutex<Urls>, text: String) -> Result<reqwest::Url, String> {
+        if let Ok(urls) = cache.lock()
+            && let Some(url) = urls.0.get(&text)
+        {
+            return Ok(url.clone());
+        }
+        let Ok(url) = reqwest::Url::parse(&text) else {
+            return Err(text);
+        };
+        if let Ok(mut urls) = cache.lock() {
+            if urls.0.len() >= MAX_URLS {
+                urls.0.clear();
+            }
+            urls.0.insert(text, url.clone());
+        }
+        Ok(url)
+    }
 }
 
 impl Upstreams {
@@ -54,7 +86,10 @@ impl Upstreams {
                 .build()?;
             clients.insert(name.clone(), client);
         }
-        Ok(Self { clients })
+        Ok(Self {
+            clients,
+            urls: Arc::default(),
+        })
     }
 
     /// Sends a request body in the provider's dialect, for the upstream model `model` (Gemini
@@ -183,10 +218,14 @@ impl Upstreams {
     ) -> Result<reqwest::Response, GatewayError> {
         let dialect = provider.dialect;
         let shape = dialect.http(model, stream);
-        let mut request = client
-            .post(format!("{}{}", provider.base_url, shape.path))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(payload);
+        let url = format!("{}{}", provider.base_url, shape.path);
+        // An unparsable URL goes as text: reqwest's own error then says what is wrong with it.
+        let mut request = match Urls::get(&self.urls, url) {
+            Ok(url) => client.post(url),
+            Err(text) => client.post(text),
+        }
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(payload);
         if stream {
             request = request.header(reqwest::header::ACCEPT, "text/event-stream");
         } else {

@@ -34,7 +34,11 @@ impl Tool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CustomTool {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::raw::long_opt"
+    )]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<CustomFormat>,
@@ -50,7 +54,11 @@ pub struct CustomFormat {
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syntax: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::raw::long_opt"
+    )]
     pub definition: Option<String>,
 }
 
@@ -58,7 +66,11 @@ pub struct CustomFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamespaceTool {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::raw::long_opt"
+    )]
     pub description: Option<String>,
     #[serde(default)]
     pub tools: Vec<Tool>,
@@ -70,7 +82,7 @@ pub struct NamespaceTool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionTool {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::raw::long_opt")]
     pub description: Option<String>,
     /// The schema as the client wrote it ([`RawJson`]: passed on, not rebuilt).
     #[serde(default)]
