@@ -175,14 +175,14 @@ pub struct ChatFunctionCall {
     pub arguments: String,
 }
 
-/// A non-streamed Chat response.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A non-streamed Chat response. Read field by field, like [`ChatChunk`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatResponse {
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default)]
     pub choices: Vec<ChatChoice>,
     #[serde(default)]
     pub usage: Option<ChatUsage>,
@@ -223,14 +223,16 @@ pub struct ChatResponseMessage {
     pub tool_calls: Option<Vec<ChatToolCallDelta>>,
 }
 
-/// One streamed chunk (`object: "chat.completion.chunk"`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One streamed chunk (`object: "chat.completion.chunk"`). Read field by field
+/// (`inbound/fields.rs`): a derive with `#[serde(flatten)]` would buffer every chunk of a stream
+/// into serde's intermediate form and read it twice. A `null` `choices` reads as none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatChunk {
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default)]
     pub choices: Vec<ChunkChoice>,
     #[serde(default)]
     pub usage: Option<ChatUsage>,
@@ -319,14 +321,4 @@ pub struct PromptTokensDetails {
 pub struct CompletionTokensDetails {
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
-}
-
-/// `null` where a list is expected reads as an empty list (MiniMax sends `"choices": null`
-/// beside an error).
-fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }

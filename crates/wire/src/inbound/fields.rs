@@ -1,5 +1,6 @@
 //! Objects read field by field, straight from the JSON text, with their unknown keys kept in
-//! `extra`: the request itself and a message item. A derived `Deserialize` with
+//! `extra`: the request itself, a message item, a tool, and a Chat answer (whole or a stream
+//! chunk). A derived `Deserialize` with
 //! `#[serde(flatten)]` would first buffer the whole object (for the request: every input item
 //! and tool) into serde's intermediate form and read it a second time; the caller's path tracking
 //! would also stop at the object. Read here, every field is parsed once, in place, and an error
@@ -11,6 +12,7 @@ use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use crate::chat::{ChatChunk, ChatResponse, ChatUsage};
 use crate::responses::{
     CreateResponse, CustomFormat, CustomTool, FunctionTool, MessageItem, NamespaceTool, Tool,
 };
@@ -213,4 +215,65 @@ pub(super) fn namespace_tool<'de, A: MapAccess<'de>>(
         tools: tool.tools.unwrap_or_default(),
         extra: tool.extra,
     })
+}
+
+/// The fields of a Chat answer, whole or a stream chunk: `choices` of `C` (`null` reads as none:
+/// MiniMax sends `"choices": null` beside an error), the rest in `extra`.
+struct ChatFields<C> {
+    id: Option<String>,
+    model: Option<String>,
+    choices: Option<Vec<C>>,
+    usage: Option<ChatUsage>,
+    extra: Map<String, Value>,
+}
+
+impl<'de, C: Deserialize<'de>> ChatFields<C> {
+    fn read<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut fields = Self {
+            id: None,
+            model: None,
+            choices: None,
+            usage: None,
+            extra: Map::new(),
+        };
+        read_fields!(map, fields, None, [id, model, choices, usage]);
+        Ok(fields)
+    }
+}
+
+/// Reads a Chat answer object into `T` through [`ChatFields`].
+struct ChatVisitor<C, T>(std::marker::PhantomData<(C, T)>, fn(ChatFields<C>) -> T);
+
+impl<'de, C: Deserialize<'de>, T> Visitor<'de> for ChatVisitor<C, T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a chat completion object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        ChatFields::read(map).map(self.1)
+    }
+}
+
+impl<'de> Deserialize<'de> for ChatChunk {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| ChatChunk {
+            id: f.id,
+            model: f.model,
+            choices: f.choices.unwrap_or_default(),
+            usage: f.usage,
+            extra: f.extra,
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for ChatResponse {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| ChatResponse {
+            id: f.id,
+            model: f.model,
+            choices: f.choices.unwrap_or_default(),
+            usage: f.usage,
+            extra: f.extra,
+        }))
+    }
 }

@@ -308,3 +308,34 @@ fn a_field_given_twice_is_refused() {
     let refused = serde_json::from_str::<CreateResponse>(r#"{"model":"a","model":"b"}"#);
     assert!(refused.is_err_and(|e| e.to_string().contains("duplicate field `model`")));
 }
+
+#[test]
+fn chat_answers_keep_unknown_keys_and_read_null_choices_as_none() {
+    use crate::chat::{ChatChunk, ChatResponse};
+    let text = r#"{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m",
+        "choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null,
+        "system_fingerprint":"fp"}"#;
+    let chunk: ChatChunk = serde_json::from_str(text).unwrap();
+    assert_eq!(chunk.id.as_deref(), Some("c1"));
+    assert_eq!(chunk.choices[0].delta.content.as_deref(), Some("Hi"));
+    assert_eq!(chunk.extra["object"], "chat.completion.chunk");
+    assert_eq!(chunk.extra["system_fingerprint"], "fp");
+    // Read from a `Value` (the buffered path) the same way; written back whole.
+    let value: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        serde_json::from_value::<ChatChunk>(value.clone()).unwrap(),
+        chunk
+    );
+    assert_eq!(serde_json::to_value(&chunk).unwrap()["created"], 7);
+    let error = json!({"choices": null, "base_resp": {"status_code": 1004}});
+    let whole: ChatResponse = serde_json::from_value(error).unwrap();
+    assert!(whole.choices.is_empty());
+    assert_eq!(whole.extra["base_resp"]["status_code"], 1004);
+    let twice = serde_json::from_str::<ChatChunk>(r#"{"id":"a","id":"b"}"#);
+    assert!(
+        twice
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate field `id`")
+    );
+}

@@ -402,13 +402,13 @@ pub(super) fn sse_response(body: Body) -> Response {
 pub(super) fn framed(framing: Framing, events: &[StreamEvent]) -> Vec<Bytes> {
     events
         .iter()
-        .map(|event| framing.event(event.name(), event))
+        .map(|event| framing.stream_event(event))
         .collect()
 }
 
 /// Encodes one event as an SSE frame (`event:` and `data:` lines, LF endings).
 pub fn frame(event: &StreamEvent) -> Bytes {
-    Framing::Sse.event(event.name(), event)
+    Framing::Sse.stream_event(event)
 }
 
 /// The client went away mid-stream (the body was dropped before the terminal event): what was

@@ -189,12 +189,40 @@ impl Framing {
         Bytes::from(buf)
     }
 
+    /// One of our stream events: the same bytes as [`Self::event`] of it, without serde's
+    /// `flatten` (which writes each field through an adapter): the kind is written as its own
+    /// tagged object and `sequence_number` spliced in before its closing brace.
+    pub(crate) fn stream_event(self, event: &StreamEvent) -> Bytes {
+        let name = event.name();
+        let mut buf = Vec::with_capacity(256);
+        if self == Self::Sse {
+            buf.extend_from_slice(b"event: ");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+        }
+        let start = buf.len();
+        if serde_json::to_writer(&mut buf, &event.kind).is_err() || buf.last() != Some(&b'}') {
+            buf.truncate(start);
+            let _ = serde_json::to_writer(&mut buf, event);
+        } else {
+            buf.pop();
+            // A kind always has `type`: the object is never empty, so a comma follows.
+            buf.extend_from_slice(b",\"sequence_number\":");
+            buf.extend_from_slice(event.sequence_number.to_string().as_bytes());
+            buf.push(b'}');
+        }
+        if self == Self::Sse {
+            buf.extend_from_slice(b"\n\n");
+        }
+        Bytes::from(buf)
+    }
+
     /// A terminal event (`response.completed`, `.incomplete`, `.failed`) whose response is
     /// `response`, that response's JSON text, spliced in rather than serialised again: the
     /// same bytes as [`Self::event`] of the event.
     pub(crate) fn terminal(self, terminal: &StreamEvent, response: &str) -> Bytes {
         if !terminal.kind.is_terminal() {
-            return self.event(terminal.name(), terminal);
+            return self.stream_event(terminal);
         }
         // `StreamEvent` flattens its kind: `type` and the kind's one field, then
         // `sequence_number`. The names are plain ASCII, written as they are.
@@ -269,6 +297,40 @@ mod tests {
                 framing.terminal(&event, &text),
                 framing.event(event.name(), &event)
             );
+        }
+    }
+
+    #[test]
+    fn a_stream_event_is_the_bytes_serde_writes_for_it() {
+        use toolbridge_wire::responses::EventKind;
+        let events = [
+            EventKind::OutputTextDelta {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                delta: "He said \"hi\"\n".into(),
+                logprobs: Vec::new(),
+            },
+            EventKind::OutputItemAdded {
+                output_index: 2,
+                item: serde_json::from_value(serde_json::json!({
+                    "type": "function_call", "id": "fc_1", "call_id": "call_1",
+                    "name": "f", "arguments": "{\"a\":[1,null]}", "status": "completed"
+                }))
+                .unwrap(),
+            },
+        ];
+        for (n, kind) in events.into_iter().enumerate() {
+            let event = StreamEvent {
+                kind,
+                sequence_number: 7 + n as u64,
+            };
+            for framing in [Framing::Sse, Framing::Json] {
+                assert_eq!(
+                    framing.stream_event(&event),
+                    framing.event(event.name(), &event)
+                );
+            }
         }
     }
 
