@@ -254,26 +254,22 @@ impl<'de, C: Deserialize<'de>, T> Visitor<'de> for ChatVisitor<C, T> {
     }
 }
 
-impl<'de> Deserialize<'de> for ChatChunk {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| ChatChunk {
-            id: f.id,
-            model: f.model,
-            choices: f.choices.unwrap_or_default(),
-            usage: f.usage,
-            extra: f.extra,
-        }))
-    }
+/// A Chat answer made of [`ChatFields`]: the whole answer and a stream chunk.
+macro_rules! chat_answer {
+    ($answer:ident) => {
+        impl<'de> Deserialize<'de> for $answer {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| $answer {
+                    id: f.id,
+                    model: f.model,
+                    choices: f.choices.unwrap_or_default(),
+                    usage: f.usage,
+                    extra: f.extra,
+                }))
+            }
+        }
+    };
 }
 
-impl<'de> Deserialize<'de> for ChatResponse {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| ChatResponse {
-            id: f.id,
-            model: f.model,
-            choices: f.choices.unwrap_or_default(),
-            usage: f.usage,
-            extra: f.extra,
-        }))
-    }
-}
+chat_answer!(ChatChunk);
+chat_answer!(ChatResponse);

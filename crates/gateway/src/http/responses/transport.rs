@@ -174,47 +174,46 @@ pub(crate) enum Framing {
 const SSE_KEEPALIVE: &[u8] = b": keep-alive\n\n";
 
 impl Framing {
-    /// One event named `name` (serialising our own types cannot fail: string keys only).
-    pub(crate) fn event(self, name: &str, event: &impl Serialize) -> Bytes {
-        let mut buf = Vec::with_capacity(256);
+    /// One message named `name` whose JSON `write` puts in the buffer: between the `event:`
+    /// and `data:` lines and the blank line for SSE, alone for JSON texts.
+    fn frame(self, name: &str, capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Bytes {
+        let mut buf = Vec::with_capacity(capacity + 2 * name.len() + 24);
         if self == Self::Sse {
             buf.extend_from_slice(b"event: ");
             buf.extend_from_slice(name.as_bytes());
             buf.extend_from_slice(b"\ndata: ");
         }
-        let _ = serde_json::to_writer(&mut buf, event);
+        write(&mut buf);
         if self == Self::Sse {
             buf.extend_from_slice(b"\n\n");
         }
         Bytes::from(buf)
     }
 
+    /// One event named `name` (serialising our own types cannot fail: string keys only).
+    pub(crate) fn event(self, name: &str, event: &impl Serialize) -> Bytes {
+        self.frame(name, 256, |buf| {
+            let _ = serde_json::to_writer(buf, event);
+        })
+    }
+
     /// One of our stream events: the same bytes as [`Self::event`] of it, without serde's
     /// `flatten` (which writes each field through an adapter): the kind is written as its own
     /// tagged object and `sequence_number` spliced in before its closing brace.
     pub(crate) fn stream_event(self, event: &StreamEvent) -> Bytes {
-        let name = event.name();
-        let mut buf = Vec::with_capacity(256);
-        if self == Self::Sse {
-            buf.extend_from_slice(b"event: ");
-            buf.extend_from_slice(name.as_bytes());
-            buf.extend_from_slice(b"\ndata: ");
-        }
-        let start = buf.len();
-        if serde_json::to_writer(&mut buf, &event.kind).is_err() || buf.last() != Some(&b'}') {
-            buf.truncate(start);
-            let _ = serde_json::to_writer(&mut buf, event);
-        } else {
+        self.frame(event.name(), 256, |buf| {
+            let start = buf.len();
+            if serde_json::to_writer(&mut *buf, &event.kind).is_err() || buf.last() != Some(&b'}') {
+                buf.truncate(start);
+                let _ = serde_json::to_writer(buf, event);
+                return;
+            }
             buf.pop();
             // A kind always has `type`: the object is never empty, so a comma follows.
             buf.extend_from_slice(b",\"sequence_number\":");
             buf.extend_from_slice(event.sequence_number.to_string().as_bytes());
             buf.push(b'}');
-        }
-        if self == Self::Sse {
-            buf.extend_from_slice(b"\n\n");
-        }
-        Bytes::from(buf)
+        })
     }
 
     /// A terminal event (`response.completed`, `.incomplete`, `.failed`) whose response is
@@ -227,23 +226,15 @@ impl Framing {
         // `StreamEvent` flattens its kind: `type` and the kind's one field, then
         // `sequence_number`. The names are plain ASCII, written as they are.
         let name = terminal.name();
-        let mut buf = Vec::with_capacity(response.len() + 2 * name.len() + 80);
-        if self == Self::Sse {
-            buf.extend_from_slice(b"event: ");
+        self.frame(name, response.len() + name.len() + 60, |buf| {
+            buf.extend_from_slice(b"{\"type\":\"");
             buf.extend_from_slice(name.as_bytes());
-            buf.extend_from_slice(b"\ndata: ");
-        }
-        buf.extend_from_slice(b"{\"type\":\"");
-        buf.extend_from_slice(name.as_bytes());
-        buf.extend_from_slice(b"\",\"response\":");
-        buf.extend_from_slice(response.as_bytes());
-        buf.extend_from_slice(b",\"sequence_number\":");
-        buf.extend_from_slice(terminal.sequence_number.to_string().as_bytes());
-        buf.push(b'}');
-        if self == Self::Sse {
-            buf.extend_from_slice(b"\n\n");
-        }
-        Bytes::from(buf)
+            buf.extend_from_slice(b"\",\"response\":");
+            buf.extend_from_slice(response.as_bytes());
+            buf.extend_from_slice(b",\"sequence_number\":");
+            buf.extend_from_slice(terminal.sequence_number.to_string().as_bytes());
+            buf.push(b'}');
+        })
     }
 
     /// The keep-alive message.
