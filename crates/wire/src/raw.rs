@@ -210,41 +210,41 @@ pub fn json_literal(text: &str) -> String {
     out.push('"');
     let mut start = 0;
     let mut i = 0;
-    while i < bytes.len() {
-        // Runs with nothing to escape: sixteen bytes a step, then eight.
-        while let Some(run) = bytes.get(i..i + 16) {
-            if escape_mask(word(&run[..8])) | escape_mask(word(&run[8..])) != 0 {
-                break;
-            }
-            i += 16;
-        }
-        if let Some(run) = bytes.get(i..i + 8)
-            && escape_mask(word(run)) == 0
-        {
-            i += 8;
-            continue;
-        }
-        let Some(&byte) = bytes.get(i) else {
-            break;
+    loop {
+        // Eight bytes a step; a step that holds bytes to escape goes straight to the first
+        // (the lowest flagged byte of a mask is always a true one), the rest one by one.
+        let at = match bytes.get(i..i + 8) {
+            Some(run) => match escape_mask(word(run)) {
+                0 => {
+                    i += 8;
+                    continue;
+                }
+                mask => i + (mask.trailing_zeros() / 8) as usize,
+            },
+            None => match bytes[i..].iter().position(|&b| escape_of(b).is_some()) {
+                Some(offset) => i + offset,
+                None => break,
+            },
         };
-        if let Some(escape) = escape_of(byte) {
-            // `start..i` ends before an ASCII byte: a char boundary.
-            out.push_str(&text[start..i]);
-            match escape {
-                Escape::Short(c) => {
-                    out.push('\\');
-                    out.push(c);
-                }
-                Escape::Unicode => {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    out.push_str("\\u00");
-                    out.push(char::from(HEX[usize::from(byte >> 4)]));
-                    out.push(char::from(HEX[usize::from(byte & 0xF)]));
-                }
+        // `start..at` ends before an ASCII byte: a char boundary.
+        out.push_str(&text[start..at]);
+        let byte = bytes[at];
+        match escape_of(byte) {
+            Some(Escape::Short(c)) => {
+                out.push('\\');
+                out.push(c);
             }
-            start = i + 1;
+            Some(Escape::Unicode) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xF)]));
+            }
+            // The mask flags exactly the bytes `escape_of` escapes.
+            None => {}
         }
-        i += 1;
+        start = at + 1;
+        i = at + 1;
     }
     out.push_str(&text[start..]);
     out.push('"');
@@ -354,6 +354,15 @@ mod tests {
                 s.push(char::from(b));
                 s.push_str("tail-of-the-string");
                 samples.push(s);
+            }
+        }
+        // Two bytes to escape in one step, among multi-byte characters.
+        for first in 0..10 {
+            for second in first + 1..12 {
+                let mut chars: Vec<char> = "éabcdefghijkl🙂".chars().collect();
+                chars[first] = '"';
+                chars[second] = '\u{1}';
+                samples.push(chars.into_iter().collect());
             }
         }
         samples.push("line\n".repeat(500));

@@ -122,7 +122,18 @@ pub(super) fn plain_text(i: usize, content: &MessageContent) -> Result<String, E
     match content {
         MessageContent::Text(t) => Ok(t.clone()),
         MessageContent::Parts(parts) => {
-            let mut text = String::new();
+            let mut text = String::with_capacity(
+                parts
+                    .iter()
+                    .map(|part| match part {
+                        ContentPart::InputText { text } | ContentPart::OutputText { text, .. } => {
+                            text.len()
+                        }
+                        ContentPart::Refusal { refusal } => refusal.len(),
+                        ContentPart::Other(_) => 0,
+                    })
+                    .sum(),
+            );
             for (j, part) in parts.iter().enumerate() {
                 match part {
                     ContentPart::InputText { text: t }

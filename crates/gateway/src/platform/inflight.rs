@@ -35,8 +35,9 @@ struct Entry {
     /// Who may cancel it: the name of the tenant that made it (`""` without keys).
     owner: String,
     cancel: CancelSignal,
-    /// The response as it started (`in_progress`), for a cancel of one not yet in the store.
-    started: serde_json::Value,
+    /// The response as it started (`in_progress`), for a cancel of one not yet in the store;
+    /// serialised only then.
+    started: Box<toolbridge_wire::responses::Response>,
 }
 
 /// Responses in flight in this process, by id.
@@ -66,13 +67,12 @@ pub(crate) struct Cancelled {
 }
 
 impl InFlight {
-    /// Registers response `id` (`started`: its `in_progress` object), owned by tenant `owner`;
-    /// the signal a cancel sends. `None` for the registration past `MAX_IN_FLIGHT` (65 536).
+    /// Registers response `started` (its `in_progress` object), owned by tenant `owner`; the
+    /// signal a cancel sends. `None` for the registration past `MAX_IN_FLIGHT` (65 536).
     pub(crate) fn register(
         self: &Arc<Self>,
-        id: &str,
         owner: String,
-        started: serde_json::Value,
+        started: Box<toolbridge_wire::responses::Response>,
     ) -> (Option<Registration>, CancelSignal) {
         let (tx, _) = watch::channel(false);
         let cancel = Arc::new(tx);
@@ -86,8 +86,9 @@ impl InFlight {
             );
             return (None, cancel);
         }
+        let id = started.id.clone();
         entries.insert(
-            id.to_owned(),
+            id.clone(),
             Entry {
                 owner,
                 cancel: cancel.clone(),
@@ -96,7 +97,7 @@ impl InFlight {
         );
         let registration = Registration {
             registry: self.clone(),
-            id: id.to_owned(),
+            id,
         };
         (Some(registration), cancel)
     }
@@ -107,7 +108,7 @@ impl InFlight {
         let entries = self.entries.lock().ok()?;
         let entry = entries.get(id).filter(|e| e.owner == owner)?;
         entry.cancel.send_replace(true);
-        let mut response = entry.started.clone();
+        let mut response = serde_json::to_value(&*entry.started).unwrap_or_default();
         if let Some(map) = response.as_object_mut() {
             map.insert("status".to_owned(), serde_json::json!("cancelled"));
         }

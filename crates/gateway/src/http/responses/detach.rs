@@ -168,9 +168,7 @@ impl Flight {
                 cancel: Arc::new(tx),
             };
         }
-        let started = started();
-        let snapshot = serde_json::to_value(&started).unwrap_or_default();
-        let (registration, cancel) = state.in_flight.register(&started.id, owner, snapshot);
+        let (registration, cancel) = state.in_flight.register(owner, Box::new(started()));
         Self {
             registration,
             cancel,
