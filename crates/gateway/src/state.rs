@@ -16,9 +16,23 @@ use crate::upstream::Upstreams;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_store::{CaptureStore, KeyStore, ProviderStateStore, ResponseStore, SqlStore};
 
-/// Shared, read-only state of the application.
+/// Shared, read-only state of the application, behind one `Arc`: the router and its layers
+/// clone it about thirty times per request, and each clone is then one count, not one per
+/// field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+#[derive(Clone)]
+pub struct Shared {
     pub(crate) config: Arc<Config>,
     pub(crate) upstreams: Arc<Upstreams>,
     /// Turns true when in-flight streams must end now (the shutdown grace period ran out).
@@ -120,7 +134,7 @@ impl AppState {
         crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
         let (tx, rx) = watch::channel(false);
         Ok((
-            Self {
+            Self(Arc::new(Shared {
                 config: Arc::new(config),
                 upstreams: Arc::new(upstreams),
                 shutdown: rx,
@@ -136,7 +150,7 @@ impl AppState {
                 captures,
                 provider_states,
                 schema_cache: Arc::default(),
-            },
+            })),
             tx,
         ))
     }
@@ -174,13 +188,13 @@ impl AppState {
             Arc::new(AeadSealer::new(&config.reasoning_keys)?)
         };
         crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
-        Ok(Self {
+        Ok(Self(Arc::new(Shared {
             config: Arc::new(config),
             upstreams: Arc::new(upstreams),
             sealer,
             keys: Arc::new(keys),
-            ..self.clone()
-        })
+            ..Shared::clone(self)
+        })))
     }
 }
 

@@ -205,9 +205,24 @@ impl Serialize for LongStr<'_> {
 /// `text` as a JSON string literal, quotes included, escaped exactly as serde_json escapes
 /// (`\"`, `\\`, `\b \f \n \r \t`, other control characters as `\u00XX`; nothing else).
 pub fn json_literal(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(bytes.len() + bytes.len() / 32 + 2);
+    let mut out = String::with_capacity(text.len() + text.len() / 32 + 2);
     out.push('"');
+    escape_pieces(text, |piece| out.push_str(piece));
+    out.push('"');
+    out
+}
+
+/// [`json_literal`] of `text` appended to `out`: for a writer that builds a frame's bytes.
+pub fn write_json_literal(text: &str, out: &mut Vec<u8>) {
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    escape_pieces(text, |piece| out.extend_from_slice(piece.as_bytes()));
+    out.push(b'"');
+}
+
+/// `text` escaped, handed to `push` piece by piece: runs of bytes as they are, and each escape.
+fn escape_pieces(text: &str, mut push: impl FnMut(&str)) {
+    let bytes = text.as_bytes();
     let mut start = 0;
     let mut i = 0;
     loop {
@@ -227,18 +242,21 @@ pub fn json_literal(text: &str) -> String {
             },
         };
         // `start..at` ends before an ASCII byte: a char boundary.
-        out.push_str(&text[start..at]);
+        push(&text[start..at]);
         let byte = bytes[at];
         match escape_of(byte) {
-            Some(Escape::Short(c)) => {
-                out.push('\\');
-                out.push(c);
-            }
+            Some(Escape::Short(escape)) => push(escape),
             Some(Escape::Unicode) => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(byte >> 4)]));
-                out.push(char::from(HEX[usize::from(byte & 0xF)]));
+                let code = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 0xF)],
+                ];
+                push(std::str::from_utf8(&code).unwrap_or_default());
             }
             // The mask flags exactly the bytes `escape_of` escapes.
             None => {}
@@ -246,25 +264,24 @@ pub fn json_literal(text: &str) -> String {
         start = at + 1;
         i = at + 1;
     }
-    out.push_str(&text[start..]);
-    out.push('"');
-    out
+    push(&text[start..]);
 }
 
 enum Escape {
-    Short(char),
+    /// The escape as written, backslash included.
+    Short(&'static str),
     Unicode,
 }
 
 fn escape_of(byte: u8) -> Option<Escape> {
     Some(match byte {
-        b'"' => Escape::Short('"'),
-        b'\\' => Escape::Short('\\'),
-        b'\n' => Escape::Short('n'),
-        b'\r' => Escape::Short('r'),
-        b'\t' => Escape::Short('t'),
-        0x08 => Escape::Short('b'),
-        0x0C => Escape::Short('f'),
+        b'"' => Escape::Short("\\\""),
+        b'\\' => Escape::Short("\\\\"),
+        b'\n' => Escape::Short("\\n"),
+        b'\r' => Escape::Short("\\r"),
+        b'\t' => Escape::Short("\\t"),
+        0x08 => Escape::Short("\\b"),
+        0x0C => Escape::Short("\\f"),
         0x00..=0x1F => Escape::Unicode,
         _ => return None,
     })

@@ -54,6 +54,9 @@ pub struct Assembler {
     pub(super) message_status: &'static str,
     pub(super) echo_tools: Vec<String>,
     pub(super) seq: u64,
+    /// Whether the terminal event carries only the response's id and status
+    /// ([`Self::splice_terminal`]).
+    pub(super) splice_terminal: bool,
     /// Output slots by `output_index`; `None` while the item is still open.
     pub(super) slots: Vec<Option<OutputItem>>,
     pub(super) current: Open,
@@ -117,6 +120,7 @@ impl Assembler {
             message_status: "completed",
             echo_tools: options.echo_tools,
             seq: 0,
+            splice_terminal: false,
             slots: Vec::new(),
             current: Open::None,
             calls: Vec::new(),
@@ -132,6 +136,13 @@ impl Assembler {
             provider_states: Vec::new(),
             state_open: false,
         }
+    }
+
+    /// For a caller that writes the final response (what the finishing call returns) into the
+    /// terminal event itself, as the gateway does from its one serialisation: the terminal
+    /// event then carries only the response's id and status, not a copy of it all.
+    pub fn splice_terminal(&mut self) {
+        self.splice_terminal = true;
     }
 
     /// The response id.

@@ -109,7 +109,14 @@ impl Assembler {
             .into_iter()
             .filter(|e| !e.call_ids.is_empty())
             .collect();
-        let snapshot = Box::new(response.clone());
+        let snapshot = if self.splice_terminal {
+            let mut stub = empty_response();
+            stub.id.clone_from(&response.id);
+            stub.status = status;
+            Box::new(stub)
+        } else {
+            Box::new(response.clone())
+        };
         let kind = match status {
             ResponseStatus::Completed => EventKind::Completed { response: snapshot },
             ResponseStatus::Incomplete => EventKind::Incomplete { response: snapshot },

@@ -474,3 +474,39 @@ fn reasoning_summary_streams_inside_an_opened_summary_part() {
     assert!(content.is_empty());
     assert_eq!(summary, ["plan"]);
 }
+
+#[test]
+fn a_spliced_terminal_event_carries_the_id_and_status_and_the_copy_stays_the_default() {
+    let events = || {
+        vec![
+            UpstreamEvent::Text("Hi".to_owned()),
+            UpstreamEvent::Finish(FinishReason::Stop),
+        ]
+    };
+    let terminal_response = |splice: bool| {
+        let mut a = assembler();
+        if splice {
+            a.splice_terminal();
+        }
+        let mut out = Vec::new();
+        a.start(&mut out);
+        for e in events() {
+            a.on_event(e, &mut out);
+        }
+        let response = a.finish(2, &mut out);
+        let Some(EventKind::Completed { response: carried }) = out.pop().map(|e| e.kind) else {
+            panic!("the last event is not response.completed");
+        };
+        (response, carried)
+    };
+    // By default the terminal event carries the whole final response.
+    let (response, carried) = terminal_response(false);
+    assert_eq!(*carried, response);
+    // Spliced: the same final response is returned; the event names it without copying it.
+    let (spliced, stub) = terminal_response(true);
+    assert_eq!(spliced, response);
+    assert_eq!(stub.id, "resp_abc");
+    assert_eq!(stub.status, ResponseStatus::Completed);
+    assert!(stub.output.is_empty());
+    assert!(!response.output.is_empty());
+}

@@ -5,7 +5,9 @@
 //! names with characters the provider rejects, names too long) gets its sanitised name, made
 //! unique with `_2`, `_3`, … within the length limit.
 
-use std::collections::HashMap;
+// foldhash (hashbrown's default) rather than SipHash: these maps hold a request's few tool
+// names, looked up on every request and every restored call.
+use hashbrown::HashMap;
 
 use super::{Identity, ToolCapabilities};
 use crate::Error;
@@ -24,8 +26,11 @@ impl NameMap {
         caps: &ToolCapabilities,
     ) -> Result<Self, Error> {
         let items: Vec<(String, Identity)> = items.collect();
-        let mut map = Self::default();
-        let mut seen: HashMap<&Identity, &str> = HashMap::new();
+        let mut map = Self {
+            to_identity: HashMap::with_capacity(items.len()),
+            to_provider: HashMap::with_capacity(items.len()),
+        };
+        let mut seen: HashMap<&Identity, &str> = HashMap::with_capacity(items.len());
         for (param, identity) in &items {
             if let Some(first) = seen.insert(identity, param) {
                 return Err(Error::DuplicateTool {
@@ -45,7 +50,7 @@ impl NameMap {
             | Identity::Custom {
                 namespace: None,
                 name,
-            } => sanitize(name, caps) == *name,
+            } => is_safe(name, caps),
             _ => false,
         };
         for (param, identity) in items.iter().filter(|(_, id)| keeps_name(id)) {
@@ -81,7 +86,7 @@ impl NameMap {
         }
         for n in 2.. {
             let suffix = format!("_{n}");
-            let keep = max_len.saturating_sub(suffix.len()).min(base.len());
+            let keep = base.floor_char_boundary(max_len.saturating_sub(suffix.len()));
             let candidate = format!("{}{suffix}", &base[..keep]);
             if !self.to_identity.contains_key(&candidate) {
                 return candidate;
@@ -122,22 +127,27 @@ fn kind_word(identity: &Identity) -> &'static str {
     }
 }
 
+/// Whether `sanitize` keeps `name` as it is: not empty, within the limit, every character in
+/// the provider's charset.
+fn is_safe(name: &str, caps: &ToolCapabilities) -> bool {
+    !name.is_empty()
+        && name.len() <= caps.name_max_len.max(1)
+        && name.chars().all(|c| allowed(c, caps))
+}
+
+fn allowed(c: char, caps: &ToolCapabilities) -> bool {
+    c.is_ascii_alphanumeric() || caps.name_punctuation.contains(c)
+}
+
 /// A name in the provider's charset and length: other characters become `_`, and the name is
-/// cut to the limit. The result is ASCII, so cutting at any byte is safe.
+/// cut to the limit.
 pub fn sanitize(name: &str, caps: &ToolCapabilities) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || caps.name_punctuation.contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut out = String::with_capacity(name.len());
+    out.extend(name.chars().map(|c| if allowed(c, caps) { c } else { '_' }));
     if out.is_empty() {
         out.push_str("tool");
     }
-    out.truncate(caps.name_max_len.max(1));
+    // Configured punctuation may be non-ASCII: cut at a character boundary.
+    out.truncate(out.floor_char_boundary(caps.name_max_len.max(1)));
     out
 }

@@ -252,6 +252,14 @@ fn an_unknown_tool_type_is_refused_with_its_index() {
     assert!(err.to_string().contains("teleport"));
 }
 
+/// The provider name of every entry, in declaration order.
+fn provider_names(plan: &ToolPlan) -> Vec<String> {
+    plan.entries
+        .iter()
+        .map(|e| e.provider_name.clone().unwrap())
+        .collect()
+}
+
 #[test]
 fn sanitised_names_collide_into_numbered_suffixes() {
     let plan = plan(
@@ -264,11 +272,7 @@ fn sanitised_names_collide_into_numbered_suffixes() {
         &ToolCapabilities::default(),
     )
     .unwrap();
-    let names: Vec<_> = plan
-        .entries
-        .iter()
-        .map(|e| e.provider_name.clone().unwrap())
-        .collect();
+    let names = provider_names(&plan);
     // The already valid name keeps itself; the others queue behind it.
     assert_eq!(names, ["a_b_2", "a_b", "a_b_3"]);
     for (entry, name) in plan.entries.iter().zip(&names) {
@@ -278,6 +282,28 @@ fn sanitised_names_collide_into_numbered_suffixes() {
             entry.name.clone().unwrap()
         );
     }
+}
+
+#[test]
+fn configured_non_ascii_punctuation_is_cut_at_a_character_boundary() {
+    // A provider profile allowing `é`: a name of them cut to a limit inside a character, and
+    // its twin's suffix likewise, keep whole characters instead of panicking.
+    let caps = ToolCapabilities {
+        name_punctuation: "_-é".to_owned(),
+        name_max_len: 5,
+        ..ToolCapabilities::default()
+    };
+    let plan = plan(
+        &tools(json!([
+            {"type": "function", "name": "éé.é"},
+            {"type": "function", "name": "éé,é"},
+        ])),
+        None,
+        &caps,
+    )
+    .unwrap();
+    let names = provider_names(&plan);
+    assert_eq!(names, ["éé_", "é_2"]);
 }
 
 #[test]

@@ -58,23 +58,31 @@ pub fn app(state: AppState) -> Router {
         config: state.config.clone(),
         captures: state.captures.clone(),
     };
-    // The observer sees every route (request id, span, metrics, overhead header, capture).
-    // Outermost, a declared length over the body limit is refused before anything reads the
-    // body (the observer does, for a capture).
-    router
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            json_errors::json_errors,
-        ))
-        .layer(middleware::from_fn_with_state(observer, observe))
-        .layer(DefaultBodyLimit::max(state.config.body_limit))
-        .layer(RequestDecompressionLayer::new())
-        .layer(middleware::from_fn(known_encoding))
+    // Outermost first: a declared length over the body limit is refused before anything reads
+    // the body (the observer does, for a capture); the observer sees every route (request id,
+    // span, metrics, overhead header, capture). Grouped by what they read (the raw body, the
+    // decoded body, axum's body): each `Router::layer` call boxes every route once more, and
+    // each box is cloned again for every request.
+    let outer = tower::ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
             state.config.body_limit,
             refuse_oversized,
         ))
+        .layer(middleware::from_fn(known_encoding));
+    let decode = tower::ServiceBuilder::new()
+        .layer(RequestDecompressionLayer::new())
+        .layer(DefaultBodyLimit::max(state.config.body_limit));
+    let inner = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(observer, observe))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            json_errors::json_errors,
+        ));
+    router
+        .fallback(not_found)
+        .layer(inner)
+        .layer(decode)
+        .layer(outer)
         .with_state(state)
 }
 

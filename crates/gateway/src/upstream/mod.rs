@@ -113,8 +113,7 @@ impl Upstreams {
             GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
         })?;
         crate::platform::ops::observe::capture_upstream(&provider.name, payload);
-        let span =
-            tracing::info_span!("upstream", provider = %provider.name, model = %model, stream);
+        let span = crate::platform::ops::telemetry::stage_span!("upstream", provider = %provider.name, model = %model, stream);
         self.send_retrying(client, provider, model, payload, stream)
             .instrument(span)
             .await

@@ -45,9 +45,13 @@ impl<'de> Deserialize<'de> for Key<'de> {
 /// The body of a `visit_map` that reads the named fields of `$target` (each `Option<_>` or
 /// defaulted, as the derive's `#[serde(default)]` reads them), refuses a named field given twice as
 /// the derive does, and keeps every other key in `$target.extra`. `$first` is a key (and its
-/// value still to read) a caller already took from `$map`.
+/// value still to read) a caller already took from `$map`. With `skip [..]` after the fields,
+/// those keys are read and dropped instead of kept.
 macro_rules! read_fields {
-    ($map:ident, $target:ident, $first:expr, [$($field:ident),* $(,)?]) => {{
+    ($map:ident, $target:ident, $first:expr, [$($field:ident),* $(,)?]) => {
+        read_fields!($map, $target, $first, [$($field),*] skip [])
+    };
+    ($map:ident, $target:ident, $first:expr, [$($field:ident),* $(,)?] skip [$($skip:literal),*]) => {{
         let mut seen: u64 = 0;
         let mut next: Option<Key<'de>> = $first;
         if next.is_none() {
@@ -68,6 +72,11 @@ macro_rules! read_fields {
                 bit <<= 1;
             )*
             let _ = bit;
+            let skipped: &[&str] = &[$($skip),*];
+            if !known && skipped.contains(&key.as_ref()) {
+                $map.next_value::<serde::de::IgnoredAny>()?;
+                known = true;
+            }
             if !known {
                 let value: Value = $map.next_value()?;
                 $target.extra.insert(key.into_owned(), value);
@@ -236,7 +245,9 @@ impl<'de, C: Deserialize<'de>> ChatFields<C> {
             usage: None,
             extra: Map::new(),
         };
-        read_fields!(map, fields, None, [id, model, choices, usage]);
+        // What every OpenAI-style answer carries and nothing downstream reads: not kept, so a
+        // stream's chunks do not each build a map of it.
+        read_fields!(map, fields, None, [id, model, choices, usage] skip ["object", "created", "system_fingerprint"]);
         Ok(fields)
     }
 }

@@ -310,23 +310,27 @@ fn a_field_given_twice_is_refused() {
 }
 
 #[test]
-fn chat_answers_keep_unknown_keys_and_read_null_choices_as_none() {
+fn chat_answers_keep_unknown_keys_drop_bookkeeping_and_read_null_choices_as_none() {
     use crate::chat::{ChatChunk, ChatResponse};
     let text = r#"{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m",
         "choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null,
-        "system_fingerprint":"fp"}"#;
+        "system_fingerprint":"fp","service_tier":"default"}"#;
     let chunk: ChatChunk = serde_json::from_str(text).unwrap();
     assert_eq!(chunk.id.as_deref(), Some("c1"));
     assert_eq!(chunk.choices[0].delta.content.as_deref(), Some("Hi"));
-    assert_eq!(chunk.extra["object"], "chat.completion.chunk");
-    assert_eq!(chunk.extra["system_fingerprint"], "fp");
+    // The bookkeeping every answer carries is read and dropped; other keys are kept.
+    assert_eq!(chunk.extra.len(), 1, "{:?}", chunk.extra);
+    assert_eq!(chunk.extra["service_tier"], "default");
     // Read from a `Value` (the buffered path) the same way; written back whole.
     let value: Value = serde_json::from_str(text).unwrap();
     assert_eq!(
         serde_json::from_value::<ChatChunk>(value.clone()).unwrap(),
         chunk
     );
-    assert_eq!(serde_json::to_value(&chunk).unwrap()["created"], 7);
+    assert_eq!(
+        serde_json::to_value(&chunk).unwrap()["service_tier"],
+        "default"
+    );
     let error = json!({"choices": null, "base_resp": {"status_code": 1004}});
     let whole: ChatResponse = serde_json::from_value(error).unwrap();
     assert!(whole.choices.is_empty());

@@ -24,7 +24,7 @@ use super::sync::{Resend, sync_response};
 use super::tool_loop::{Continuation, ToolRounds};
 use super::transport::{Framing, wait_for};
 use super::{
-    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, decode,
+    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, Routed, decode,
     diagnostics_header,
 };
 use crate::error::GatewayError;
@@ -49,13 +49,13 @@ struct Setup {
 /// Answers the client from the upstream that took the request.
 pub(super) async fn answer(
     state: &AppState,
-    prepared: Prepared<'_>,
+    mut prepared: Box<Prepared<'_>>,
     dispatched: Dispatched<'_>,
     caller: &Caller,
     run: Option<&BackgroundRun>,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
-    let setup = setup(state, &prepared, &dispatched, caller, run);
+    let setup = setup(state, &mut prepared, &dispatched, caller, run);
     let header = diagnostics_header(&dispatched.routed.diagnostics);
     let mut response = if dispatched.routed.provider.dialect.passes_through() {
         relay(state, &prepared, dispatched, setup, request_id).await?
@@ -69,10 +69,10 @@ pub(super) async fn answer(
 }
 
 /// The response's identity (a background run's is fixed before it starts), meter, storing and
-/// place in flight.
+/// place in flight. The turn's items move to the store's writer.
 fn setup(
     state: &AppState,
-    prepared: &Prepared<'_>,
+    prepared: &mut Prepared<'_>,
     dispatched: &Dispatched<'_>,
     caller: &Caller,
     run: Option<&BackgroundRun>,
@@ -102,7 +102,7 @@ fn setup(
         Some(store) if stored || conversation.is_some() => Some(Persist {
             store: store.clone(),
             tenant: prepared.tenant.clone(),
-            input_items: prepared.turn_items.clone(),
+            input_items: std::mem::take(&mut prepared.turn_items),
             expires_at: meta.created_at + state.config.store_ttl.as_secs() as i64,
             // Every write is guarded: a cancel (of any response in progress) is never undone.
             guarded: true,
@@ -170,12 +170,28 @@ async fn relay(
 /// An answer through the assembler, with the rounds of the gateway's own.
 async fn assemble(
     state: &AppState,
-    prepared: Prepared<'_>,
+    prepared: Box<Prepared<'_>>,
     dispatched: Dispatched<'_>,
     setup: Setup,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let Dispatched { routed, answer } = dispatched;
+    // Built outside the future: what is left of the request and the route is dropped before
+    // the answer is awaited, instead of kept in the future's state.
+    let (assembled, req) = assembled(state, *prepared, *routed, &setup);
+    match answer {
+        Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
+        Answer::Whole(upstream) => whole(upstream, assembled, setup, req, request_id).await,
+    }
+}
+
+/// The assembler and its rounds for the request's answer, and the request (shared with them).
+fn assembled<'a>(
+    state: &AppState,
+    prepared: Prepared<'a>,
+    routed: Routed<'a>,
+    setup: &Setup,
+) -> (Assembled<'a>, Arc<CreateResponse>) {
     let provider = routed.provider;
     // Provider builtin calls answered by echoing them back (Kimi's `$web_search`) are a
     // Chat round trip; for other dialects such calls stay ordinary function calls.
@@ -183,19 +199,19 @@ async fn assemble(
         if !routed.plan.echo_tools.is_empty() && routed.outgoing.echoes_builtins() {
             (
                 routed.plan.echo_tools.clone(),
-                Some(EchoRounds {
+                Some(Box::new(EchoRounds {
                     upstreams: state.upstreams.clone(),
                     provider: provider.clone(),
                     upstream_model: routed.upstream_model.clone(),
                     outgoing: routed.outgoing,
                     left: MAX_ECHO_ROUNDS,
-                }),
+                })),
             )
         } else {
             (Vec::new(), None)
         };
     let tools = match (&state.config.gateway_tools, routed.stage) {
-        (Some(tools), Some(stage)) if routed.gateway_tools_offered => Some(ToolRounds {
+        (Some(tools), Some(stage)) if routed.gateway_tools_offered => Some(Box::new(ToolRounds {
             tools: tools.clone(),
             transport: stage.source.transport(stage.selection, &routed.plan.names),
             source: stage.source,
@@ -212,7 +228,7 @@ async fn assemble(
             image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
                 .unwrap_or_default(),
             earlier: crate::tools::images::EarlierImages::from_input(prepared.req.input.as_ref()),
-        }),
+        })),
         _ => None,
     };
     let repair = routed
@@ -228,17 +244,20 @@ async fn assemble(
     let req = Arc::new(prepared.req);
     // Moved, not copied: a continuation is made for most requests (a re-ask is the default
     // for invalid calls) and used by few.
-    let continuation = (tools.is_some() || reasks).then(|| Continuation {
-        upstreams: state.upstreams.clone(),
-        provider: provider.clone(),
-        profile: routed.profile.clone(),
-        upstream_model: routed.upstream_model.clone(),
-        req: Arc::clone(&req),
-        canonical: super::route::with_note(prepared.canonical, routed.note.as_deref()),
-        plan: routed.plan,
-        offer: routed.offer,
+    let continuation = (tools.is_some() || reasks).then(|| {
+        Box::new(Continuation {
+            upstreams: state.upstreams.clone(),
+            provider: provider.clone(),
+            profile: routed.profile.clone(),
+            upstream_model: routed.upstream_model.clone(),
+            req: Arc::clone(&req),
+            canonical: super::route::with_note(prepared.canonical, routed.note.as_deref()),
+            plan: routed.plan,
+            offer: routed.offer,
+        })
     });
-    let assembler = Assembler::new(
+    // Boxed, like the rounds: it moves through the transport's future.
+    let mut assembler = Box::new(Assembler::new(
         skeleton_response,
         AssembleOptions {
             contract,
@@ -249,7 +268,9 @@ async fn assemble(
             echo_tools,
             repair: routed.repair_checks,
         },
-    );
+    ));
+    // Both transports write the final response's one serialisation into the terminal event.
+    assembler.splice_terminal();
     // Listings of the request's MCP servers come first in the output.
     let prelude: Vec<OutputItem> = if listed_shown(state) {
         prepared.listings
@@ -273,15 +294,12 @@ async fn assemble(
         payload: routed.payload,
         upstreams: state.upstreams.clone(),
     };
-    match answer {
-        Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
-        Answer::Whole(upstream) => whole(upstream, assembled, setup, req, request_id).await,
-    }
+    (assembled, req)
 }
 
 /// The assembler and what its rounds need, for either transport.
 struct Assembled<'a> {
-    assembler: Assembler,
+    assembler: Box<Assembler>,
     prelude: Vec<OutputItem>,
     rounds: Rounds,
     profile: toolbridge_providers::profile::Profile,
@@ -318,7 +336,7 @@ async fn stream(
         upstream,
         decoder,
         profile: assembled.profile,
-        assembler: Some(assembled.assembler),
+        assembler: Some(*assembled.assembler),
         limits,
         framing: setup.framing,
         usage_basis: assembled.usage_basis,

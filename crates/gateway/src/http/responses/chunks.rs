@@ -108,13 +108,13 @@ impl Utf8Guard {
     fn event_end(&mut self) -> Option<usize> {
         let buf = &self.pending;
         let mut i = self.scan.at;
-        while i < buf.len() {
-            let b = buf[i];
-            if b != b'\n' && b != b'\r' {
-                i += 1;
-                continue;
-            }
-            let len = if b == b'\r' {
+        loop {
+            let Some(offset) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {
+                i = buf.len();
+                break;
+            };
+            i += offset;
+            let len = if buf[i] == b'\r' {
                 match buf.get(i + 1) {
                     Some(b'\n') => 2,
                     Some(_) => 1,

@@ -124,5 +124,8 @@ fn served<'a>(
         // `debug` line, and the client sees them all on the response.
         tracing::debug!(request_id, code = d.code, param = d.param, "{}", d.message);
     }
-    Dispatched { routed, answer }
+    Dispatched {
+        routed: Box::new(routed),
+        answer,
+    }
 }

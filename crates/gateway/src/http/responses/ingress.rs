@@ -14,7 +14,7 @@ use crate::state::AppState;
 
 /// Parses the body, naming the JSON path of the first problem.
 pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Error> {
-    let _span = tracing::info_span!("parse").entered();
+    let _span = crate::platform::ops::telemetry::stage_span!("parse").entered();
     // The fast path: a plain parse. Only a body that fails is parsed again with path tracking,
     // which costs about a third more on a large request.
     if let Ok(req) = serde_json::from_slice::<CreateResponse>(bytes) {

@@ -115,7 +115,9 @@ pub(crate) fn translate(
     upstream_model: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Outgoing {
-    let _span = tracing::info_span!("translate", dialect = dialect.as_str()).entered();
+    let _span =
+        crate::platform::ops::telemetry::stage_span!("translate", dialect = dialect.as_str())
+            .entered();
     dialect.build(source, plan, profile, upstream_model, diagnostics)
 }
 
@@ -241,7 +243,8 @@ struct GatewayStage {
 
 /// The dispatch stage's hand-off: the target that took the request, and its answer.
 struct Dispatched<'a> {
-    routed: Routed<'a>,
+    /// Boxed: it moves through the answer's stages (kilobytes each time, unboxed).
+    routed: Box<Routed<'a>>,
     answer: Answer,
 }
 
@@ -259,6 +262,8 @@ async fn respond(
     }
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let (prepared, raw) = prepare::prepare(state, req, &caller, stored, body).await?;
+    // Boxed: it moves through the answer's stages (kilobytes each time, unboxed).
+    let prepared = Box::new(prepared);
     let dispatched = dispatch::dispatch(state, &prepared, raw, &caller, request_id).await?;
     answer::answer(
         state,

@@ -107,7 +107,7 @@ impl Persist {
         record: toolbridge_store::ResponseRecord,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
-        let span = tracing::info_span!("store", what = "response");
+        let span = crate::platform::ops::telemetry::stage_span!("store", what = "response");
         let result = tracing::Instrument::instrument(
             async {
                 if self.guarded {

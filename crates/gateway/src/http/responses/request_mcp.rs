@@ -122,7 +122,8 @@ pub(super) async fn connect_request_mcp(
         if map.get("type").and_then(|t| t.as_str()) != Some("mcp") {
             continue;
         }
-        let Some(result) = tools.connect_request_tool(map).await else {
+        // Boxed: a request seldom names MCP servers, and the connect's future is large.
+        let Some(result) = Box::pin(tools.connect_request_tool(map)).await else {
             continue;
         };
         let label = map

@@ -17,14 +17,16 @@ use super::tool_loop::{
 use crate::error::GatewayError;
 use crate::tools::images::Partial;
 
-/// The rounds a response may go through besides the first.
+/// The rounds a response may go through besides the first. Each part is boxed: the value
+/// travels by move through every stage's future, where an unboxed part would be kilobytes
+/// copied each time.
 pub(super) struct Rounds {
     /// Set when provider builtin calls are answered by the gateway.
-    pub(super) echo: Option<EchoRounds>,
+    pub(super) echo: Option<Box<EchoRounds>>,
     /// Set when the gateway runs tools itself.
-    pub(super) tools: Option<ToolRounds>,
+    pub(super) tools: Option<Box<ToolRounds>>,
     /// Set when the gateway may send rounds of its own (its tool loop, a repair re-ask).
-    pub(super) continuation: Option<Continuation>,
+    pub(super) continuation: Option<Box<Continuation>>,
     /// Set when calls are repaired: the policy for invalid ones.
     pub(super) repair: Option<RepairRounds>,
 }
@@ -137,7 +139,7 @@ impl Rounds {
         assembler: &mut Assembler,
         out: &mut Vec<StreamEvent>,
     ) -> Result<RoundEnd, GatewayError> {
-        self.tools = Some(rounds);
+        self.tools = Some(Box::new(rounds));
         ToolRounds::finish_items(&mut pending, &outcomes, assembler, out);
         if assembler.has_client_calls() || pending.ends {
             // The gateway's calls ran beside the client's: this round cannot be asked

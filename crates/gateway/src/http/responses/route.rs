@@ -80,8 +80,8 @@ pub(super) fn route<'a>(
     }
     // The one plan of this request for this provider: the translator and the
     // reconstruction both read it.
-    let plan =
-        tracing::info_span!("plan").in_scope(|| plan_request(canonical, &profile.tools, &offer))?;
+    let plan = crate::platform::ops::telemetry::stage_span!("plan")
+        .in_scope(|| plan_request(canonical, &profile.tools, &offer))?;
     let plan = crate::platform::ops::metrics::plan(&provider.name, plan);
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());

@@ -337,7 +337,9 @@ impl super::detach::Pumped for Pump {
     async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
         let span = self
             .span
-            .get_or_insert_with(|| tracing::info_span!("reconstruct", stream = true))
+            .get_or_insert_with(|| {
+                crate::platform::ops::telemetry::stage_span!("reconstruct", stream = true)
+            })
             .clone();
         tracing::Instrument::instrument(self.next(), span).await
     }

@@ -26,7 +26,7 @@ pub(super) struct Resend<'a> {
 /// `invalid_tool_call` error (HTTP 502: nothing was sent yet).
 pub(super) async fn sync_response(
     upstream: reqwest::Response,
-    mut assembler: Assembler,
+    mut assembler: Box<Assembler>,
     dialect: Dialect,
     profile: &Profile,
     mut usage_basis: Option<Bytes>,
@@ -41,18 +41,20 @@ pub(super) async fn sync_response(
             .upstreams
             .read_whole(upstream, resend.provider, resend.model, &resend.payload)
             .await?;
-        tracing::info_span!("reconstruct", stream = false).in_scope(|| {
-            let mut diagnostics = Vec::new();
-            let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
-            for d in diagnostics {
-                assembler.add_diagnostic(d);
-            }
-            for event in events {
-                assembler.on_event(event, &mut sink);
-                sink.clear();
-            }
-            Ok::<(), GatewayError>(())
-        })?;
+        crate::platform::ops::telemetry::stage_span!("reconstruct", stream = false).in_scope(
+            || {
+                let mut diagnostics = Vec::new();
+                let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
+                for d in diagnostics {
+                    assembler.add_diagnostic(d);
+                }
+                for event in events {
+                    assembler.on_event(event, &mut sink);
+                    sink.clear();
+                }
+                Ok::<(), GatewayError>(())
+            },
+        )?;
         // Nothing is shown before the whole answer: the round's events are dropped as they come.
         let mut end = rounds.end_round(&mut assembler, false, &mut sink).await?;
         sink.clear();
@@ -65,9 +67,9 @@ pub(super) async fn sync_response(
                 break;
             };
             let ran = run.await;
-            end = rounds
-                .after_tools(pending, ran, &mut assembler, &mut sink)
-                .await?;
+            // Boxed: only a response whose gateway tools ran comes here, and the next round's
+            // future would otherwise weigh on every whole answer's.
+            end = Box::pin(rounds.after_tools(pending, ran, &mut assembler, &mut sink)).await?;
             sink.clear();
         }
         match end {

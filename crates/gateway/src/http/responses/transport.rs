@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::watch;
-use toolbridge_wire::responses::StreamEvent;
+use toolbridge_wire::responses::{EventKind, StreamEvent};
 
 use super::chunks::{Chunk, UpstreamSse};
 use crate::upstream::StreamError;
@@ -199,19 +199,34 @@ impl Framing {
 
     /// One of our stream events: the same bytes as [`Self::event`] of it, without serde's
     /// `flatten` (which writes each field through an adapter): the kind is written as its own
-    /// tagged object and `sequence_number` spliced in before its closing brace.
+    /// tagged object and `sequence_number` spliced in before its closing brace. A text delta,
+    /// most of a stream's events, is written field by field.
     pub(crate) fn stream_event(self, event: &StreamEvent) -> Bytes {
         self.frame(event.name(), 256, |buf| {
             let start = buf.len();
-            if serde_json::to_writer(&mut *buf, &event.kind).is_err() || buf.last() != Some(&b'}') {
-                buf.truncate(start);
-                let _ = serde_json::to_writer(buf, event);
-                return;
+            match &event.kind {
+                EventKind::OutputTextDelta {
+                    item_id,
+                    output_index,
+                    content_index,
+                    delta,
+                    logprobs,
+                } if logprobs.is_empty() => {
+                    text_delta(buf, item_id, *output_index, *content_index, delta);
+                }
+                kind => {
+                    if serde_json::to_writer(&mut *buf, kind).is_err() || buf.last() != Some(&b'}')
+                    {
+                        buf.truncate(start);
+                        let _ = serde_json::to_writer(buf, event);
+                        return;
+                    }
+                    buf.pop();
+                }
             }
-            buf.pop();
             // A kind always has `type`: the object is never empty, so a comma follows.
             buf.extend_from_slice(b",\"sequence_number\":");
-            buf.extend_from_slice(event.sequence_number.to_string().as_bytes());
+            buf.extend_from_slice(itoa::Buffer::new().format(event.sequence_number).as_bytes());
             buf.push(b'}');
         })
     }
@@ -244,6 +259,22 @@ impl Framing {
             Self::Json => Bytes::new(),
         }
     }
+}
+
+/// A `response.output_text.delta` kind without logprobs, its closing brace left off: the bytes
+/// serde writes for it (the fields in their declared order, the strings escaped as serde_json
+/// escapes).
+fn text_delta(buf: &mut Vec<u8>, item_id: &str, output: usize, content: usize, delta: &str) {
+    let mut number = itoa::Buffer::new();
+    buf.extend_from_slice(b"{\"type\":\"response.output_text.delta\",\"item_id\":");
+    toolbridge_wire::raw::write_json_literal(item_id, buf);
+    buf.extend_from_slice(b",\"output_index\":");
+    buf.extend_from_slice(number.format(output).as_bytes());
+    buf.extend_from_slice(b",\"content_index\":");
+    buf.extend_from_slice(number.format(content).as_bytes());
+    buf.extend_from_slice(b",\"delta\":");
+    toolbridge_wire::raw::write_json_literal(delta, buf);
+    buf.extend_from_slice(b",\"logprobs\":[]");
 }
 
 #[cfg(test)]
@@ -302,6 +333,30 @@ mod tests {
                 delta: "He said \"hi\"\n".into(),
                 logprobs: Vec::new(),
             },
+            // Written field by field: every kind of byte the escaper meets, each at a word
+            // boundary and inside one, and wide indexes.
+            EventKind::OutputTextDelta {
+                item_id: "msg_\u{1}\"é".into(),
+                output_index: 12_345,
+                content_index: 7,
+                delta: "\u{0}\u{8}\u{c}\u{1f}\t\r\\/ café 🦀 \"end\" of a longer delta\n".into(),
+                logprobs: Vec::new(),
+            },
+            EventKind::OutputTextDelta {
+                item_id: String::new(),
+                output_index: 0,
+                content_index: 0,
+                delta: String::new(),
+                logprobs: Vec::new(),
+            },
+            // With logprobs: through serde.
+            EventKind::OutputTextDelta {
+                item_id: "msg_2".into(),
+                output_index: 0,
+                content_index: 0,
+                delta: "x".into(),
+                logprobs: vec![serde_json::json!({"token": "x", "logprob": -0.5})],
+            },
             EventKind::OutputItemAdded {
                 output_index: 2,
                 item: serde_json::from_value(serde_json::json!({
@@ -314,7 +369,7 @@ mod tests {
         for (n, kind) in events.into_iter().enumerate() {
             let event = StreamEvent {
                 kind,
-                sequence_number: 7 + n as u64,
+                sequence_number: 7 + 1000 * n as u64,
             };
             for framing in [Framing::Sse, Framing::Json] {
                 assert_eq!(

@@ -74,6 +74,8 @@ pub(crate) fn carry<F: std::future::Future>(
     if let Some(ctx) = &ctx {
         ctx.deferred.store(true, Ordering::Relaxed);
     }
+    // Boxed once: both arms below hold it, and a background run's future is large.
+    let work = Box::pin(work);
     async move {
         match ctx {
             Some(ctx) => {
@@ -187,7 +189,7 @@ impl RequestCtx {
         if let Err(e) = capture
             .store
             .put_capture(&tenant, &self.request_id, &record, now, expires)
-            .instrument(tracing::info_span!("store", what = "capture"))
+            .instrument(super::telemetry::stage_span!("store", what = "capture"))
             .await
         {
             tracing::warn!(

@@ -4,6 +4,11 @@
 //! thread: the async client has no reactor there) with W3C trace context: an incoming
 //! `traceparent` continues its trace, and upstream requests carry the current one.
 //!
+//! The stages of a request (`parse`, `plan`, `translate`, `upstream`, `reconstruct`, `store`)
+//! get spans of their own only when spans are exported ([`stage_span!`]): without an exporter
+//! no one reads them, and they cost a request more than its one log line. A log line names its
+//! request through the `request` span either way.
+//!
 //! The subscriber is installed once, at start; a reload does not change the log format or the
 //! exporter (the operator restarts for that). JSON lines carry their spans, so every line
 //! logged while a request is served names its `request_id`. Headers are never logged, and
@@ -15,6 +20,7 @@
 //! (bounded) for the rest at exit. The other commands write directly (few lines).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -27,6 +33,27 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use super::spans::{self, Batching, SpansGuard, TraceContext};
 use crate::config::ops::{LogFormat, OpsConfig};
+
+/// Whether spans are exported (an OTLP endpoint is configured): set once, at start.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported, so that a request's stages get spans of their own.
+pub(crate) fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
+/// An `info` span for a stage of a request, when spans are exported; else a disabled span
+/// (free to make, enter and drop). Takes what `tracing::info_span!` takes.
+macro_rules! stage_span {
+    ($($arg:tt)*) => {
+        if $crate::platform::ops::telemetry::exporting() {
+            tracing::info_span!($($arg)*)
+        } else {
+            tracing::Span::none()
+        }
+    };
+}
+pub(crate) use stage_span;
 
 /// Flushes and stops the span exporter when dropped (at the end of `main`).
 /// Also writes out the queued log lines.
@@ -83,6 +110,7 @@ where
             let (layer, guard) =
                 spans::start(exporter, Batching::from_env(), ops.telemetry.sampler)
                     .map_err(|e| format!("cannot start the span exporter: {e}"))?;
+            EXPORTING.store(true, Ordering::Relaxed);
             (Some(layer), Some(guard))
         }
     };
