@@ -1,7 +1,8 @@
 //! Ring 2: no stored response is left in limbo (issue 15). A stored stream whose client goes
 //! away after `response.created` is finished and stored whole (the default) or stopped and
 //! stored `cancelled` (`on_client_disconnect = "cancel"`); one left while the gateway shuts down
-//! still ends stored; and `POST /v1/responses/{id}/cancel` stops a foreground stream at once.
+//! still ends stored; `POST /v1/responses/{id}/cancel` stops a foreground stream at once; and a
+//! response running here reads `in_progress` before anything of it is stored.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
@@ -82,6 +83,19 @@ async fn start_stream(client: &reqwest::Client, base: &str) -> (reqwest::Respons
             return (response, id);
         }
     }
+}
+
+/// A client sending `key` as its bearer token.
+fn with_key(key: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {key}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 /// Polls `GET /v1/responses/{id}` until it is no longer `in_progress` (at most 20 s).
@@ -172,17 +186,6 @@ async fn cancel_stops_a_foreground_stream_in_progress() {
 async fn another_tenant_cannot_cancel_a_stream_in_progress() {
     let h = Harness::with_toml(|url| config(url, "api_keys = [\"key-a\", \"key-b\"]")).await;
     h.upstream.push(slow_stream(200, Duration::from_millis(50)));
-    let with_key = |key: &str| {
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {key}").parse().unwrap(),
-        );
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .unwrap()
-    };
     let (a, b) = (with_key("key-a"), with_key("key-b"));
     let base = h.url("");
     let (open, id) = start_stream(&a, &base).await;
@@ -262,28 +265,34 @@ async fn a_stream_left_while_the_gateway_shuts_down_still_ends_stored() {
     );
 }
 
-#[tokio::test]
-async fn cancel_stops_a_foreground_whole_answer_in_progress() {
-    let h = Harness::with_toml(|url| config(url, "")).await;
-    // The headers at once, the body ten seconds later.
+/// Starts a stored whole answer whose upstream sends its body `pause` after its headers (in
+/// two halves), through `client`; the answer in flight and its response id, heard on the
+/// session side channel once the upstream accepted the request.
+async fn start_whole(
+    h: &Harness,
+    client: &reqwest::Client,
+    session: &str,
+    pause: Duration,
+) -> (
+    tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+    String,
+) {
     let body = toolbridge_testkit::chat::completion("too late", "stop").to_string();
     let (head, tail) = body.split_at(body.len() / 2);
     h.upstream.push(Reply::Stream {
         pieces: vec![head.to_owned(), tail.to_owned()],
-        pause: Duration::from_secs(5),
+        pause,
     });
-    // The session side channel names the response once the upstream accepted it.
-    let mut events = h
-        .client
-        .get(h.url("/v1/sessions/sess-whole/events"))
+    let mut events = client
+        .get(h.url(&format!("/v1/sessions/{session}/events")))
         .send()
         .await
         .unwrap();
     assert_eq!(events.status(), 200);
     let answer = tokio::spawn(
-        h.client
+        client
             .post(h.url("/v1/responses"))
-            .header("session-id", "sess-whole")
+            .header("session-id", session)
             .json(&json!({"model": "m", "input": "x"}))
             .send(),
     );
@@ -304,6 +313,14 @@ async fn cancel_stops_a_foreground_whole_answer_in_progress() {
             break started["response_id"].as_str().unwrap().to_owned();
         }
     };
+    (answer, id)
+}
+
+#[tokio::test]
+async fn cancel_stops_a_foreground_whole_answer_in_progress() {
+    let h = Harness::with_toml(|url| config(url, "")).await;
+    // The headers at once, the body five seconds later.
+    let (answer, id) = start_whole(&h, &h.client, "sess-whole", Duration::from_secs(5)).await;
     let cancelled = h
         .client
         .post(h.url(&format!("/v1/responses/{id}/cancel")))
@@ -320,4 +337,57 @@ async fn cancel_stops_a_foreground_whole_answer_in_progress() {
     assert_eq!(answer["status"], "cancelled", "{answer:#}");
     let stored = ended(&h.client, &h.url(""), &id).await;
     assert_eq!(stored["status"], "cancelled", "{stored:#}");
+}
+
+/// A whole answer is stored only at its end; while it runs here, `GET` answers its start
+/// (`in_progress`), to its own tenant only, then the stored response.
+#[tokio::test]
+async fn a_response_running_here_reads_in_progress_before_it_is_stored() {
+    let h = Harness::with_toml(|url| config(url, "api_keys = [\"key-a\", \"key-b\"]")).await;
+    let (a, b) = (with_key("key-a"), with_key("key-b"));
+    let (answer, id) = start_whole(&h, &a, "sess-read", Duration::from_millis(1500)).await;
+    let running = a
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(running.status(), 200);
+    let running: Value = running.json().await.unwrap();
+    assert_eq!(running["id"], id.as_str(), "{running:#}");
+    assert_eq!(running["status"], "in_progress", "{running:#}");
+    assert_eq!(running["output"], json!([]), "{running:#}");
+    let other = b
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404, "another tenant's response in flight");
+    let answer = answer.await.unwrap().unwrap();
+    assert_eq!(answer.status(), 200);
+    let done = ended(&a, &h.url(""), &id).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(done["output"][0]["content"][0]["text"], "too late");
+}
+
+/// A stored stream can be read from its first event: `in_progress` until its end.
+#[tokio::test]
+async fn a_stored_stream_reads_in_progress_from_its_first_event() {
+    let h = Harness::with_toml(|url| config(url, "")).await;
+    h.upstream.push(slow_stream(20, Duration::from_millis(50)));
+    let base = h.url("");
+    let (open, id) = start_stream(&h.client, &base).await;
+    let running: Value = h
+        .client
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(running["status"], "in_progress", "{running:#}");
+    open.text().await.unwrap();
+    let done = ended(&h.client, &base, &id).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(done["output"][0]["content"][0]["text"], slow_text(20));
 }

@@ -36,9 +36,16 @@ pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -
         let stored = store(&state, &id)?
             .get(&tenant, &id)
             .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?
-            .ok_or_else(|| GatewayError::ResponseNotFound(id.clone()))?;
-        Ok::<_, GatewayError>(Json(stored.response))
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        match stored {
+            Some(stored) => Ok::<_, GatewayError>(Json(stored.response)),
+            // Running here and not stored yet: it is in progress.
+            None => state
+                .in_flight
+                .started(&id, tenant.name())
+                .map(Json)
+                .ok_or_else(|| GatewayError::ResponseNotFound(id.clone())),
+        }
     };
     match result.await {
         Ok(body) => body.into_response(),

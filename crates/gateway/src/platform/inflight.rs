@@ -3,7 +3,8 @@
 //! [`InFlight`] maps a response id to the handle that cancels it, so `POST
 //! /v1/responses/{id}/cancel` stops a foreground response (streamed or whole) running here at
 //! once, as it stops a background run; the store's guarded write keeps a cancel landing on
-//! another process from being undone. An entry lives as long as its [`Registration`], which the
+//! another process from being undone. `GET /v1/responses/{id}` of a response registered here
+//! but not in the store yet answers its start. An entry lives as long as its [`Registration`], which the
 //! response's pump holds: it goes when the response ends, however it ends.
 //!
 //! [`Drains`] counts the tasks that finish a stream after its client went away (see
@@ -100,6 +101,15 @@ impl InFlight {
             id,
         };
         (Some(registration), cancel)
+    }
+
+    /// Response `id` as it started (`in_progress`) when it runs here and belongs to tenant
+    /// `owner`: what `GET` answers for a response not in the store yet (a whole answer is
+    /// stored at its end).
+    pub(crate) fn started(&self, id: &str, owner: &str) -> Option<serde_json::Value> {
+        let entries = self.entries.lock().ok()?;
+        let entry = entries.get(id).filter(|e| e.owner == owner)?;
+        serde_json::to_value(&*entry.started).ok()
     }
 
     /// Cancels response `id` when it runs here and belongs to tenant `owner` (an admin cancels
