@@ -63,53 +63,26 @@ pub(crate) async fn write_record(
     unless_final: bool,
 ) -> Result<bool, StoreError> {
     let owner = unfinished(&r.status).then_some(instance);
-    if unless_final {
-        // The guarded update goes first: it takes the row (PostgreSQL) or the database
-        // (SQLite) for writing, so a cancel either lands before it (and wins) or after it.
-        let updated = sqlx::query(
-            "UPDATE toolbridge_responses SET status = $2, body = $3, owner = $4, expires_at = $5
-             WHERE id = $1 AND tenant = $6 AND status IN ('queued', 'in_progress')",
-        )
-        .bind(&r.id)
-        .bind(&r.status)
-        .bind(r.stored_body())
-        .bind(owner)
-        .bind(r.expires_at)
-        .bind(t.name())
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            let inserted = sqlx::query(
-                "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(&r.id)
-            .bind(r.created_at)
-            .bind(&r.status)
-            .bind(&r.model)
-            .bind(r.previous_response_id.as_deref())
-            .bind(r.expires_at)
-            .bind(r.stored_body())
-            .bind(owner)
-            .bind(t.name())
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-            if inserted == 0 {
-                return Ok(false);
-            }
-        }
+    // One statement either way. Guarded, the update applies only while the stored response is
+    // unfinished: on a conflict the row is locked (PostgreSQL) or the database is (SQLite)
+    // before that is read, so a cancel lands before it (and wins) or after it.
+    let upsert = if unless_final {
+        "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status, body = excluded.body,
+           owner = excluded.owner, expires_at = excluded.expires_at
+         WHERE toolbridge_responses.tenant = excluded.tenant
+           AND toolbridge_responses.status IN ('queued', 'in_progress')"
     } else {
         // The update applies only to the tenant's own row.
-        let written = sqlx::query(
-            "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
-               previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
-               body = excluded.body, owner = excluded.owner
-             WHERE toolbridge_responses.tenant = excluded.tenant",
-        )
+        "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
+           previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
+           body = excluded.body, owner = excluded.owner
+         WHERE toolbridge_responses.tenant = excluded.tenant"
+    };
+    let written = sqlx::query(upsert)
         .bind(&r.id)
         .bind(r.created_at)
         .bind(&r.status)
@@ -122,9 +95,10 @@ pub(crate) async fn write_record(
         .execute(&mut *conn)
         .await?
         .rows_affected();
-        if written == 0 {
-            return Err(StoreError::Conflict(r.id.clone()));
-        }
+    match (written, unless_final) {
+        (0, true) => return Ok(false),
+        (0, false) => return Err(StoreError::Conflict(r.id.clone())),
+        _ => {}
     }
     sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
         .bind(&r.id)
