@@ -66,6 +66,10 @@ impl SqlStore {
         let pool_options = || {
             AnyPoolOptions::new()
                 .acquire_timeout(limits.acquire_timeout)
+                // A PostgreSQL connection can be dropped by its server, so it is pinged before
+                // use; a SQLite one is a file handle that cannot be, and a ping would be one
+                // more round trip to its worker thread per write batch.
+                .test_before_acquire(!sqlite)
                 .after_connect(move |conn, _| {
                     Box::pin(async move {
                         if sqlite {
