@@ -170,14 +170,25 @@ impl RelayPump {
             return None;
         }
         let mut out = Vec::new();
+        let mut read = 0;
         loop {
-            match transport::wake(&mut self.upstream, &mut self.limits).await {
+            // As the translated pump's step: a burst the upstream has ready is one batch.
+            let Some(wake) = transport::batched(
+                &mut self.upstream,
+                &mut self.limits,
+                !out.is_empty(),
+                &mut read,
+            )
+            .await
+            else {
+                return Some(value_frames(self.framing, &out));
+            };
+            match wake {
                 Wake::Skipped => self.relay.add_diagnostic(skipped_diagnostic()),
                 Wake::Event(event) => {
                     let Some(data) = event.data else { continue };
                     match self.relay.on_event(event.event.as_deref(), &data, &mut out) {
-                        Ok(Flow::Continue) if out.is_empty() => {}
-                        Ok(Flow::Continue) => return Some(value_frames(self.framing, &out)),
+                        Ok(Flow::Continue) => {}
                         Ok(Flow::Done) => break,
                         Err(e) => {
                             self.relay.fail("server_error", e.to_string(), &mut out);

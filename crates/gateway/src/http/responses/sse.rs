@@ -130,8 +130,12 @@ impl Pump {
         Some(frames)
     }
 
+    /// One batch of frames: what the upstream events read in this step produced. A step waits
+    /// only for its first event; it takes more while the upstream has them ready (a burst read
+    /// in one socket read; [`transport::batched`]), so a burst goes out in one write.
     pub(super) async fn step(&mut self) -> Option<Vec<Bytes>> {
         let mut out = Vec::new();
+        let mut read = 0;
         loop {
             self.assembler.as_ref()?;
             if let Some(pending) = self.pending_tools.take()
@@ -144,7 +148,17 @@ impl Pump {
             {
                 return Some(batch);
             }
-            match transport::wake(&mut self.upstream, &mut self.limits).await {
+            let Some(wake) = transport::batched(
+                &mut self.upstream,
+                &mut self.limits,
+                !out.is_empty(),
+                &mut read,
+            )
+            .await
+            else {
+                return Some(self.frames(&out));
+            };
+            match wake {
                 Wake::Skipped => {
                     self.assembler
                         .as_mut()?
@@ -167,8 +181,7 @@ impl Pump {
                         assembler.on_event(ev, &mut out);
                     }
                     match flow {
-                        Ok(Flow::Continue) if out.is_empty() => {}
-                        Ok(Flow::Continue) => return Some(self.frames(&out)),
+                        Ok(Flow::Continue) => {}
                         Ok(Flow::Done) => {
                             if let Some(batch) = self.round_ended(true, &mut out).await {
                                 return Some(batch);
@@ -369,15 +382,32 @@ pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Deta
     )
 }
 
-/// An SSE answer: the `start` frames at once, then each batch as a pump yields it.
+/// An SSE answer: the `start` frames at once, then each batch as a pump yields it, each batch
+/// one piece of the body (one chunk on the wire, not one per event).
 pub(super) fn sse_answer(
     start: Vec<Bytes>,
     batches: impl Stream<Item = Vec<Bytes>> + Send + 'static,
 ) -> Response {
-    let body = stream::iter(start)
-        .chain(batches.flat_map(stream::iter))
+    let body = stream::iter([start])
+        .chain(batches)
+        .filter_map(|batch| std::future::ready(joined(batch)))
         .map(Ok::<Bytes, std::convert::Infallible>);
     sse_response(Body::from_stream(body))
+}
+
+/// A batch's frames as one piece; `None` for an empty batch.
+fn joined(mut frames: Vec<Bytes>) -> Option<Bytes> {
+    match frames.len() {
+        0 => None,
+        1 => frames.pop(),
+        _ => {
+            let mut piece = Vec::with_capacity(frames.iter().map(Bytes::len).sum());
+            for frame in &frames {
+                piece.extend_from_slice(frame);
+            }
+            Some(Bytes::from(piece))
+        }
+    }
 }
 
 /// An SSE answer with `body`: never cached or buffered by a proxy.

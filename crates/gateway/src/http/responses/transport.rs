@@ -3,13 +3,16 @@
 //! an upstream event, the body's end, a silence long enough for a keep-alive, or a stop (the
 //! stream's deadline, the gateway's shutdown, the response's cancel) — and end a stopped stream
 //! with the terminal code and message [`Stop`] gives. A gateway step run between upstream rounds
-//! (the tool loop) is stopped the same way ([`interruptible`]).
+//! (the tool loop) is stopped the same way ([`interruptible`]). An event already read from the
+//! socket is taken at once ([`ready`]), so a pump can gather a burst of them into one batch.
 //!
 //! Framing is [`Framing`]'s: SSE frames for HTTP, one JSON text per event for a transport that
 //! frames messages itself (WebSocket), so the pumps are transport-neutral.
 //!
 //! Not here: what an event means (the decoders, the assembler, the relay) and what a round's end
 //! leads to (`rounds`).
+
+use std::task::Poll;
 
 use axum::body::Bytes;
 use futures::StreamExt;
@@ -79,7 +82,11 @@ impl Stop {
 }
 
 /// Waits for what happens next on `upstream`; a stop wins over an event ready at the same time.
+/// An event already read from the socket goes without arming the select's timers.
 pub(super) async fn wake(upstream: &mut UpstreamSse, limits: &mut PumpLimits) -> Wake {
+    if let Some(wake) = ready(upstream, limits).await {
+        return wake;
+    }
     let keepalive = limits.keepalive;
     tokio::select! {
         biased;
@@ -87,6 +94,47 @@ pub(super) async fn wake(upstream: &mut UpstreamSse, limits: &mut PumpLimits) ->
         () = wait_for(&mut limits.cancel) => Wake::Stop(Stop::Cancelled),
         () = tokio::time::sleep_until(limits.deadline) => Wake::Stop(Stop::Deadline),
         wake = next_or_silence(upstream, keepalive) => wake,
+    }
+}
+
+/// At most this many upstream events go into one batch of a pump's frames: a burst of them is
+/// written at once, its first delta held back by no more than their translation (tens of
+/// microseconds).
+pub(super) const MAX_BATCH_EVENTS: usize = 16;
+
+/// What a pump's step handles next. Holding no frames yet (`holding` false) it waits
+/// ([`wake`]); holding some, it takes only what the upstream has ready, while fewer than
+/// [`MAX_BATCH_EVENTS`] were read in this step (`read` counts them). `None`: send what it holds.
+pub(super) async fn batched(
+    upstream: &mut UpstreamSse,
+    limits: &mut PumpLimits,
+    holding: bool,
+    read: &mut usize,
+) -> Option<Wake> {
+    let wake = if !holding {
+        Some(wake(upstream, limits).await)
+    } else if *read < MAX_BATCH_EVENTS {
+        ready(upstream, limits).await
+    } else {
+        None
+    };
+    *read += usize::from(wake.is_some());
+    wake
+}
+
+/// What `upstream` has ready now, without waiting: `None` when it has nothing yet, or when a
+/// stop is due (shutdown, cancel, deadline), which [`wake`] then reports first.
+pub(super) async fn ready(upstream: &mut UpstreamSse, limits: &PumpLimits) -> Option<Wake> {
+    if *limits.shutdown.borrow()
+        || *limits.cancel.borrow()
+        || tokio::time::Instant::now() >= limits.deadline
+    {
+        return None;
+    }
+    let polled = std::future::poll_fn(|cx| Poll::Ready(upstream.poll_next_unpin(cx))).await;
+    match polled {
+        Poll::Ready(item) => Some(woken(item)),
+        Poll::Pending => None,
     }
 }
 
@@ -116,6 +164,11 @@ async fn next_or_silence(
             Err(_) => return Wake::Silence,
         },
     };
+    woken(item)
+}
+
+/// What one item of `upstream` (or its end) means to the pump.
+fn woken(item: Option<Result<Chunk, sse_stream::Error>>) -> Wake {
     match item {
         Some(Ok(Chunk::Event(event))) => Wake::Event(event),
         Some(Ok(Chunk::Skipped)) => Wake::Skipped,
@@ -280,6 +333,82 @@ fn text_delta(buf: &mut Vec<u8>, item_id: &str, output: usize, content: usize, d
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An upstream that has `n` events (`data: 0` …) ready at once, then nothing more.
+    fn burst(n: usize) -> UpstreamSse {
+        let text: String = (0..n).map(|i| format!("data: {i}\n\n")).collect();
+        let bytes = futures::stream::iter([Ok::<_, StreamError>(Bytes::from(text))])
+            .chain(futures::stream::pending());
+        super::super::chunks::events(bytes)
+    }
+
+    fn limits() -> (PumpLimits, watch::Sender<bool>) {
+        let (_, shutdown) = watch::channel(false);
+        let (cancel_tx, cancel) = watch::channel(false);
+        let limits = PumpLimits {
+            keepalive: None,
+            deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
+            shutdown,
+            cancel,
+        };
+        (limits, cancel_tx)
+    }
+
+    fn data(wake: Option<Wake>) -> Option<String> {
+        match wake {
+            Some(Wake::Event(event)) => event.data,
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_takes_what_is_ready_up_to_its_bound_and_never_passes_a_stop() {
+        let (mut limits, cancel) = limits();
+        let mut upstream = burst(MAX_BATCH_EVENTS + 4);
+        let mut read = 0;
+        // Holding nothing, a step waits for its first event.
+        let first = batched(&mut upstream, &mut limits, false, &mut read).await;
+        assert_eq!(data(first).as_deref(), Some("0"));
+        // Holding frames, it takes what is ready, in order, up to the bound.
+        for i in 1..MAX_BATCH_EVENTS {
+            let next = batched(&mut upstream, &mut limits, true, &mut read).await;
+            assert_eq!(data(next), Some(i.to_string()));
+        }
+        assert!(
+            batched(&mut upstream, &mut limits, true, &mut read)
+                .await
+                .is_none(),
+            "the bound ends the batch"
+        );
+        // The next step goes on where this one stopped.
+        let mut read = 0;
+        let next = batched(&mut upstream, &mut limits, false, &mut read).await;
+        assert_eq!(data(next), Some(MAX_BATCH_EVENTS.to_string()));
+        // A cancel is not passed over by a ready event: the batch ends, the wait reports it.
+        cancel.send_replace(true);
+        assert!(
+            batched(&mut upstream, &mut limits, true, &mut read)
+                .await
+                .is_none()
+        );
+        let stop = batched(&mut upstream, &mut limits, false, &mut read).await;
+        assert!(matches!(stop, Some(Wake::Stop(Stop::Cancelled))));
+    }
+
+    #[tokio::test]
+    async fn a_batch_ends_when_the_upstream_has_nothing_ready() {
+        let (mut limits, _cancel) = limits();
+        let mut upstream = burst(1);
+        let mut read = 0;
+        let first = batched(&mut upstream, &mut limits, false, &mut read).await;
+        assert_eq!(data(first).as_deref(), Some("0"));
+        assert!(
+            batched(&mut upstream, &mut limits, true, &mut read)
+                .await
+                .is_none()
+        );
+        assert_eq!(read, 1);
+    }
 
     #[test]
     fn sse_frames_name_the_event_and_json_frames_are_the_event_alone() {

@@ -427,15 +427,19 @@ struct Observed {
     first_token: bool,
 }
 
-/// Whether an SSE frame carries output: an `event: response.….delta` (text, reasoning, call
-/// arguments, a custom tool's input, a refusal). The gateway writes one event per frame, its
-/// `event:` line first, whether it translated the stream or relayed it.
-fn is_delta_frame(frame: &[u8]) -> bool {
-    let Some(rest) = frame.strip_prefix(b"event: response.") else {
-        return false;
-    };
-    let name = rest.split(|b| *b == b'\n').next().unwrap_or_default();
-    name.ends_with(b".delta")
+/// Whether a piece of an SSE body carries output: one of its events is an `event:
+/// response.….delta` (text, reasoning, call arguments, a custom tool's input, a refusal). The
+/// gateway writes whole events, each with its `event:` line first, a batch of them per piece,
+/// whether it translated the stream or relayed it.
+fn is_delta_frame(piece: &[u8]) -> bool {
+    const EVENT: &[u8] = b"event: response.";
+    memchr::memmem::find_iter(piece, EVENT)
+        .filter(|&at| at == 0 || piece[at - 1] == b'\n')
+        .any(|at| {
+            let rest = &piece[at + EVENT.len()..];
+            let name = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+            name.ends_with(b".delta")
+        })
 }
 
 /// Counts a stream open until dropped, whichever way it ends.
@@ -502,6 +506,14 @@ mod tests {
             b"event: response.output_text.done\ndata: {\"delta\": 1}\n\n"
         ));
         assert!(!is_delta_frame(b": keep-alive\n\n"));
+        // A batch of events in one piece: any of them.
+        assert!(is_delta_frame(
+            b"event: response.created\ndata: {}\n\nevent: response.output_text.delta\ndata: {}\n\n"
+        ));
+        // The words inside an event's data are not an event.
+        assert!(!is_delta_frame(
+            b"event: response.created\ndata: {\"t\":\"event: response.output_text.delta\"}\n\n"
+        ));
     }
 
     #[test]
