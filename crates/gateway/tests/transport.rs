@@ -1,5 +1,6 @@
 //! Ring 2: transport. Compressed request bodies (and bombs), unknown encodings, keep-alive
-//! comments during upstream silence, and a client disconnect reaching the upstream.
+//! comments during upstream silence, a burst of upstream events written in a few pieces (and
+//! spaced ones each at once), and a client disconnect reaching the upstream.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
@@ -115,6 +116,74 @@ async fn long_upstream_silences_get_keep_alive_comments() {
     let events = toolbridge_testkit::sse::parse(&text);
     common::check_stream(&events, h.schema.as_ref());
     assert_eq!(events.last().unwrap().data["type"], "response.completed");
+}
+
+/// The pieces of a streamed answer's body as they come off the socket, and its text.
+async fn pieces(response: reqwest::Response) -> (Vec<String>, String) {
+    let mut body = response.bytes_stream();
+    let mut pieces = Vec::new();
+    while let Some(piece) = body.next().await {
+        pieces.push(String::from_utf8(piece.unwrap().to_vec()).unwrap());
+    }
+    let text = pieces.concat();
+    (pieces, text)
+}
+
+/// `n` text chunks, a finish chunk and `[DONE]`, as Chat SSE events.
+fn text_events(n: usize) -> Vec<String> {
+    let mut events: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "data: {}\n\n",
+                chunk(json!({"content": format!("t{i} ")}), None)
+            )
+        })
+        .collect();
+    events.push(format!("data: {}\n\n", chunk(json!({}), Some("stop"))));
+    events.push("data: [DONE]\n\n".to_owned());
+    events
+}
+
+#[tokio::test]
+async fn a_burst_goes_out_in_a_few_pieces_and_spaced_events_each_at_once() {
+    let h = Harness::with_preset("generic").await;
+    // Forty deltas in one upstream write: batches of at most 16 upstream events, each batch
+    // one piece of the body.
+    h.upstream.push(Reply::Stream {
+        pieces: vec![text_events(40).concat()],
+        pause: Duration::ZERO,
+    });
+    let response = h
+        .post(&json!({"model": "m", "input": "x", "stream": true}))
+        .await;
+    let (burst, text) = pieces(response).await;
+    let events = toolbridge_testkit::sse::parse(&text);
+    common::check_stream(&events, h.schema.as_ref());
+    let deltas = events
+        .iter()
+        .filter(|e| e.data["type"] == "response.output_text.delta")
+        .count();
+    assert_eq!(deltas, 40);
+    assert!(
+        burst.len() <= 8,
+        "{} pieces for {} events",
+        burst.len(),
+        events.len()
+    );
+    // The same deltas, each written after a pause: none waits for the next.
+    h.upstream.push(Reply::Stream {
+        pieces: text_events(5),
+        pause: Duration::from_millis(150),
+    });
+    let response = h
+        .post(&json!({"model": "m", "input": "x", "stream": true}))
+        .await;
+    let (spaced, _) = pieces(response).await;
+    let with_delta = spaced
+        .iter()
+        .filter(|p| p.contains("event: response.output_text.delta"))
+        .count();
+    assert_eq!(with_delta, 5, "{spaced:#?}");
 }
 
 #[tokio::test]

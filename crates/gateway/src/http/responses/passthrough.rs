@@ -129,6 +129,7 @@ impl Passthrough {
             _registration: self.registration,
         };
         sse::sse_answer(
+            self.framing,
             value_frames(self.framing, &start),
             super::detach::Detachable::new(pump, detach),
         )

@@ -377,22 +377,35 @@ pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Deta
         }
     }
     sse_answer(
+        pump.framing,
         pump.frames(&start),
         super::detach::Detachable::new(pump, detach),
     )
 }
 
-/// An SSE answer: the `start` frames at once, then each batch as a pump yields it, each batch
-/// one piece of the body (one chunk on the wire, not one per event).
+/// A streamed answer in `framing`: the `start` frames at once, then each batch as a pump yields
+/// it. In SSE each batch is one piece of the body (one chunk on the wire, not one per event);
+/// for a message transport (WebSocket), which reads one event per body frame, each frame is
+/// its own.
 pub(super) fn sse_answer(
+    framing: Framing,
     start: Vec<Bytes>,
     batches: impl Stream<Item = Vec<Bytes>> + Send + 'static,
 ) -> Response {
-    let body = stream::iter([start])
-        .chain(batches)
-        .filter_map(|batch| std::future::ready(joined(batch)))
-        .map(Ok::<Bytes, std::convert::Infallible>);
-    sse_response(Body::from_stream(body))
+    let batches = stream::iter([start]).chain(batches);
+    let body = match framing {
+        Framing::Sse => Body::from_stream(
+            batches
+                .filter_map(|batch| std::future::ready(joined(batch)))
+                .map(Ok::<Bytes, std::convert::Infallible>),
+        ),
+        Framing::Json => Body::from_stream(
+            batches
+                .flat_map(stream::iter)
+                .map(Ok::<Bytes, std::convert::Infallible>),
+        ),
+    };
+    sse_response(body)
 }
 
 /// A batch's frames as one piece; `None` for an empty batch.
@@ -430,12 +443,23 @@ pub(super) fn sse_response(body: Body) -> Response {
         .into_response()
 }
 
-/// One message per event in `framing`.
+/// The frames of `events` in `framing`: one message per event for a message transport, one
+/// piece of all of them for SSE.
 pub(super) fn framed(framing: Framing, events: &[StreamEvent]) -> Vec<Bytes> {
-    events
-        .iter()
-        .map(|event| framing.stream_event(event))
-        .collect()
+    match framing {
+        // A batch's SSE frames written into one piece, which goes out as it is.
+        Framing::Sse if !events.is_empty() => {
+            let mut piece = Vec::with_capacity(events.len() * 320);
+            for event in events {
+                framing.stream_event_into(&mut piece, event);
+            }
+            vec![Bytes::from(piece)]
+        }
+        _ => events
+            .iter()
+            .map(|event| framing.stream_event(event))
+            .collect(),
+    }
 }
 
 /// Encodes one event as an SSE frame (`event:` and `data:` lines, LF endings).

@@ -231,16 +231,21 @@ impl Framing {
     /// and `data:` lines and the blank line for SSE, alone for JSON texts.
     fn frame(self, name: &str, capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Bytes {
         let mut buf = Vec::with_capacity(capacity + 2 * name.len() + 24);
+        self.frame_into(&mut buf, name, write);
+        Bytes::from(buf)
+    }
+
+    /// [`Self::frame`] appended to `buf`.
+    fn frame_into(self, buf: &mut Vec<u8>, name: &str, write: impl FnOnce(&mut Vec<u8>)) {
         if self == Self::Sse {
             buf.extend_from_slice(b"event: ");
             buf.extend_from_slice(name.as_bytes());
             buf.extend_from_slice(b"\ndata: ");
         }
-        write(&mut buf);
+        write(buf);
         if self == Self::Sse {
             buf.extend_from_slice(b"\n\n");
         }
-        Bytes::from(buf)
     }
 
     /// One event named `name` (serialising our own types cannot fail: string keys only).
@@ -255,7 +260,14 @@ impl Framing {
     /// tagged object and `sequence_number` spliced in before its closing brace. A text delta,
     /// most of a stream's events, is written field by field.
     pub(crate) fn stream_event(self, event: &StreamEvent) -> Bytes {
-        self.frame(event.name(), 256, |buf| {
+        let mut buf = Vec::with_capacity(256 + 2 * event.name().len() + 24);
+        self.stream_event_into(&mut buf, event);
+        Bytes::from(buf)
+    }
+
+    /// [`Self::stream_event`] appended to `buf`: a batch of SSE frames written into one piece.
+    pub(crate) fn stream_event_into(self, buf: &mut Vec<u8>, event: &StreamEvent) {
+        self.frame_into(buf, event.name(), |buf| {
             let start = buf.len();
             match &event.kind {
                 EventKind::OutputTextDelta {
@@ -495,18 +507,28 @@ mod tests {
                 .unwrap(),
             },
         ];
-        for (n, kind) in events.into_iter().enumerate() {
-            let event = StreamEvent {
+        let events: Vec<StreamEvent> = events
+            .into_iter()
+            .enumerate()
+            .map(|(n, kind)| StreamEvent {
                 kind,
                 sequence_number: 7 + 1000 * n as u64,
-            };
+            })
+            .collect();
+        let mut piece = Vec::new();
+        let mut expected = Vec::new();
+        for event in &events {
             for framing in [Framing::Sse, Framing::Json] {
                 assert_eq!(
-                    framing.stream_event(&event),
-                    framing.event(event.name(), &event)
+                    framing.stream_event(event),
+                    framing.event(event.name(), event)
                 );
             }
+            Framing::Sse.stream_event_into(&mut piece, event);
+            expected.extend_from_slice(&Framing::Sse.event(event.name(), event));
         }
+        // A batch written into one piece is the frames one after another.
+        assert_eq!(piece, expected);
     }
 
     #[tokio::test]
