@@ -339,6 +339,16 @@ async fn cancel_stops_a_foreground_whole_answer_in_progress() {
     assert_eq!(stored["status"], "cancelled", "{stored:#}");
 }
 
+/// `GET /v1/responses/{id}` through `client`: the status and the body.
+async fn read(client: &reqwest::Client, h: &Harness, id: &str) -> (u16, Value) {
+    let answer = client
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap())
+}
+
 /// A whole answer is stored only at its end; while it runs here, `GET` answers its start
 /// (`in_progress`), to its own tenant only, then the stored response.
 #[tokio::test]
@@ -346,22 +356,13 @@ async fn a_response_running_here_reads_in_progress_before_it_is_stored() {
     let h = Harness::with_toml(|url| config(url, "api_keys = [\"key-a\", \"key-b\"]")).await;
     let (a, b) = (with_key("key-a"), with_key("key-b"));
     let (answer, id) = start_whole(&h, &a, "sess-read", Duration::from_millis(1500)).await;
-    let running = a
-        .get(h.url(&format!("/v1/responses/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(running.status(), 200);
-    let running: Value = running.json().await.unwrap();
+    let (status, running) = read(&a, &h, &id).await;
+    assert_eq!(status, 200);
     assert_eq!(running["id"], id.as_str(), "{running:#}");
     assert_eq!(running["status"], "in_progress", "{running:#}");
     assert_eq!(running["output"], json!([]), "{running:#}");
-    let other = b
-        .get(h.url(&format!("/v1/responses/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(other.status(), 404, "another tenant's response in flight");
+    let (status, _) = read(&b, &h, &id).await;
+    assert_eq!(status, 404, "another tenant's response in flight");
     let answer = answer.await.unwrap().unwrap();
     assert_eq!(answer.status(), 200);
     let done = ended(&a, &h.url(""), &id).await;
@@ -376,15 +377,7 @@ async fn a_stored_stream_reads_in_progress_from_its_first_event() {
     h.upstream.push(slow_stream(20, Duration::from_millis(50)));
     let base = h.url("");
     let (open, id) = start_stream(&h.client, &base).await;
-    let running: Value = h
-        .client
-        .get(h.url(&format!("/v1/responses/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, running) = read(&h.client, &h, &id).await;
     assert_eq!(running["status"], "in_progress", "{running:#}");
     open.text().await.unwrap();
     let done = ended(&h.client, &base, &id).await;
