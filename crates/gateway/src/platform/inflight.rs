@@ -4,8 +4,8 @@
 //! /v1/responses/{id}/cancel` stops a foreground response (streamed or whole) running here at
 //! once, as it stops a background run; the store's guarded write keeps a cancel landing on
 //! another process from being undone. `GET /v1/responses/{id}` of a response registered here
-//! but not in the store yet answers its start. An entry lives as long as its [`Registration`], which the
-//! response's pump holds: it goes when the response ends, however it ends.
+//! but not in the store yet answers its start. An entry lives as long as its [`Registration`],
+//! which the response's pump holds: it goes when the response ends, however it ends.
 //!
 //! [`Drains`] counts the tasks that finish a stream after its client went away (see
 //! `responses::detach`), so shutdown waits for them: a drained run ends stored (completed,
