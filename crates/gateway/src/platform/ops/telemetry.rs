@@ -14,10 +14,10 @@
 //! logged while a request is served names its `request_id`. Headers are never logged, and
 //! neither are prompts or completions (see the request capture for those, opt-in).
 //!
-//! When serving, lines are written by a thread of their own ([`Queued`]: a bounded queue, not
-//! lossy — a request waits rather than a line being dropped), buffered and flushed whenever the
-//! queue runs dry, so a request thread never makes a write to stderr; [`TelemetryGuard`] waits
-//! (bounded) for the rest at exit. The other commands write directly (few lines).
+//! When serving, lines are written by a thread of their own ([`super::log_writer`]: one bounded
+//! buffer, written out a lingering batch at a time), so a request thread never makes a write to
+//! stderr nor wakes a thread per line; [`TelemetryGuard`] waits (bounded) for the rest at exit.
+//! The other commands write directly (few lines).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +31,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::log_writer::LogWriterGuard;
 use super::spans::{self, Batching, SpansGuard, TraceContext};
 use crate::config::ops::{LogFormat, OpsConfig};
 
@@ -59,21 +60,22 @@ pub(crate) use stage_span;
 /// Also writes out the queued log lines.
 pub(crate) struct TelemetryGuard {
     _spans: Option<SpansGuard>,
-    _logs: Option<Queued>,
+    _logs: Option<LogWriterGuard>,
 }
 
 /// Installs the process's subscriber, logs written by their own thread. Call it outside any
 /// async runtime (the blocking exporter client builds its own).
 pub(crate) fn init(ops: &OpsConfig) -> Result<TelemetryGuard, String> {
-    let queued = Queued::start().map_err(|e| format!("cannot start the log writer: {e}"))?;
-    let writer = Queued {
-        queue: queued.queue.clone(),
-        guard: false,
-    };
-    install(ops, writer, Some(queued))
+    let (writer, guard) =
+        super::log_writer::start().map_err(|e| format!("cannot start the log writer: {e}"))?;
+    install(ops, writer, Some(guard))
 }
 
-fn install<W>(ops: &OpsConfig, writer: W, logs: Option<Queued>) -> Result<TelemetryGuard, String>
+fn install<W>(
+    ops: &OpsConfig,
+    writer: W,
+    logs: Option<LogWriterGuard>,
+) -> Result<TelemetryGuard, String>
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -137,108 +139,6 @@ pub(crate) fn init_default() {
         ops.log_format = format;
     }
     let _ = install(&ops, std::io::stderr, None);
-}
-
-/// Lines queued for the log thread at most; past it a request waits for the writer.
-const LOG_QUEUE_LINES: usize = 4_096;
-/// How long the guard waits at exit for the queued lines to be written.
-const LOG_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-enum LogMessage {
-    Line(Vec<u8>),
-    /// Answered once every line queued before it is written and flushed.
-    Drained(std::sync::mpsc::SyncSender<()>),
-}
-
-/// The log writer: each event's line is queued whole, and one thread writes them to stderr
-/// through a buffer flushed when the queue is empty. Dropping the guard's copy waits for it.
-#[derive(Clone)]
-pub(crate) struct Queued {
-    queue: std::sync::mpsc::SyncSender<LogMessage>,
-    guard: bool,
-}
-
-impl Queued {
-    fn start() -> std::io::Result<Self> {
-        let (queue, lines) = std::sync::mpsc::sync_channel::<LogMessage>(LOG_QUEUE_LINES);
-        std::thread::Builder::new()
-            .name("toolbridge-log".to_owned())
-            .spawn(move || {
-                use std::io::Write as _;
-                let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr());
-                let mut next = lines.recv().ok();
-                while let Some(message) = next {
-                    match message {
-                        LogMessage::Line(line) => {
-                            let _ = out.write_all(&line);
-                        }
-                        LogMessage::Drained(done) => {
-                            let _ = out.flush();
-                            let _ = done.send(());
-                        }
-                    }
-                    next = lines.try_recv().ok();
-                    if next.is_none() {
-                        let _ = out.flush();
-                        next = lines.recv().ok();
-                    }
-                }
-                let _ = out.flush();
-            })?;
-        Ok(Self { queue, guard: true })
-    }
-}
-
-impl Drop for Queued {
-    fn drop(&mut self) {
-        if self.guard {
-            let (done, drained) = std::sync::mpsc::sync_channel(1);
-            if self.queue.send(LogMessage::Drained(done)).is_ok() {
-                let _ = drained.recv_timeout(LOG_DRAIN_WAIT);
-            }
-        }
-    }
-}
-
-/// One event's line, queued when the formatter is done with it.
-pub(crate) struct QueuedLine {
-    line: Vec<u8>,
-    queue: std::sync::mpsc::SyncSender<LogMessage>,
-}
-
-impl std::io::Write for QueuedLine {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.line.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for QueuedLine {
-    fn drop(&mut self) {
-        if self.line.is_empty() {
-            return;
-        }
-        let line = std::mem::take(&mut self.line);
-        // The writer thread is gone (it cannot be, short of a panic): write directly.
-        if let Err(std::sync::mpsc::SendError(LogMessage::Line(line))) =
-            self.queue.send(LogMessage::Line(line))
-        {
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), &line);
-        }
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Queued {
-    type Writer = QueuedLine;
-    fn make_writer(&'w self) -> QueuedLine {
-        QueuedLine {
-            line: Vec::with_capacity(256),
-            queue: self.queue.clone(),
-        }
-    }
 }
 
 struct HeaderReader<'a>(&'a http::HeaderMap);
