@@ -115,6 +115,9 @@ pub enum StoreError {
     Conflict(String),
     #[error("the store failed: {0}")]
     Database(#[from] sqlx::Error),
+    /// SQLite's write connection (the group commit's, `writer`) failed.
+    #[error("the store failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     /// The store did not answer in time, or its circuit is open after repeated failures.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
@@ -130,7 +133,7 @@ impl StoreError {
             Self::Corrupt(_) => "store_corrupt",
             Self::Url(_) => "store_url_invalid",
             Self::Conflict(_) => "store_conflict",
-            Self::Database(_) | Self::Unavailable(_) => "store_unavailable",
+            Self::Database(_) | Self::Sqlite(_) | Self::Unavailable(_) => "store_unavailable",
         }
     }
 
@@ -149,6 +152,17 @@ impl StoreError {
                     || code.starts_with("57")
                     || matches!(code, "5" | "6")
             }
+            // Busy and locked past the busy timeout, I/O, a full disk or a read-only file;
+            // a refused statement (a constraint, say) is not an outage.
+            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::SystemIoFailure
+                    | rusqlite::ErrorCode::DiskFull
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::ReadOnly
+            ),
             Self::Database(
                 sqlx::Error::Io(_)
                 | sqlx::Error::Tls(_)

@@ -20,12 +20,34 @@ const RESPONSE_INPUT_PAGES: PageSql = PageSql {
     desc: "SELECT body FROM toolbridge_items WHERE response_id = $1 AND kind = 'input' AND position < $2 AND (tenant = $4 OR $5 = 1) ORDER BY position DESC LIMIT $3",
 };
 
+/// The write of a response row, guarded: `$1`–`$9` are id, created_at, status, model,
+/// previous_response_id, expires_at, body, owner and tenant. The update applies only while the
+/// tenant's own stored response is unfinished (no row written otherwise).
+pub(crate) const UPSERT_GUARDED: &str = "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (id) DO UPDATE SET status = excluded.status, body = excluded.body,
+       owner = excluded.owner, expires_at = excluded.expires_at
+     WHERE toolbridge_responses.tenant = excluded.tenant
+       AND toolbridge_responses.status IN ('queued', 'in_progress')";
+
+/// [`UPSERT_GUARDED`] unguarded: the update applies to the tenant's own row, whatever its status.
+pub(crate) const UPSERT: &str = "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
+       previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
+       body = excluded.body, owner = excluded.owner
+     WHERE toolbridge_responses.tenant = excluded.tenant";
+
+/// The items of a response being rewritten: `$1` the response id, `$2` the tenant.
+pub(crate) const DELETE_ITEMS: &str =
+    "DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2";
+
 /// Item rows in one `INSERT`, at most.
-const ITEM_ROWS: usize = 16;
+pub(crate) const ITEM_ROWS: usize = 16;
 
 /// The `INSERT` of `rows` item rows (1 to [`ITEM_ROWS`]): `$1` the response id and `$2` the
 /// tenant in every row, then kind, position, item id and body for each.
-fn item_insert(rows: usize) -> &'static str {
+pub(crate) fn item_insert(rows: usize) -> &'static str {
     static INSERTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
         (1..=ITEM_ROWS)
             .map(|rows| {
@@ -66,22 +88,7 @@ pub(crate) async fn write_record(
     // One statement either way. Guarded, the update applies only while the stored response is
     // unfinished: on a conflict the row is locked (PostgreSQL) or the database is (SQLite)
     // before that is read, so a cancel lands before it (and wins) or after it.
-    let upsert = if unless_final {
-        "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (id) DO UPDATE SET status = excluded.status, body = excluded.body,
-           owner = excluded.owner, expires_at = excluded.expires_at
-         WHERE toolbridge_responses.tenant = excluded.tenant
-           AND toolbridge_responses.status IN ('queued', 'in_progress')"
-    } else {
-        // The update applies only to the tenant's own row.
-        "INSERT INTO toolbridge_responses (id, created_at, status, model, previous_response_id, expires_at, body, owner, tenant)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,
-           previous_response_id = excluded.previous_response_id, expires_at = excluded.expires_at,
-           body = excluded.body, owner = excluded.owner
-         WHERE toolbridge_responses.tenant = excluded.tenant"
-    };
+    let upsert = if unless_final { UPSERT_GUARDED } else { UPSERT };
     let written = sqlx::query(upsert)
         .bind(&r.id)
         .bind(r.created_at)
@@ -100,7 +107,7 @@ pub(crate) async fn write_record(
         (0, false) => return Err(StoreError::Conflict(r.id.clone())),
         _ => {}
     }
-    sqlx::query("DELETE FROM toolbridge_items WHERE response_id = $1 AND tenant = $2")
+    sqlx::query(DELETE_ITEMS)
         .bind(&r.id)
         .bind(t.name())
         .execute(&mut *conn)

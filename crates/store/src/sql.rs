@@ -35,7 +35,8 @@ pub struct SqlStore {
     /// Writes: on SQLite one connection, so this process's writes queue in order instead of
     /// meeting SQLite's sleeping busy handler; on PostgreSQL the same pool as `pool`.
     writes: AnyPool,
-    /// SQLite's group commit of response writes (see [`crate::writer`]); `None` on PostgreSQL.
+    /// SQLite's group commit of response writes (see [`crate::writer`]); `None` on PostgreSQL
+    /// and for an in-memory SQLite database.
     pub(crate) writer: Option<std::sync::Arc<Writer>>,
     /// This process's id, owner of the responses it is still producing.
     pub(crate) instance: String,
@@ -92,8 +93,9 @@ impl SqlStore {
                     })
                 })
         };
-        // SQLite has one writer: a few connections serve concurrent readers under WAL, and
-        // every write of this process goes through one more, in order (see `writer`).
+        // SQLite has one writer: a few connections serve concurrent readers under WAL, the
+        // group commit's thread writes responses (see `writer`), and every other write of this
+        // process goes through one more connection, in order.
         let pool = pool_options()
             .max_connections(if sqlite { 4 } else { 16 })
             .connect_with(options.clone())
@@ -107,22 +109,23 @@ impl SqlStore {
             pool.clone()
         };
         let instance = instance_id();
-        let writer = sqlite.then(|| {
-            std::sync::Arc::new(Writer::start(
-                writes.clone(),
-                instance.clone(),
-                limits.timeout,
-            ))
-        });
-        let store = Self {
+        let mut store = Self {
             pool,
             writes,
-            writer,
+            writer: None,
             instance,
             sqlite,
             circuit: std::sync::Arc::new(guard::Circuit::new(limits)),
         };
         store.migrate().await?;
+        // The group commit's connection, once the file exists with its tables.
+        if let Some(path) = crate::writer::sqlite_file(&url) {
+            store.writer = Some(std::sync::Arc::new(Writer::start(
+                &path,
+                store.instance.clone(),
+                limits.timeout,
+            )?));
+        }
         Ok(store)
     }
 

@@ -1,5 +1,6 @@
-//! Group commit for SQLite: one writer task, response writes batched into one transaction,
-//! each caller waiting only for the commit of the batch its write is in.
+//! Group commit for SQLite: one writer thread owning the write connection, response writes
+//! batched into one transaction, each caller waiting only for the commit of the batch its
+//! write is in.
 //!
 //! SQLite has one writer at a time. When each request wrote in its own transaction on its own
 //! pooled connection, concurrent writers met SQLite's busy handler, which *sleeps* (1, 2, 5 …
@@ -11,27 +12,38 @@
 //! the batch. A caller is answered only after the commit its write is in: the durability rule
 //! (`store: true` only once durable) holds exactly as before.
 //!
+//! Why a thread of its own, with rusqlite, rather than a task over sqlx's connection: sqlx runs
+//! each SQLite connection on a worker thread and every statement, savepoint and commit is a
+//! round trip to it (a channel send, a wake-up, a context switch each way). A batch of *n*
+//! records was 5*n*+2 such round trips, and on a busy core the switches cost more than SQLite's
+//! own work. Here the whole batch is plain calls on the thread that owns the connection: one
+//! wake-up per batch, statements prepared once and cached. rusqlite 0.39 links the same
+//! libsqlite3-sys (0.37, bundled) as sqlx 0.9, so there is one SQLite library in the process.
+//!
 //! Bounds: the queue holds [`QUEUE`] records; a caller finding it full waits for room, and that
 //! wait, like the wait for its commit, is inside the caller's store deadline
 //! ([`crate::guard`]), so overload is back-pressure that ends in `store_unavailable`, never
-//! unbounded growth. A batch is bounded by the same deadline on the writer's side. A record
-//! whose caller stopped waiting (deadline, client gone) before its batch began is skipped.
-//!
-//! The writer writes on the store's one write connection (`SqlStore::writes`), which the
-//! store's other writes (cancel, delete, conversations, sweeps, keys) share: every write of
-//! this process queues in order instead of racing for SQLite's lock.
+//! unbounded growth. The writer's waits for SQLite's lock (another process's write, or this
+//! process's other writes on sqlx's write connection: cancel, delete, conversations, sweeps,
+//! keys) are bounded by the busy timeout, set to the same deadline. A record whose caller
+//! stopped waiting (deadline, client gone) before its batch began is skipped.
 //!
 //! Not here: PostgreSQL, whose concurrent transactions write in parallel and whose server
-//! already groups concurrent commits into one WAL flush (`put_direct`).
+//! already groups concurrent commits into one WAL flush (`put_direct`); an in-memory SQLite
+//! database, which exists only inside sqlx's connections (its writes go through `put_direct`
+//! on the one write connection).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::{Acquire, AnyPool};
+use rusqlite::types::ToSql;
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::responses::write_record;
+use crate::responses::{DELETE_ITEMS, ITEM_ROWS, UPSERT, UPSERT_GUARDED, item_insert};
+use crate::sql::unfinished;
 use crate::{ResponseRecord, StoreError, Tenant};
 
 /// Records waiting for the writer, at most.
@@ -47,7 +59,7 @@ struct Job {
     done: oneshot::Sender<Result<bool, StoreError>>,
 }
 
-/// The handle of the writer task; the task ends when the last handle is dropped.
+/// The handle of the writer thread; the thread ends when the last handle is dropped.
 #[derive(Debug)]
 pub(crate) struct Writer {
     queue: mpsc::Sender<Job>,
@@ -57,13 +69,34 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on the current runtime, writing through `pool` (the store's
-    /// write pool) on behalf of process `instance`; `timeout` bounds each batch.
-    pub(crate) fn start(pool: AnyPool, instance: String, timeout: Duration) -> Self {
+    /// Opens the write connection on the SQLite file at `path` (created and migrated already)
+    /// and starts the writer thread, writing on behalf of process `instance`; `timeout` bounds
+    /// each wait for SQLite's lock.
+    pub(crate) fn start(
+        path: &Path,
+        instance: String,
+        timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(timeout)?;
+        // Per connection: see ARCHITECTURE.md, durability (WAL itself is the file's, set at open).
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // The two upserts, the delete, one insert per item chunk size and the five
+        // transaction-control statements.
+        conn.set_prepared_statement_cache_capacity(ITEM_ROWS + 8);
         let (queue, jobs) = mpsc::channel(QUEUE);
         let batches = Arc::new(AtomicU64::new(0));
-        tokio::spawn(run(jobs, pool, instance, timeout, Arc::clone(&batches)));
-        Self { queue, batches }
+        let counter = Arc::clone(&batches);
+        std::thread::Builder::new()
+            .name("toolbridge-store-writer".to_owned())
+            .spawn(move || run(jobs, conn, &instance, &counter))
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the store's writer: {e}"))
+            })?;
+        Ok(Self { queue, batches })
     }
 
     /// Batches committed so far.
@@ -72,8 +105,9 @@ impl Writer {
         self.batches.load(Ordering::Relaxed)
     }
 
-    /// Queues one record and waits for the commit of its batch: [`write_record`]'s outcome.
-    /// The caller bounds the wait (the store's deadline).
+    /// Queues one record and waits for the commit of its batch: the outcome of
+    /// [`crate::responses::write_record`]'s rules. The caller bounds the wait (the store's
+    /// deadline).
     pub(crate) async fn write(
         &self,
         tenant: &Tenant,
@@ -97,38 +131,31 @@ impl Writer {
     }
 }
 
-/// The writer task: a batch per turn, until every handle is gone.
-async fn run(
-    mut jobs: mpsc::Receiver<Job>,
-    pool: AnyPool,
-    instance: String,
-    timeout: Duration,
-    batches: Arc<AtomicU64>,
-) {
+/// The writer thread: a batch per turn, until every handle is gone.
+fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, batches: &AtomicU64) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    while let Some(first) = jobs.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
         // Callers that stopped waiting are not written: they were told it was not stored.
         batch.retain(|job: &Job| !job.done.is_closed());
         if batch.is_empty() {
             continue;
         }
-        let outcome = tokio::time::timeout(timeout, commit(&pool, &instance, &batch)).await;
-        match outcome {
-            Ok(Ok(results)) => {
+        match commit(&conn, instance, &batch) {
+            Ok(results) => {
                 batches.fetch_add(1, Ordering::Relaxed);
                 for (job, result) in batch.drain(..).zip(results) {
                     // A caller gone since has nothing to hear.
                     let _ = job.done.send(result);
                 }
             }
-            Ok(Err(e)) => answer_all(&mut batch, &format!("the batched commit failed: {e}")),
-            Err(_) => answer_all(
-                &mut batch,
-                &format!(
-                    "the batched commit did not finish within {} ms",
-                    timeout.as_millis()
-                ),
-            ),
+            Err(e) => answer_all(&mut batch, &format!("the batched commit failed: {e}")),
         }
         batch.clear();
     }
@@ -143,53 +170,178 @@ fn answer_all(batch: &mut Vec<Job>, message: &str) {
     }
 }
 
-/// Writes a batch in one transaction, each record under its own savepoint; the outcome of each
-/// record, valid once this returns `Ok` (the commit succeeded).
-async fn commit(
-    pool: &AnyPool,
+/// Writes a batch in one transaction, each record under its own savepoint (a record alone in
+/// its batch needs none: the transaction is its savepoint); the outcome of each record, valid
+/// once this returns `Ok` (the commit succeeded). On an error the transaction is rolled back.
+fn commit(
+    conn: &Connection,
     instance: &str,
     batch: &[Job],
 ) -> Result<Vec<Result<bool, StoreError>>, StoreError> {
-    // IMMEDIATE: the write lock is taken now (waiting out another process's, under the busy
+    // IMMEDIATE: the write lock is taken now (waiting out another writer's, under the busy
     // timeout) rather than at the first write.
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    if let [job] = batch {
-        // Alone in its batch: the transaction is its savepoint.
-        let result = write_record(
-            &mut tx,
-            instance,
-            &job.tenant,
-            &job.record,
-            job.unless_final,
-        )
-        .await;
-        if matches!(result, Ok(true)) {
-            tx.commit().await?;
-        } else {
-            tx.rollback().await?;
+    run_cached(conn, "BEGIN IMMEDIATE")?;
+    let outcome = write_batch(conn, instance, batch);
+    let end = match &outcome {
+        Ok(results) if batch.len() > 1 || matches!(results.first(), Some(Ok(true))) => "COMMIT",
+        _ => "ROLLBACK",
+    };
+    match run_cached(conn, end) {
+        Ok(()) => outcome,
+        Err(e) => {
+            if !conn.is_autocommit() {
+                let _ = run_cached(conn, "ROLLBACK");
+            }
+            Err(e)
         }
+    }
+}
+
+/// The records of a batch, inside its transaction.
+fn write_batch(
+    conn: &Connection,
+    instance: &str,
+    batch: &[Job],
+) -> Result<Vec<Result<bool, StoreError>>, StoreError> {
+    if let [job] = batch {
+        let result = write_record(conn, instance, &job.tenant, &job.record, job.unless_final);
         return Ok(vec![result]);
     }
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        let mut savepoint = (&mut *tx).begin().await?;
-        let result = write_record(
-            &mut savepoint,
-            instance,
-            &job.tenant,
-            &job.record,
-            job.unless_final,
-        )
-        .await;
-        if matches!(result, Ok(true)) {
-            savepoint.commit().await?;
-        } else {
-            savepoint.rollback().await?;
+        run_cached(conn, "SAVEPOINT record")?;
+        let result = write_record(conn, instance, &job.tenant, &job.record, job.unless_final);
+        if !matches!(result, Ok(true)) {
+            run_cached(conn, "ROLLBACK TO record")?;
         }
+        run_cached(conn, "RELEASE record")?;
         results.push(result);
     }
-    tx.commit().await?;
     Ok(results)
+}
+
+/// Runs a statement without parameters or rows (transaction control), prepared once.
+fn run_cached(conn: &Connection, sql: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(sql)?.raw_execute()?;
+    Ok(())
+}
+
+/// The SQL sqlx runs, for rusqlite: `$N` placeholders written `?N`, which SQLite numbers `N`
+/// (it numbers `$N` names by first appearance instead), so values bind by position.
+struct Numbered {
+    upsert: String,
+    upsert_guarded: String,
+    delete_items: String,
+    /// The item insert of `rows` rows at `rows - 1`.
+    item_inserts: Vec<String>,
+}
+
+fn numbered() -> &'static Numbered {
+    static SQL: std::sync::LazyLock<Numbered> = std::sync::LazyLock::new(|| {
+        let question = |sql: &str| sql.replace('$', "?");
+        Numbered {
+            upsert: question(UPSERT),
+            upsert_guarded: question(UPSERT_GUARDED),
+            delete_items: question(DELETE_ITEMS),
+            item_inserts: (1..=ITEM_ROWS)
+                .map(|rows| question(item_insert(rows)))
+                .collect(),
+        }
+    });
+    &SQL
+}
+
+/// [`crate::responses::write_record`] on the writer's connection, with the same SQL and the
+/// same outcomes: `Ok(true)` written; `Ok(false)` a guarded write refused (the response is
+/// final already, or another tenant's); [`StoreError::Conflict`] an id of another tenant's.
+/// On anything but `Ok(true)` the caller rolls back.
+fn write_record(
+    conn: &Connection,
+    instance: &str,
+    t: &Tenant,
+    r: &ResponseRecord,
+    unless_final: bool,
+) -> Result<bool, StoreError> {
+    let sql = numbered();
+    let owner = unfinished(&r.status).then_some(instance);
+    let tenant = t.name();
+    let body = r.stored_body();
+    let upsert = if unless_final {
+        &sql.upsert_guarded
+    } else {
+        &sql.upsert
+    };
+    let written = execute(
+        conn,
+        upsert,
+        &[
+            &r.id,
+            &r.created_at,
+            &r.status,
+            &r.model,
+            &r.previous_response_id,
+            &r.expires_at,
+            &body,
+            &owner,
+            &tenant,
+        ],
+    )?;
+    match (written, unless_final) {
+        (0, true) => return Ok(false),
+        (0, false) => return Err(StoreError::Conflict(r.id.clone())),
+        _ => {}
+    }
+    execute(conn, &sql.delete_items, &[&r.id, &tenant])?;
+    let items: Vec<_> = r.items().collect();
+    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(2 + 4 * ITEM_ROWS);
+    for chunk in items.chunks(ITEM_ROWS) {
+        values.clear();
+        values.push(&r.id);
+        values.push(&tenant);
+        for (kind, position, item_id, body) in chunk {
+            values.extend_from_slice(&[kind as &dyn ToSql, position, item_id, body]);
+        }
+        let Some(insert) = sql.item_inserts.get(chunk.len() - 1) else {
+            continue;
+        };
+        execute(conn, insert, &values)?;
+    }
+    Ok(true)
+}
+
+/// Runs a cached statement with `values` bound to `?1`, `?2`, …; the rows it changed.
+fn execute(conn: &Connection, sql: &str, values: &[&dyn ToSql]) -> Result<usize, StoreError> {
+    let mut statement = conn.prepare_cached(sql)?;
+    if statement.parameter_count() != values.len() {
+        return Err(StoreError::Corrupt(format!(
+            "a write has {} values for {} parameters",
+            values.len(),
+            statement.parameter_count()
+        )));
+    }
+    for (index, value) in values.iter().enumerate() {
+        statement.raw_bind_parameter(index + 1, value)?;
+    }
+    Ok(statement.raw_execute()?)
+}
+
+/// The file of a SQLite store URL as sqlx reads it (`sqlite://PATH?…` or `sqlite:PATH?…`,
+/// percent-decoded); `None` for an in-memory database.
+pub(crate) fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    if database.is_empty()
+        || database == ":memory:"
+        || params.split('&').any(|p| p == "mode=memory")
+    {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(database)
+        .decode_utf8()
+        .ok()?;
+    Some(std::path::PathBuf::from(decoded.as_ref()))
 }
 
 #[cfg(test)]
@@ -221,8 +373,10 @@ mod tests {
         (SqlStore::open_with(&url, options).await.unwrap(), dir)
     }
 
-    /// On one thread every write below is queued before the writer first runs: they share one
-    /// transaction, and the conflict and the refused guarded write inside it fail alone.
+    /// While SQLite's write lock is held elsewhere, every write below is queued: once it is
+    /// released they share at most two transactions (the writer may have taken the first one
+    /// alone before it met the lock), and the conflict and the refused guarded write inside a
+    /// batch fail alone.
     #[tokio::test]
     async fn writes_queued_together_commit_as_one_batch_and_a_failure_stays_alone() {
         let (store, dir) = open("batch", StoreOptions::default()).await;
@@ -241,12 +395,22 @@ mod tests {
         let records: Vec<StoredResponse> = ids.iter().map(|id| response(id, "completed")).collect();
         let conflict = response("resp_b", "failed");
         let late = response("resp_final", "in_progress");
-        let (puts, conflicted, guarded) = tokio::join!(
+        let held = store.writes().begin_with("BEGIN IMMEDIATE").await.unwrap();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            held.rollback().await.unwrap();
+        };
+        let (puts, conflicted, guarded, ()) = tokio::join!(
             futures::future::join_all(records.iter().map(|r| store.put(&a, r))),
             store.put(&a, &conflict),
             store.put_unless_final(&a, &late),
+            release,
         );
-        assert_eq!(writer.batches() - before, 1, "one transaction for all");
+        let batches = writer.batches() - before;
+        assert!(
+            (1..=2).contains(&batches),
+            "42 writes in {batches} transactions"
+        );
         assert!(puts.iter().all(Result::is_ok), "{puts:?}");
         assert_eq!(conflicted.unwrap_err().code(), "store_conflict");
         assert!(!guarded.unwrap(), "a final response is not overwritten");
@@ -265,6 +429,29 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn the_file_of_a_store_url_is_read_as_sqlx_reads_it() {
+        use std::path::PathBuf;
+        assert_eq!(
+            sqlite_file("sqlite:///var/lib/tb/store.db?mode=rwc"),
+            Some(PathBuf::from("/var/lib/tb/store.db"))
+        );
+        assert_eq!(
+            sqlite_file("sqlite://toolbridge.db"),
+            Some(PathBuf::from("toolbridge.db"))
+        );
+        assert_eq!(
+            sqlite_file("sqlite:data/my%20store.db"),
+            Some(PathBuf::from("data/my store.db"))
+        );
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(
+            sqlite_file("sqlite://shared.db?mode=memory&cache=shared"),
+            None
+        );
+        assert_eq!(sqlite_file("postgres://localhost/db"), None);
+    }
+
     /// Items go in multi-row inserts of at most 16 rows: 40 items take three, in order.
     #[tokio::test]
     async fn more_items_than_one_insert_holds_keep_their_order() {
@@ -280,9 +467,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// With the one write connection held elsewhere, the writer cannot begin: every caller,
-    /// more than the queue holds, is answered `store_unavailable` within its deadline; once the
-    /// connection is free the next write goes through.
+    /// With SQLite's write lock held by another connection (sqlx's write connection, in an
+    /// open `BEGIN IMMEDIATE`), the writer cannot begin: every caller, more than the queue
+    /// holds, is answered `store_unavailable` within its deadline; once the lock is free the
+    /// next write goes through.
     #[tokio::test]
     async fn a_stuck_writer_fails_every_caller_within_the_deadline() {
         let options = StoreOptions {
@@ -293,7 +481,7 @@ mod tests {
         };
         let (store, dir) = open("stuck", options).await;
         let t = Tenant::named("team-a");
-        let held = store.writes().acquire().await.unwrap();
+        let held = store.writes().begin_with("BEGIN IMMEDIATE").await.unwrap();
         let records: Vec<StoredResponse> = (0..QUEUE + MAX_BATCH + 8)
             .map(|i| response(&format!("resp_{i}"), "completed"))
             .collect();
@@ -303,7 +491,7 @@ mod tests {
         for outcome in &outcomes {
             assert_eq!(outcome.as_ref().unwrap_err().code(), "store_unavailable");
         }
-        drop(held);
+        held.rollback().await.unwrap();
         store
             .put(&t, &response("resp_after", "completed"))
             .await
