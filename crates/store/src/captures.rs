@@ -55,7 +55,7 @@ impl CaptureStore for SqlStore {
             .bind(expires_at)
             .bind(text)
             .bind(tenant.name())
-            .execute(self.writes())
+            .execute(&mut *self.write_turn().await?)
             .await?;
             Ok(())
         }))
@@ -92,7 +92,7 @@ impl CaptureStore for SqlStore {
         Box::pin(self.guard(async move {
             let n = sqlx::query("DELETE FROM toolbridge_captures WHERE expires_at < $1")
                 .bind(now)
-                .execute(self.writes())
+                .execute(&mut *self.write_turn().await?)
                 .await?
                 .rows_affected();
             Ok(n)

@@ -24,7 +24,8 @@ impl SqlStore {
     ) -> Result<(), StoreError> {
         let metadata = serde_json::to_string(&conversation.metadata)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tx = self.writes().begin().await?;
+        let mut turn = self.write_turn().await?;
+        let mut tx = turn.begin().await?;
         sqlx::query(
             "INSERT INTO toolbridge_conversations (id, created_at, metadata, tenant) VALUES ($1, $2, $3, $4)",
         )
@@ -59,7 +60,8 @@ impl SqlStore {
         id: &str,
         items: &[Value],
     ) -> Result<bool, StoreError> {
-        let mut tx = self.writes().begin().await?;
+        let mut turn = self.write_turn().await?;
+        let mut tx = turn.begin().await?;
         // Writes first (see `insert_conversation_items`); the existence check then runs
         // under the write lock, and a missing conversation (or another tenant's) rolls the
         // items back.

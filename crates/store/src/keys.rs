@@ -95,7 +95,7 @@ impl KeyStore for SqlStore {
             .bind(scopes)
             .bind(key.created_at)
             .bind(key.revoked_at)
-            .execute(self.writes())
+            .execute(&mut *self.write_turn().await?)
             .await?;
             Ok(())
         }))
@@ -136,7 +136,7 @@ impl KeyStore for SqlStore {
             )
             .bind(id)
             .bind(now)
-            .execute(self.writes())
+            .execute(&mut *self.write_turn().await?)
             .await?
             .rows_affected();
             Ok(n > 0)
@@ -159,7 +159,8 @@ impl KeyStore for SqlStore {
         tokens: i64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.guard(async move {
-            let mut tx = self.writes().begin().await?;
+            let mut turn = self.write_turn().await?;
+            let mut tx = turn.begin().await?;
             for (period, limit) in periods {
                 sqlx::query(
                     "INSERT INTO toolbridge_usage (key_id, period, tokens) VALUES ($1, $2, 0)
@@ -199,7 +200,8 @@ impl KeyStore for SqlStore {
         tokens: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.guard(async move {
-            let mut tx = self.writes().begin().await?;
+            let mut turn = self.write_turn().await?;
+            let mut tx = turn.begin().await?;
             for period in periods {
                 sqlx::query(
                     "INSERT INTO toolbridge_usage (key_id, period, tokens) VALUES ($1, $2, $3)

@@ -56,7 +56,8 @@ impl ProviderStateStore for SqlStore {
             if states.is_empty() {
                 return Ok(());
             }
-            let mut tx = self.writes().begin().await?;
+            let mut turn = self.write_turn().await?;
+            let mut tx = turn.begin().await?;
             for (call_id, state) in states {
                 sqlx::query(
                     "INSERT INTO toolbridge_provider_states
@@ -127,7 +128,7 @@ impl ProviderStateStore for SqlStore {
         Box::pin(self.guard(async move {
             let n = sqlx::query("DELETE FROM toolbridge_provider_states WHERE expires_at < $1")
                 .bind(now)
-                .execute(self.writes())
+                .execute(&mut *self.write_turn().await?)
                 .await?
                 .rows_affected();
             Ok(n)

@@ -137,7 +137,8 @@ impl SqlStore {
         r: &ResponseRecord,
         unless_final: bool,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.writes().begin().await?;
+        let mut turn = self.write_turn().await?;
+        let mut tx = turn.begin().await?;
         match write_record(&mut tx, &self.instance, t, r, unless_final).await {
             Ok(true) => {
                 tx.commit().await?;
@@ -179,7 +180,7 @@ impl SqlStore {
         .bind(id)
         .bind(body)
         .bind(own.name())
-        .execute(self.writes())
+        .execute(&mut *self.write_turn().await?)
         .await?;
         self.get_inner(&own, id).await
     }

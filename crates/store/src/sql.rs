@@ -27,6 +27,32 @@ pub(crate) struct PageSql {
     pub(crate) desc: &'static str,
 }
 
+/// One write's hold on the write connection (see [`SqlStore::write_turn`]).
+pub(crate) struct WriteTurn {
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+    conn: sqlx::pool::PoolConnection<sqlx::Any>,
+}
+
+impl WriteTurn {
+    /// A transaction on the write connection.
+    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, sqlx::Any>, StoreError> {
+        Ok(sqlx::Connection::begin(&mut *self.conn).await?)
+    }
+}
+
+impl std::ops::Deref for WriteTurn {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for WriteTurn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conn
+    }
+}
+
 /// The SQL store (SQLite or PostgreSQL).
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -129,9 +155,25 @@ impl SqlStore {
         Ok(store)
     }
 
-    /// The pool every write uses (see the `writes` field).
+    /// The pool every write uses (see the `writes` field), without the turn: tests hold
+    /// SQLite's lock through it.
+    #[cfg(test)]
     pub(crate) fn writes(&self) -> &AnyPool {
         &self.writes
+    }
+
+    /// The write connection, for one write: on a SQLite file first this process's turn at
+    /// writing (the gate the group commit's thread takes for each batch), so that the two
+    /// connections that write here never meet SQLite's sleeping busy handler; the gate is fair,
+    /// so a write waits for at most the batch in progress. The caller's deadline bounds both
+    /// waits.
+    pub(crate) async fn write_turn(&self) -> Result<WriteTurn, StoreError> {
+        let gate = match &self.writer {
+            Some(writer) => Some(writer.gate().lock_owned().await),
+            None => None,
+        };
+        let conn = self.writes.acquire().await?;
+        Ok(WriteTurn { _gate: gate, conn })
     }
 
     /// Writes a response record: through the group commit on SQLite, in a transaction of its
@@ -166,7 +208,8 @@ impl SqlStore {
         tenant: &Tenant,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.writes().begin().await?;
+        let mut turn = self.write_turn().await?;
+        let mut tx = turn.begin().await?;
         sqlx::query(items)
             .bind(id)
             .bind(tenant.name())

@@ -17,11 +17,11 @@ impl SqlStore {
         )
         .bind(&self.instance)
         .bind(now)
-        .execute(self.writes())
+        .execute(&mut *self.write_turn().await?)
         .await?;
         sqlx::query("DELETE FROM toolbridge_instances WHERE heartbeat_at < $1")
             .bind(now - 10 * LEASE_SECS)
-            .execute(self.writes())
+            .execute(&mut *self.write_turn().await?)
             .await?;
         Ok(())
     }
@@ -67,7 +67,7 @@ impl SqlStore {
             )
             .bind(id)
             .bind(body)
-            .execute(self.writes())
+            .execute(&mut *self.write_turn().await?)
             .await?
             .rows_affected();
         }
@@ -75,7 +75,8 @@ impl SqlStore {
     }
 
     pub(crate) async fn purge_expired_inner(&self, now: i64) -> Result<u64, StoreError> {
-        let mut tx = self.writes().begin().await?;
+        let mut turn = self.write_turn().await?;
+        let mut tx = turn.begin().await?;
         sqlx::query(
             "DELETE FROM toolbridge_items WHERE response_id IN (SELECT id FROM toolbridge_responses WHERE expires_at IS NOT NULL AND expires_at < $1)",
         )

@@ -23,10 +23,16 @@
 //! Bounds: the queue holds [`QUEUE`] records; a caller finding it full waits for room, and that
 //! wait, like the wait for its commit, is inside the caller's store deadline
 //! ([`crate::guard`]), so overload is back-pressure that ends in `store_unavailable`, never
-//! unbounded growth. The writer's waits for SQLite's lock (another process's write, or this
-//! process's other writes on sqlx's write connection: cancel, delete, conversations, sweeps,
-//! keys) are bounded by the busy timeout, set to the same deadline. A record whose caller
-//! stopped waiting (deadline, client gone) before its batch began is skipped.
+//! unbounded growth. A record whose caller stopped waiting (deadline, client gone) before its
+//! batch began is skipped.
+//!
+//! The store's other writes (cancel, delete, conversations, sweeps, keys, captures) go through
+//! sqlx's one write connection. The two connections never race for SQLite's lock: each batch
+//! here, and each of those writes, first takes this process's turn at writing (a fair async
+//! mutex, `SqlStore::write_turn`). Racing, they met SQLite's busy handler, whose growing sleeps
+//! (1, 2, 5 … 100 ms) stalled a batch behind a heartbeat for 100 ms and more; taking turns, a
+//! write waits for at most the batch in progress. SQLite's lock is then contended only by
+//! another process on the same file, a wait bounded by the busy timeout (the store deadline).
 //!
 //! Not here: PostgreSQL, whose concurrent transactions write in parallel and whose server
 //! already groups concurrent commits into one WAL flush (`put_direct`); an in-memory SQLite
@@ -63,6 +69,9 @@ struct Job {
 #[derive(Debug)]
 pub(crate) struct Writer {
     queue: mpsc::Sender<Job>,
+    /// This process's turn at writing: the thread holds it for each batch, the store's other
+    /// writes for each of theirs (`SqlStore::write_turn`).
+    gate: Arc<tokio::sync::Mutex<()>>,
     /// Batches committed so far.
     #[cfg_attr(not(test), allow(dead_code))]
     batches: Arc<AtomicU64>,
@@ -90,13 +99,24 @@ impl Writer {
         let (queue, jobs) = mpsc::channel(QUEUE);
         let batches = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&batches);
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        let turn = Arc::clone(&gate);
         std::thread::Builder::new()
             .name("toolbridge-store-writer".to_owned())
-            .spawn(move || run(jobs, conn, &instance, &counter))
+            .spawn(move || run(jobs, conn, &instance, &turn, &counter))
             .map_err(|e| {
                 StoreError::Unavailable(format!("cannot start the store's writer: {e}"))
             })?;
-        Ok(Self { queue, batches })
+        Ok(Self {
+            queue,
+            gate,
+            batches,
+        })
+    }
+
+    /// This process's turn at writing (see the field).
+    pub(crate) fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(&self.gate)
     }
 
     /// Batches committed so far.
@@ -132,9 +152,20 @@ impl Writer {
 }
 
 /// The writer thread: a batch per turn, until every handle is gone.
-fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, batches: &AtomicU64) {
+fn run(
+    mut jobs: mpsc::Receiver<Job>,
+    conn: Connection,
+    instance: &str,
+    gate: &tokio::sync::Mutex<()>,
+    batches: &AtomicU64,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = jobs.blocking_recv() {
+        // Woken by the first record, step aside once: where the request threads share this
+        // core (a gateway pinned to one), they run on and queue the records of the requests
+        // finishing now, and the batch takes them all instead of one each; with no one else
+        // to run, this returns at once.
+        std::thread::yield_now();
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
@@ -147,7 +178,10 @@ fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, batches:
         if batch.is_empty() {
             continue;
         }
-        match commit(&conn, instance, &batch) {
+        let turn = gate.blocking_lock();
+        let outcome = commit(&conn, instance, &batch);
+        drop(turn);
+        match outcome {
             Ok(results) => {
                 batches.fetch_add(1, Ordering::Relaxed);
                 for (job, result) in batch.drain(..).zip(results) {
@@ -425,6 +459,26 @@ mod tests {
         );
         let final_ = store.get(&a, "resp_final").await.unwrap().unwrap();
         assert_eq!(final_.status, "completed");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// While another write holds this process's turn, a batch waits for it (no race for
+    /// SQLite's lock, no busy handler's sleep); once the turn is given back, the write commits.
+    #[tokio::test]
+    async fn a_batch_waits_for_the_turn_of_another_write() {
+        let (store, dir) = open("turn", StoreOptions::default()).await;
+        let t = Tenant::named("team-a");
+        let turn = store.write_turn().await.unwrap();
+        let record = response("resp_turn", "completed");
+        {
+            let mut put = std::pin::pin!(store.put(&t, &record));
+            let early = tokio::time::timeout(Duration::from_millis(200), &mut put).await;
+            assert!(early.is_err(), "committed while another write had the turn");
+            drop(turn);
+            put.await.unwrap();
+        }
+        assert!(store.get(&t, "resp_turn").await.unwrap().is_some());
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
