@@ -173,12 +173,13 @@ fn run(
                 Err(_) => break,
             }
         }
-        // Callers that stopped waiting are not written: they were told it was not stored.
+        let turn = gate.blocking_lock();
+        // Callers that stopped waiting (for the queue, the turn or an earlier batch) are not
+        // written: they were told it was not stored.
         batch.retain(|job: &Job| !job.done.is_closed());
         if batch.is_empty() {
             continue;
         }
-        let turn = gate.blocking_lock();
         let outcome = commit(&conn, instance, &batch);
         drop(turn);
         match outcome {
