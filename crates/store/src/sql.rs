@@ -102,10 +102,13 @@ impl SqlStore {
                         if sqlite {
                             // WAL with `synchronous = NORMAL`: a commit is a write to the WAL
                             // file, which the kernel keeps when the process is killed; the
-                            // fsync waits for checkpoints (see ARCHITECTURE.md, durability).
-                            sqlx::raw_sql(
-                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
-                            )
+                            // fsync waits for checkpoints (see ARCHITECTURE.md, durability),
+                            // which the writer's checkpointer runs; a commit here runs one
+                            // itself only past the backstop.
+                            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};",
+                                crate::writer::WAL_BACKSTOP_PAGES
+                            )))
                             .execute(&mut *conn)
                             .await?;
                         } else {
