@@ -57,7 +57,7 @@ pub(crate) const QUEUE: usize = 256;
 /// Records in one transaction, at most.
 pub(crate) const MAX_BATCH: usize = 64;
 /// Commits between two kicks of the checkpointer.
-const CHECKPOINT_EVERY: u32 = 64;
+const CHECKPOINT_EVERY: u64 = 64;
 /// WAL pages past which a commit checkpoints by itself (SQLite's `wal_autocheckpoint`, 1,000
 /// by default); every SQLite connection of the store is set so.
 pub(crate) const WAL_BACKSTOP_PAGES: u32 = 10_000;
@@ -173,7 +173,6 @@ fn run(
     kick: &std::sync::mpsc::SyncSender<()>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    let mut since_checkpoint = 0u32;
     while let Some(first) = jobs.blocking_recv() {
         // Woken by the first record, step aside once: where the request threads share this
         // core (a gateway pinned to one), they run on and queue the records of the requests
@@ -198,10 +197,8 @@ fn run(
         drop(turn);
         match outcome {
             Ok(results) => {
-                batches.fetch_add(1, Ordering::Relaxed);
-                since_checkpoint += 1;
-                if since_checkpoint >= CHECKPOINT_EVERY {
-                    since_checkpoint = 0;
+                let committed = batches.fetch_add(1, Ordering::Relaxed) + 1;
+                if committed.is_multiple_of(CHECKPOINT_EVERY) {
                     // Full: a kick is pending already.
                     let _ = kick.try_send(());
                 }
