@@ -14,8 +14,9 @@
 //!   status 125 without running anything when it cannot (the query then fails rather than running
 //!   unlimited). The workspace forbids `unsafe`, which rules out `pre_exec` + `setrlimit` here;
 //!   the worker's own `setrlimit` goes through rustix's safe wrapper;
-//! - with a cleared environment (the limit's variable aside), `/` as its directory, stdin and
-//!   stdout piped and stderr discarded, and `kill_on_drop`, so a dropped call kills it too;
+//! - with a cleared environment (the limit's variable and [`ALLOCATOR_ENV`] aside), `/` as its
+//!   directory, stdin and stdout piped and stderr discarded, and `kill_on_drop`, so a dropped call
+//!   kills it too;
 //! - under the context's deadline and cancellation: at either the worker is killed (`SIGKILL`)
 //!   and reaped before its slot is given back;
 //! - with the request capped (the largest document and filter plus the envelope) and the answer
@@ -43,6 +44,12 @@ use crate::{ToolContext, ToolError};
 
 /// Bytes the answer's envelope may add to the caller's output limit.
 pub const ANSWER_MARGIN: usize = 64 * 1024;
+/// The worker's allocator setting: mimalloc (the `toolbridge` binary's allocator) must not
+/// reserve its 1 GiB arena of address space up front. Reserved before the worker sets its
+/// address-space limit, it would leave no room under that limit: not even for the query
+/// thread's stack. Without the reserve, mimalloc maps memory as it needs it. The system
+/// allocator ignores the variable.
+pub const ALLOCATOR_ENV: (&str, &str) = ("MIMALLOC_ARENA_RESERVE", "0");
 /// How much longer than the caller the worker lets itself run, so that the caller's deadline
 /// (which kills it) comes first and a late query reads as `timeout` either way.
 const WORKER_GRACE: Duration = Duration::from_millis(250);
@@ -104,6 +111,7 @@ impl JqIsolation {
             .args(&self.args)
             .env_clear()
             .env(MEMORY_LIMIT_VAR, self.limit_bytes().to_string())
+            .env(ALLOCATOR_ENV.0, ALLOCATOR_ENV.1)
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -282,7 +290,7 @@ mod tests {
     use super::*;
 
     /// Issue 15: the distroless image has no `/bin/sh`, so the worker must be started directly,
-    /// with its limit in its (otherwise empty) environment.
+    /// with its limit and its allocator setting in its (otherwise empty) environment.
     #[test]
     fn the_worker_is_started_without_a_shell() {
         let config = JqIsolation::new("/opt/toolbridge").with_args(["jq-worker"]);
@@ -295,10 +303,16 @@ mod tests {
         let limit = (256 * 1024 * 1024 + STACK_BYTES).to_string();
         assert_eq!(
             envs,
-            [(
-                std::ffi::OsStr::new(MEMORY_LIMIT_VAR),
-                Some(std::ffi::OsStr::new(&limit))
-            )]
+            [
+                (
+                    std::ffi::OsStr::new(ALLOCATOR_ENV.0),
+                    Some(std::ffi::OsStr::new(ALLOCATOR_ENV.1))
+                ),
+                (
+                    std::ffi::OsStr::new(MEMORY_LIMIT_VAR),
+                    Some(std::ffi::OsStr::new(&limit))
+                ),
+            ]
         );
         assert_eq!(command.get_current_dir(), Some(std::path::Path::new("/")));
     }
