@@ -104,45 +104,12 @@ struct Utf8Guard {
 }
 
 impl Utf8Guard {
-    /// The end (exclusive) of the first whole event in `pending`, when one is there.
-    fn event_end(&mut self) -> Option<usize> {
-        let buf = &self.pending;
-        let mut i = self.scan.at;
-        loop {
-            let Some(offset) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {
-                i = buf.len();
-                break;
-            };
-            i += offset;
-            let len = if buf[i] == b'\r' {
-                match buf.get(i + 1) {
-                    Some(b'\n') => 2,
-                    Some(_) => 1,
-                    // A CR at the end may be the first half of a CRLF: wait for the next byte.
-                    None if !self.ended => break,
-                    None => 1,
-                }
-            } else {
-                1
-            };
-            let empty = i == self.scan.line_start;
-            i += len;
-            self.scan.line_start = i;
-            if empty {
-                self.scan.at = i;
-                return Some(i);
-            }
-        }
-        self.scan.at = i;
-        None
-    }
-
     /// The whole events ready in `pending`, the invalid ones left out. The events are copied
     /// out in one pass and the bytes before the last one's end dropped once.
     fn take_events(&mut self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.pending.len());
         let mut start = 0;
-        while let Some(end) = self.event_end() {
+        while let Some(end) = event_end(&self.pending, &mut self.scan, self.ended) {
             keep(&self.pending[start..end], &mut out, &self.skipped);
             start = end;
         }
@@ -156,6 +123,67 @@ impl Utf8Guard {
         }
         out
     }
+
+    /// The whole events at the start of `bytes`, which arrived with nothing pending: when they
+    /// are all valid (the usual case) a slice of `bytes`, not a copy; else the valid ones
+    /// copied out. The unfinished rest is kept pending.
+    fn take_events_of(&mut self, bytes: &Bytes) -> Bytes {
+        self.scan = Scan::default();
+        let mut start = 0;
+        let mut copied: Option<Vec<u8>> = None;
+        while let Some(end) = event_end(bytes, &mut self.scan, false) {
+            let event = &bytes[start..end];
+            match &mut copied {
+                Some(out) => keep(event, out, &self.skipped),
+                None if std::str::from_utf8(event).is_err() => {
+                    self.skipped.fetch_add(1, Ordering::Relaxed);
+                    copied = Some(bytes[..start].to_vec());
+                }
+                None => {}
+            }
+            start = end;
+        }
+        self.pending.extend_from_slice(&bytes[start..]);
+        self.scan.at -= start;
+        self.scan.line_start -= start;
+        match copied {
+            Some(out) => Bytes::from(out),
+            None => bytes.slice(..start),
+        }
+    }
+}
+
+/// The end (exclusive) of the first whole event in `buf` at or after where `scan` stopped, when
+/// one is there; `ended` says no byte follows `buf`.
+fn event_end(buf: &[u8], scan: &mut Scan, ended: bool) -> Option<usize> {
+    let mut i = scan.at;
+    loop {
+        let Some(offset) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {
+            i = buf.len();
+            break;
+        };
+        i += offset;
+        let len = if buf[i] == b'\r' {
+            match buf.get(i + 1) {
+                Some(b'\n') => 2,
+                Some(_) => 1,
+                // A CR at the end may be the first half of a CRLF: wait for the next byte.
+                None if !ended => break,
+                None => 1,
+            }
+        } else {
+            1
+        };
+        let empty = i == scan.line_start;
+        i += len;
+        scan.line_start = i;
+        if empty {
+            scan.at = i;
+            return Some(i);
+        }
+    }
+    scan.at = i;
+    None
 }
 
 /// Appends `event` to `out` when it is UTF-8, else counts it skipped.
@@ -180,6 +208,12 @@ impl Stream for Utf8Guard {
             match this.inner.poll_next_unpin(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(bytes))) if this.pending.is_empty() => {
+                    let out = this.take_events_of(&bytes);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(out)));
+                    }
+                }
                 Poll::Ready(Some(Ok(bytes))) => {
                     this.pending.extend_from_slice(&bytes);
                     let out = this.take_events();
@@ -241,5 +275,47 @@ mod tests {
         let (data, skips) = read(&[b"data: a\n\n", b"data: \xc3("]).await;
         assert_eq!(data, ["a"]);
         assert_eq!(skips, 1);
+    }
+
+    /// The guard's own output for these body pieces (whole events, as bytes).
+    async fn guarded(pieces: Vec<Bytes>) -> (Vec<Bytes>, usize) {
+        let skipped = Arc::new(AtomicUsize::new(0));
+        let inner = futures::stream::iter(pieces.into_iter().map(Ok::<_, StreamError>));
+        let mut guard = Utf8Guard {
+            inner: Box::pin(inner),
+            pending: Vec::new(),
+            scan: Scan::default(),
+            skipped: skipped.clone(),
+            ended: false,
+        };
+        let mut out = Vec::new();
+        while let Some(piece) = guard.next().await {
+            out.push(piece.unwrap());
+        }
+        (out, skipped.load(Ordering::Relaxed))
+    }
+
+    #[tokio::test]
+    async fn whole_valid_events_pass_as_slices_of_the_piece_not_copies() {
+        let piece = Bytes::from_static(b"data: a\n\ndata: b\n\ndata: unfin");
+        let (out, skips) = guarded(vec![piece.clone(), Bytes::from_static(b"ished\n\n")]).await;
+        assert_eq!(skips, 0);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(&out[0][..], b"data: a\n\ndata: b\n\n");
+        assert_eq!(
+            out[0].as_ptr(),
+            piece.as_ptr(),
+            "the first events are not copied"
+        );
+        assert_eq!(&out[1][..], b"data: unfinished\n\n");
+    }
+
+    #[tokio::test]
+    async fn an_invalid_event_in_a_fresh_piece_is_cut_out_and_the_rest_kept() {
+        let piece = Bytes::from_static(b"data: a\n\ndata: \xff\n\ndata: b\n\ndata: c");
+        let (out, skips) = guarded(vec![piece, Bytes::from_static(b"\r\n\r\n")]).await;
+        assert_eq!(skips, 1);
+        let all: Vec<u8> = out.iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(all, b"data: a\n\ndata: b\n\ndata: c\r\n\r\n");
     }
 }
