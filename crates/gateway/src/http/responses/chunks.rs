@@ -56,13 +56,7 @@ pub(crate) fn events(
     bytes: impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static,
 ) -> UpstreamSse {
     let skipped = Arc::new(AtomicUsize::new(0));
-    let guard = Utf8Guard {
-        inner: Box::pin(bytes),
-        pending: Vec::new(),
-        scan: Scan::default(),
-        skipped: skipped.clone(),
-        ended: false,
-    };
+    let guard = Utf8Guard::new(Box::pin(bytes), skipped.clone());
     let mut parser = SseByteStream::new(guard);
     let mut reported = 0;
     Box::pin(futures::stream::poll_fn(move |cx| {
@@ -104,6 +98,20 @@ struct Utf8Guard {
 }
 
 impl Utf8Guard {
+    /// A guard over `inner`, counting the events it skips in `skipped`.
+    fn new(
+        inner: Pin<Box<dyn Stream<Item = Result<Bytes, StreamError>> + Send>>,
+        skipped: Arc<AtomicUsize>,
+    ) -> Self {
+        Self {
+            inner,
+            pending: Vec::new(),
+            scan: Scan::default(),
+            skipped,
+            ended: false,
+        }
+    }
+
     /// The whole events ready in `pending`, the invalid ones left out. The events are copied
     /// out in one pass and the bytes before the last one's end dropped once.
     fn take_events(&mut self) -> Vec<u8> {
@@ -281,13 +289,7 @@ mod tests {
     async fn guarded(pieces: Vec<Bytes>) -> (Vec<Bytes>, usize) {
         let skipped = Arc::new(AtomicUsize::new(0));
         let inner = futures::stream::iter(pieces.into_iter().map(Ok::<_, StreamError>));
-        let mut guard = Utf8Guard {
-            inner: Box::pin(inner),
-            pending: Vec::new(),
-            scan: Scan::default(),
-            skipped: skipped.clone(),
-            ended: false,
-        };
+        let mut guard = Utf8Guard::new(Box::pin(inner), skipped.clone());
         let mut out = Vec::new();
         while let Some(piece) = guard.next().await {
             out.push(piece.unwrap());
