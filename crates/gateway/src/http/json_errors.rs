@@ -7,20 +7,17 @@
 //! Not here: errors hyper answers before a request reaches the router (a request line it
 //! cannot parse), which it closes the connection on.
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::AppState;
 
-/// The middleware. See the module documentation.
-pub(crate) async fn json_errors(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The middleware's work: `next` answers `request`, and an error answer not in OpenAI's shape
+/// is rewritten (`body_limit` names the limit in a 413's message). See the module
+/// documentation.
+pub(crate) async fn json_errors(body_limit: usize, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
@@ -44,9 +41,7 @@ pub(crate) async fn json_errors(
                 .map(str::to_owned),
         },
         404 => GatewayError::RouteNotFound(format!("{method} {path}")),
-        413 => GatewayError::BodyTooLarge {
-            limit: state.config.body_limit,
-        },
+        413 => GatewayError::BodyTooLarge { limit: body_limit },
         other => GatewayError::Rejected(other),
     };
     let mut answer = error.into_response();

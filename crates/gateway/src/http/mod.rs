@@ -19,12 +19,13 @@ mod sessions;
 pub(crate) mod stored;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::decompression::{DecompressionBody, RequestDecompressionLayer};
 
 use crate::error::GatewayError;
 use crate::platform::ops::observe::{Observer, observe};
@@ -44,8 +45,6 @@ pub fn app(state: AppState) -> Router {
     // Codex's base URL may lack `/v1`: the WebSocket mode answers there too, behind the same key.
     let websocket = responses::websocket_router()
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    // Layers run bottom-up: an unknown Content-Encoding is refused in OpenAI's shape, known ones
-    // are decoded, and the body limit applies to the decoded bytes (a compression bomb is a 413).
     let mut router = Router::new()
         .nest("/v1", api)
         .merge(websocket)
@@ -54,36 +53,58 @@ pub fn app(state: AppState) -> Router {
     if metrics.enabled {
         router = router.route(&metrics.path, get(crate::platform::ops::metrics_handler));
     }
-    let observer = Observer {
-        config: state.config.clone(),
-        captures: state.captures.clone(),
+    let front = Front {
+        observer: Observer {
+            config: state.config.clone(),
+            captures: state.captures.clone(),
+        },
+        body_limit: state.config.body_limit,
     };
-    // Outermost first: a declared length over the body limit is refused before anything reads
-    // the body (the observer does, for a capture); the observer sees every route (request id,
-    // span, metrics, overhead header, capture). Grouped by what they read (the raw body, the
-    // decoded body, axum's body): each `Router::layer` call boxes every route once more, and
-    // each box is cloned again for every request.
-    let outer = tower::ServiceBuilder::new()
-        .layer(middleware::from_fn_with_state(
-            state.config.body_limit,
-            refuse_oversized,
-        ))
-        .layer(middleware::from_fn(known_encoding));
-    let decode = tower::ServiceBuilder::new()
-        .layer(RequestDecompressionLayer::new())
-        .layer(DefaultBodyLimit::max(state.config.body_limit));
+    // Outermost first: a declared length over the body limit and an unknown Content-Encoding
+    // are refused before anything reads the body (the observer does, for a capture); known
+    // encodings are decoded, and the body limit applies to the decoded bytes (a compression
+    // bomb is a 413); the observer sees every route (request id, span, metrics, overhead
+    // header, capture) and every error answer in OpenAI's shape. Grouped by what they read
+    // (the raw body, the decoded body) and one middleware where the order allows: each
+    // middleware clones the routes' service and boxes a future for every request, and each
+    // `Router::layer` call boxes every route once more.
+    let outer = middleware::from_fn_with_state(state.config.body_limit, admit);
     let inner = tower::ServiceBuilder::new()
-        .layer(middleware::from_fn_with_state(observer, observe))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            json_errors::json_errors,
-        ));
+        .layer(RequestDecompressionLayer::new())
+        .map_request(|request: Request<DecompressionBody<Body>>| request.map(Body::new))
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(middleware::from_fn_with_state(front, observed));
     router
         .fallback(not_found)
         .layer(inner)
-        .layer(decode)
         .layer(outer)
         .with_state(state)
+}
+
+/// What the [`observed`] middleware needs.
+#[derive(Clone)]
+struct Front {
+    observer: Observer,
+    body_limit: usize,
+}
+
+/// The observer's work around the request ([`observe`]), with every error answer below it
+/// rewritten into OpenAI's shape ([`json_errors::json_errors`]).
+async fn observed(State(front): State<Front>, request: Request, next: Next) -> Response {
+    let limit = front.body_limit;
+    observe(&front.observer, request, |request| {
+        json_errors::json_errors(limit, request, next)
+    })
+    .await
+}
+
+/// Refuses, before any of the body is read, a declared length over the body limit (413,
+/// [`refuse_oversized`]) and a Content-Encoding the gateway does not decode.
+async fn admit(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    if let Some(error) = refuse_oversized(request.headers(), limit) {
+        return error.into_response();
+    }
+    known_encoding(request, next).await
 }
 
 /// Request body encodings the gateway decodes.

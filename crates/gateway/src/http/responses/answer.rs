@@ -57,8 +57,10 @@ pub(super) async fn answer(
 ) -> Result<Response, GatewayError> {
     let setup = setup(state, &mut prepared, &dispatched, caller, run);
     let header = diagnostics_header(&dispatched.routed.diagnostics);
+    // Each way boxed: the future of this one is then as large as the way taken, not the
+    // largest of them (and the request's future, boxed and copied whole, smaller).
     let mut response = if dispatched.routed.provider.dialect.passes_through() {
-        relay(state, &prepared, dispatched, setup, request_id).await?
+        Box::pin(relay(state, &prepared, dispatched, setup, request_id)).await?
     } else {
         assemble(state, prepared, dispatched, setup, request_id).await?
     };
@@ -179,9 +181,14 @@ async fn assemble(
     // Built outside the future: what is left of the request and the route is dropped before
     // the answer is awaited, instead of kept in the future's state.
     let (assembled, req) = assembled(state, *prepared, *routed, &setup);
+    // Each way boxed, as in [`answer`].
     match answer {
-        Answer::Stream(upstream) => stream(state, upstream, assembled, setup, request_id).await,
-        Answer::Whole(upstream) => whole(upstream, assembled, setup, req, request_id).await,
+        Answer::Stream(upstream) => {
+            Box::pin(stream(state, upstream, assembled, setup, request_id)).await
+        }
+        Answer::Whole(upstream) => {
+            Box::pin(whole(upstream, assembled, setup, req, request_id)).await
+        }
     }
 }
 

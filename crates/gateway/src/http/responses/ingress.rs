@@ -55,7 +55,8 @@ pub(super) async fn ingress(
     // The gateway key's scopes (models, tools) and budget.
     let key = crate::http::responses::admission::admit(state, &req).await?;
     let answer = if req.background == Some(true) {
-        start_background(state, req, request_id, key.clone()).await
+        // Boxed: the future of a background start should not make every request's larger.
+        Box::pin(start_background(state, req, request_id, key.clone())).await
     } else {
         let caller = Caller {
             key: key.clone(),

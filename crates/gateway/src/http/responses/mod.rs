@@ -258,7 +258,8 @@ async fn respond(
     caller: Caller,
 ) -> Result<Response, GatewayError> {
     if trigger::is_trigger(&req) {
-        return trigger::answer(state, req, &caller).await;
+        // Boxed: a rare way, which should not make every request's future larger.
+        return Box::pin(trigger::answer(state, req, &caller)).await;
     }
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let (prepared, raw) = prepare::prepare(state, req, &caller, stored, body).await?;

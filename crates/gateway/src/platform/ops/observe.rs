@@ -18,9 +18,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, BodyDataStream, Bytes};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
@@ -235,12 +234,13 @@ pub(crate) struct Observer {
     pub captures: Option<Arc<dyn CaptureStore>>,
 }
 
-/// The middleware. See the module documentation.
-pub(crate) async fn observe(
-    State(state): State<Observer>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The middleware's work around `inner`, the rest of the request's way (the router's middleware
+/// calls it with the next layer). See the module documentation.
+pub(crate) async fn observe<F, Fut>(state: &Observer, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let started = Instant::now();
     let route = request
         .extensions()
@@ -293,7 +293,7 @@ pub(crate) async fn observe(
         tenant: OnceLock::new(),
     });
     let mut response = CTX
-        .scope(ctx.clone(), next.run(request))
+        .scope(ctx.clone(), inner(request))
         .instrument(span)
         .await;
     let overhead = ctx.overhead();

@@ -16,10 +16,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
 use axum::http::header;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use http_body::{Body, Frame, SizeHint};
 use serde::Deserialize;
 
@@ -119,25 +116,19 @@ impl ServerLimits {
     }
 }
 
-/// Refuses a request whose `Content-Length` is over the body limit with a 413, before any of
-/// its body is read (a client announcing 10 GB gets its answer at once, and hyper closes the
-/// connection instead of draining it). A body without a length is limited while it streams.
-pub(crate) async fn refuse_oversized(
-    State(limit): State<usize>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let declared = request
-        .headers()
+/// The refusal of a request whose `Content-Length` is over the body limit (a 413), decided
+/// before any of its body is read: a client announcing 10 GB gets its answer at once, and
+/// hyper closes the connection instead of draining it. A body without a length is limited
+/// while it streams.
+pub(crate) fn refuse_oversized(
+    headers: &axum::http::HeaderMap,
+    limit: usize,
+) -> Option<GatewayError> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    match declared {
-        Some(length) if length > limit as u64 => {
-            GatewayError::BodyTooLarge { limit }.into_response()
-        }
-        _ => next.run(request).await,
-    }
+        .and_then(|v| v.trim().parse::<u64>().ok())?;
+    (declared > limit as u64).then_some(GatewayError::BodyTooLarge { limit })
 }
 
 /// A request body that fails with [`BodyTimedOut`] when it is not complete by its deadline.
