@@ -53,12 +53,9 @@ pub fn app(state: AppState) -> Router {
     if metrics.enabled {
         router = router.route(&metrics.path, get(crate::platform::ops::metrics_handler));
     }
-    let front = Front {
-        observer: Observer {
-            config: state.config.clone(),
-            captures: state.captures.clone(),
-        },
-        body_limit: state.config.body_limit,
+    let observer = Observer {
+        config: state.config.clone(),
+        captures: state.captures.clone(),
     };
     // Outermost first: a declared length over the body limit and an unknown Content-Encoding
     // are refused before anything reads the body (the observer does, for a capture); known
@@ -73,7 +70,7 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestDecompressionLayer::new())
         .map_request(|request: Request<DecompressionBody<Body>>| request.map(Body::new))
         .layer(DefaultBodyLimit::max(state.config.body_limit))
-        .layer(middleware::from_fn_with_state(front, observed));
+        .layer(middleware::from_fn_with_state(observer, observed));
     router
         .fallback(not_found)
         .layer(inner)
@@ -81,18 +78,11 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// What the [`observed`] middleware needs.
-#[derive(Clone)]
-struct Front {
-    observer: Observer,
-    body_limit: usize,
-}
-
 /// The observer's work around the request ([`observe`]), with every error answer below it
 /// rewritten into OpenAI's shape ([`json_errors::json_errors`]).
-async fn observed(State(front): State<Front>, request: Request, next: Next) -> Response {
-    let limit = front.body_limit;
-    observe(&front.observer, request, |request| {
+async fn observed(State(observer): State<Observer>, request: Request, next: Next) -> Response {
+    let limit = observer.config.body_limit;
+    observe(&observer, request, |request| {
         json_errors::json_errors(limit, request, next)
     })
     .await
