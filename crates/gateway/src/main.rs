@@ -1,9 +1,10 @@
 //! The `toolbridge` binary: everything it does is [`toolbridge_gateway::cli::main`].
 //!
-//! Its allocator is mimalloc (see ARCHITECTURE.md, "Entry points", for the measurement).
+//! Its allocator is mimalloc (`toolbridge_alloc`; see ARCHITECTURE.md, "Entry points", for the
+//! measurement).
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: toolbridge_alloc::Mimalloc = toolbridge_alloc::Mimalloc;
 
 fn main() -> std::process::ExitCode {
     toolbridge_gateway::cli::main()

@@ -6,6 +6,7 @@
 //!
 //! Keys, budgets and rate limits are elsewhere (`auth`, `limits`).
 
+mod log_line;
 mod log_writer;
 pub(crate) mod metrics;
 pub(crate) mod observe;

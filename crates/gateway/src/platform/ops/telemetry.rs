@@ -31,6 +31,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::log_line::{PlainFields, PlainLine};
 use super::log_writer::LogWriterGuard;
 use super::spans::{self, Batching, SpansGuard, TraceContext};
 use crate::config::ops::{LogFormat, OpsConfig};
@@ -90,9 +91,17 @@ where
             .with_writer(writer)
             .boxed(),
         // Colour codes only for a person at a terminal: a log file or collector gets plain
-        // text (and skips the escape-code formatting work).
+        // text, the same bytes written without the colour machinery (`log_line`).
+        LogFormat::Text if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
+            tracing_subscriber::fmt::layer()
+                .with_ansi(true)
+                .with_writer(writer)
+                .boxed()
+        }
         LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_ansi(false)
+            .fmt_fields(PlainFields)
+            .event_format(PlainLine)
             .with_writer(writer)
             .boxed(),
     };
