@@ -110,7 +110,11 @@ mod tests {
                     let grown_layout = Layout::from_size_align(grown, align).unwrap_or(layout);
                     let r = a.realloc(q, grown_layout, shrunk);
                     assert_eq!(r as usize % align, 0, "shrink {shrunk}/{align}");
-                    assert!(std::slice::from_raw_parts(r, shrunk).iter().all(|&b| b == 7));
+                    assert!(
+                        std::slice::from_raw_parts(r, shrunk)
+                            .iter()
+                            .all(|&b| b == 7)
+                    );
                     a.dealloc(r, Layout::from_size_align(shrunk, align).unwrap_or(layout));
                     let z = a.alloc_zeroed(layout);
                     assert_eq!(z as usize % align, 0, "zalloc {size}/{align}");

@@ -15,12 +15,13 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::{StoreError, StoredResponse};
+use crate::{ResponseText, StoreError, StoredResponse};
 
 /// A response to write: its columns, the response object as JSON text, and its items as JSON
 /// text. Build one with [`ResponseRecord::from_json`] (from the text the client is sent) or
 /// [`ResponseRecord::from_stored`].
 #[derive(Debug, Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 pub struct ResponseRecord {
     pub(crate) id: String,
     pub(crate) created_at: i64,
@@ -39,6 +40,7 @@ pub struct ResponseRecord {
 
 /// One item's id and JSON text.
 #[derive(Debug, Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 pub(crate) struct ItemText {
     pub(crate) id: Option<String>,
     text: Text,
@@ -46,6 +48,7 @@ pub(crate) struct ItemText {
 
 /// Where an item's text is: its own, or a slice of the response body.
 #[derive(Debug, Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 enum Text {
     Own(Box<str>),
     InBody(Range<usize>),
@@ -122,6 +125,40 @@ impl ResponseRecord {
             body: Arc::clone(&body),
         };
         Ok(record)
+    }
+
+    /// The record of a response serialised by [`ResponseText::serialize`]: when its outline
+    /// was noted while it was written, the columns and output slices are taken from it and the
+    /// text is not read again; otherwise as [`Self::from_json`]. The record is the same either
+    /// way.
+    pub fn from_text(
+        text: ResponseText,
+        input_items: &[Value],
+        expires_at: Option<i64>,
+    ) -> Result<Self, StoreError> {
+        let (body, outline) = text.into_parts();
+        let Some(outline) = outline else {
+            return Self::from_json(body, input_items, expires_at);
+        };
+        Ok(Self {
+            id: outline.id.unwrap_or_default(),
+            created_at: outline.created_at.unwrap_or_default(),
+            status: outline.status.unwrap_or_default(),
+            model: outline.model.unwrap_or_default(),
+            previous_response_id: outline.previous_response_id,
+            expires_at,
+            input_items: input_items.iter().map(own_item).collect::<Result<_, _>>()?,
+            output_items: outline
+                .output
+                .into_iter()
+                .map(|(range, id)| ItemText {
+                    id,
+                    text: Text::InBody(range),
+                })
+                .collect(),
+            stored_body: crate::once::lift(&body)?.map(Into::into),
+            body,
+        })
     }
 
     /// The record of a [`StoredResponse`]: its body and each item serialised here.

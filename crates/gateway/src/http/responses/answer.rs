@@ -9,6 +9,7 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
 use super::detach::{Detach, Flight};
@@ -417,16 +418,13 @@ async fn whole(
     if let Some(states) = &setup.states {
         states.save(&response, request_id).await;
     }
-    // The one serialisation: the store keeps this text, the client is sent it, the capture
-    // reads it.
-    let mut text: std::sync::Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
+    // The one serialisation: the store keeps this text (its record noted while it is
+    // written), the client is sent it, the capture reads it.
+    let serialized = ResponseText::serialize(&response, setup.persist.is_some());
+    let mut text = Arc::clone(serialized.text());
     if let Some(persist) = setup.persist
         && let Err(unsaved) = persist
-            .save_text(
-                || output_json(&response),
-                std::sync::Arc::clone(&text),
-                request_id,
-            )
+            .save_text(|| output_json(&response), serialized, request_id)
             .await
     {
         unsaved.mark(&mut response);

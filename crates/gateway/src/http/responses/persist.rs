@@ -154,7 +154,7 @@ impl Persist {
     pub(super) async fn save_text(
         mut self,
         output: impl FnOnce() -> Vec<serde_json::Value>,
-        text: std::sync::Arc<str>,
+        text: toolbridge_store::ResponseText,
         request_id: &str,
     ) -> Result<(), Unsaved> {
         let mut unsaved = None;
@@ -192,7 +192,7 @@ impl Persist {
         if !self.keep_response {
             return unsaved.map_or(Ok(()), Err);
         }
-        let record = match toolbridge_store::ResponseRecord::from_json(
+        let record = match toolbridge_store::ResponseRecord::from_text(
             text,
             &input_items,
             Some(self.expires_at),
@@ -237,5 +237,51 @@ impl Persist {
                 ),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolbridge_core::assemble::{ResponseMeta, skeleton};
+    use toolbridge_store::{ResponseRecord, ResponseText};
+    use toolbridge_wire::responses::CreateResponse;
+
+    /// The gateway's own response, with tools (raw schemas), calls and diagnostics, is noted
+    /// while it is serialised: its record does not read the text back, and is the record that
+    /// reading it back gives.
+    #[test]
+    fn a_gateway_response_is_noted_while_it_is_serialised() {
+        let request: CreateResponse = serde_json::from_value(json!({
+            "model": "m", "input": "hi", "previous_response_id": "resp_0",
+            "tools": [
+                {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}},
+                {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"x\""}},
+            ],
+            "metadata": {"id": "not the id"},
+        }))
+        .unwrap();
+        let meta = ResponseMeta {
+            id: "resp_1".to_owned(),
+            created_at: 1_700_000_000,
+            stored: true,
+        };
+        let mut response = skeleton(&request, &meta);
+        response.output = serde_json::from_value(json!([
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "a \"b\"\n", "annotations": [], "logprobs": []}]},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+             "arguments": "{\"id\":\"x\"}", "status": "completed"},
+        ]))
+        .unwrap();
+        let text = ResponseText::serialize(&response, true);
+        assert!(text.noted());
+        assert_eq!(**text.text(), serde_json::to_string(&response).unwrap());
+        let body = std::sync::Arc::clone(text.text());
+        let noted = ResponseRecord::from_text(text, &[], None).unwrap();
+        let read_back = ResponseRecord::from_json(body, &[], None).unwrap();
+        assert_eq!(noted.id(), "resp_1");
+        assert_eq!(format!("{noted:?}"), format!("{read_back:?}"));
     }
 }

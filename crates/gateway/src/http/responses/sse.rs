@@ -13,6 +13,7 @@ use toolbridge_core::assemble::{Assembler, codes};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_providers::dialect::Flow;
 use toolbridge_providers::profile::Profile;
+use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
 use super::abandoned::{charge_abandoned, estimate_used};
@@ -98,14 +99,16 @@ impl Pump {
             if let Some(states) = self.states.take() {
                 states.save(&response, &self.request_id).await;
             }
-            // The one serialisation: the store keeps this text, the terminal event carries it,
-            // the capture reads it.
-            let mut text: Arc<str> = serde_json::to_string(&response).unwrap_or_default().into();
-            let unsaved = match self.persist.take() {
+            // The one serialisation: the store keeps this text (its record noted while it is
+            // written), the terminal event carries it, the capture reads it.
+            let persist = self.persist.take();
+            let serialized = ResponseText::serialize(&response, persist.is_some());
+            let mut text = Arc::clone(serialized.text());
+            let unsaved = match persist {
                 Some(persist) => persist
                     .save_text(
                         || super::answer::output_json(&response),
-                        Arc::clone(&text),
+                        serialized,
                         &self.request_id,
                     )
                     .await

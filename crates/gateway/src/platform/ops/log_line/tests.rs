@@ -11,7 +11,10 @@ struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::ErrorKind::Other)?.extend_from_slice(buf);
+        self.0
+            .lock()
+            .map_err(|_| std::io::ErrorKind::Other)?
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
 

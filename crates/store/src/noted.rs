@@ -1,0 +1,526 @@
+//! [`ResponseText`]: a response object serialised once, with what its record needs of it —
+//! the columns and where each output item's text lies — noted while the text is written.
+//!
+//! [`crate::ResponseRecord::from_json`] finds the same things by reading the text back: one
+//! scan of the whole body for its top-level fields, one of the `output` array for its items and
+//! one of each item for its `id`. For a response the gateway serialises itself that reading
+//! back was a fifth of a short stored request's instructions (about 28 K of 130 K, counted with
+//! `scripts/bench-instructions`). Here a serde_json [`Formatter`] watches the serialiser's
+//! output go by: it knows the depth, reads each top-level key and each output item's keys as
+//! they are written, keeps the string or integer values of the columns, and notes the byte
+//! offsets where each `output` element starts and ends (the writer publishes its length).
+//!
+//! What is noted reads exactly as `from_json` reads it: a column that is not a string (an
+//! integer for `created_at`) is absent; an `output` that is not an array has no items; an item
+//! that is not an object, or whose `id` is not a string, has no id. Anything the formatter
+//! does not follow — a key written twice, a top level that is not an object — leaves the
+//! outline unnoted, and the record then reads the text back as `from_json` does: the outcome,
+//! an error included, is the same either way.
+
+use std::cell::Cell;
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
+
+/// A response object's JSON text, and its record's outline when it was noted while writing.
+#[derive(Debug, Clone)]
+pub struct ResponseText {
+    text: Arc<str>,
+    outline: Option<Outline>,
+}
+
+/// What a record takes from a response's text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Outline {
+    pub(crate) id: Option<String>,
+    pub(crate) created_at: Option<i64>,
+    pub(crate) status: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) previous_response_id: Option<String>,
+    /// Each output item's text, as a range of the text, and its `id`.
+    pub(crate) output: Vec<(Range<usize>, Option<String>)>,
+}
+
+impl ResponseText {
+    /// `value` serialised as compact JSON (the same bytes as `serde_json::to_string`); with
+    /// `note`, its record's outline is noted on the way (a response that will not be stored
+    /// does not pay for it). A value serde_json cannot serialise (a map with non-string keys)
+    /// gives an empty text, as the gateway's `to_string(..).unwrap_or_default()` did.
+    pub fn serialize<T: Serialize + ?Sized>(value: &T, note: bool) -> Self {
+        if !note {
+            let text = serde_json::to_string(value).unwrap_or_default();
+            return Self::from(text);
+        }
+        let length = Cell::new(0);
+        let mut out = Tracked {
+            bytes: Vec::with_capacity(1024),
+            length: &length,
+        };
+        let mut notes = Notes::new(&length);
+        let mut serializer = serde_json::Serializer::with_formatter(&mut out, &mut notes);
+        if value.serialize(&mut serializer).is_err() {
+            return Self::from(String::new());
+        }
+        let outline = notes.finish();
+        // serde_json writes only valid UTF-8; the check cannot fail.
+        let text = String::from_utf8(out.bytes).unwrap_or_default();
+        Self {
+            text: text.into(),
+            outline,
+        }
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &Arc<str> {
+        &self.text
+    }
+
+    /// Whether the record's outline was noted while the text was written (a record made from
+    /// it does not read the text again).
+    pub fn noted(&self) -> bool {
+        self.outline.is_some()
+    }
+
+    /// The text and the outline, when noted.
+    pub(crate) fn into_parts(self) -> (Arc<str>, Option<Outline>) {
+        (self.text, self.outline)
+    }
+}
+
+impl From<Arc<str>> for ResponseText {
+    /// Text serialised elsewhere (a native Responses upstream's): its record reads it back.
+    fn from(text: Arc<str>) -> Self {
+        Self {
+            text,
+            outline: None,
+        }
+    }
+}
+
+impl From<String> for ResponseText {
+    fn from(text: String) -> Self {
+        Self::from(Arc::<str>::from(text))
+    }
+}
+
+/// The output buffer; its length is published for the formatter after every write.
+struct Tracked<'a> {
+    bytes: Vec<u8>,
+    length: &'a Cell<usize>,
+}
+
+impl io::Write for Tracked<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        self.length.set(self.bytes.len());
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.bytes.extend_from_slice(buf);
+        self.length.set(self.bytes.len());
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A top-level field a column comes from, or `output`; an item's `id`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Key {
+    Id,
+    CreatedAt,
+    Status,
+    Model,
+    PreviousResponseId,
+    Output,
+    ItemId,
+}
+
+impl Key {
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// The formatter: compact JSON, and the notes.
+struct Notes<'a> {
+    length: &'a Cell<usize>,
+    /// Containers open around the next token: 0 outside the response, 1 inside it, 2 inside
+    /// a top-level field's array or object, 3 inside an output item.
+    depth: usize,
+    /// Set when something was not followed: the record reads the text back.
+    lost: bool,
+    /// The top-level object has been opened (a second top-level value is not followed).
+    opened: bool,
+    /// A key being read (at the top level, or in an output item), and its text so far.
+    reading_key: bool,
+    key: String,
+    /// The field whose value comes next, when it is one the outline wants.
+    wanted: Option<Key>,
+    /// The string value being read for `wanted`.
+    value: Option<String>,
+    /// Keys seen at the top level, and in the current output item (bits of [`Key`]).
+    seen: u8,
+    seen_in_item: u8,
+    /// The `output` array is open (depth 2 is its elements).
+    in_output: bool,
+    /// The current output item is an object (its keys are read).
+    item_is_object: bool,
+    item_start: usize,
+    item_id: Option<String>,
+    outline: Outline,
+}
+
+impl<'a> Notes<'a> {
+    fn new(length: &'a Cell<usize>) -> Self {
+        Self {
+            length,
+            depth: 0,
+            lost: false,
+            opened: false,
+            reading_key: false,
+            key: String::new(),
+            wanted: None,
+            value: None,
+            seen: 0,
+            seen_in_item: 0,
+            in_output: false,
+            item_is_object: false,
+            item_start: 0,
+            item_id: None,
+            outline: Outline::default(),
+        }
+    }
+
+    fn finish(self) -> Option<Outline> {
+        (!self.lost && self.opened && self.depth == 0).then_some(self.outline)
+    }
+
+    /// Whether keys at the current depth are read: the response's own, or an output item's.
+    fn keys_here(&self) -> bool {
+        self.depth == 1 || (self.depth == 3 && self.in_output && self.item_is_object)
+    }
+
+    /// A container opens: the value of a wanted key is then not a string or integer (absent).
+    fn open(&mut self, object: bool) {
+        if self.depth == 0 {
+            if self.opened || !object {
+                self.lost = true;
+            }
+            self.opened = true;
+        } else if self.depth == 1 && self.wanted == Some(Key::Output) && !object {
+            self.in_output = true;
+        } else if self.depth == 2 && self.in_output {
+            self.item_is_object = object;
+        }
+        self.wanted = None;
+        self.depth += 1;
+    }
+
+    fn close(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 1 && self.in_output {
+            self.in_output = false;
+        }
+    }
+
+    /// A scalar that is not a string: the wanted field, if any, reads as absent unless it is
+    /// `created_at` and the scalar an integer (`integer`).
+    fn scalar(&mut self, integer: Option<i64>) {
+        if let Some(Key::CreatedAt) = self.wanted {
+            self.outline.created_at = integer;
+        }
+        self.wanted = None;
+    }
+
+    /// A string fragment, for the key or the value being read.
+    fn text(&mut self, fragment: &str) {
+        if self.reading_key {
+            self.key.push_str(fragment);
+        } else if let Some(value) = &mut self.value {
+            value.push_str(fragment);
+        }
+    }
+
+    fn key_done(&mut self) {
+        self.reading_key = false;
+        let key = match (self.depth, self.key.as_str()) {
+            (1, "id") => Key::Id,
+            (1, "created_at") => Key::CreatedAt,
+            (1, "status") => Key::Status,
+            (1, "model") => Key::Model,
+            (1, "previous_response_id") => Key::PreviousResponseId,
+            (1, "output") => Key::Output,
+            (3, "id") => Key::ItemId,
+            _ => {
+                self.wanted = None;
+                return;
+            }
+        };
+        let seen = if key == Key::ItemId {
+            &mut self.seen_in_item
+        } else {
+            &mut self.seen
+        };
+        if *seen & key.bit() != 0 {
+            // A key written twice: `from_json` decides what that means.
+            self.lost = true;
+        }
+        *seen |= key.bit();
+        self.wanted = Some(key);
+    }
+
+    fn string_done(&mut self) {
+        let Some(value) = self.value.take() else {
+            return;
+        };
+        match self.wanted.take() {
+            Some(Key::Id) => self.outline.id = Some(value),
+            Some(Key::Status) => self.outline.status = Some(value),
+            Some(Key::Model) => self.outline.model = Some(value),
+            Some(Key::PreviousResponseId) => self.outline.previous_response_id = Some(value),
+            Some(Key::ItemId) => self.item_id = Some(value),
+            _ => {}
+        }
+    }
+}
+
+impl Formatter for &mut Notes<'_> {
+    fn write_null<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.scalar(None);
+        CompactFormatter.write_null(w)
+    }
+
+    fn write_bool<W: ?Sized + io::Write>(&mut self, w: &mut W, value: bool) -> io::Result<()> {
+        self.scalar(None);
+        CompactFormatter.write_bool(w, value)
+    }
+
+    fn write_i8<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i8) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_i8(w, value)
+    }
+
+    fn write_i16<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i16) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_i16(w, value)
+    }
+
+    fn write_i32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i32) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_i32(w, value)
+    }
+
+    fn write_i64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i64) -> io::Result<()> {
+        self.scalar(Some(value));
+        CompactFormatter.write_i64(w, value)
+    }
+
+    fn write_i128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i128) -> io::Result<()> {
+        self.scalar(i64::try_from(value).ok());
+        CompactFormatter.write_i128(w, value)
+    }
+
+    fn write_u8<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u8) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_u8(w, value)
+    }
+
+    fn write_u16<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u16) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_u16(w, value)
+    }
+
+    fn write_u32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u32) -> io::Result<()> {
+        self.scalar(Some(i64::from(value)));
+        CompactFormatter.write_u32(w, value)
+    }
+
+    fn write_u64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u64) -> io::Result<()> {
+        self.scalar(i64::try_from(value).ok());
+        CompactFormatter.write_u64(w, value)
+    }
+
+    fn write_u128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u128) -> io::Result<()> {
+        self.scalar(i64::try_from(value).ok());
+        CompactFormatter.write_u128(w, value)
+    }
+
+    fn write_f32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
+        self.scalar(None);
+        CompactFormatter.write_f32(w, value)
+    }
+
+    fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        self.scalar(None);
+        CompactFormatter.write_f64(w, value)
+    }
+
+    fn write_number_str<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        value: &str,
+    ) -> io::Result<()> {
+        // An arbitrary-precision number: an integer column reads it as `from_json` would.
+        self.scalar(value.parse().ok());
+        CompactFormatter.write_number_str(w, value)
+    }
+
+    fn begin_string<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if !self.reading_key {
+            self.value = match self.wanted {
+                Some(Key::CreatedAt | Key::Output) | None => {
+                    self.wanted = None;
+                    None
+                }
+                Some(_) => Some(String::new()),
+            };
+        }
+        CompactFormatter.begin_string(w)
+    }
+
+    fn end_string<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if !self.reading_key {
+            self.string_done();
+        }
+        CompactFormatter.end_string(w)
+    }
+
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        self.text(fragment);
+        CompactFormatter.write_string_fragment(w, fragment)
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
+        let ch = match escape {
+            CharEscape::Quote => '"',
+            CharEscape::ReverseSolidus => '\\',
+            CharEscape::Solidus => '/',
+            CharEscape::Backspace => '\u{8}',
+            CharEscape::FormFeed => '\u{c}',
+            CharEscape::LineFeed => '\n',
+            CharEscape::CarriageReturn => '\r',
+            CharEscape::Tab => '\t',
+            CharEscape::AsciiControl(byte) => char::from(byte),
+        };
+        self.text(ch.encode_utf8(&mut [0; 4]));
+        CompactFormatter.write_char_escape(w, escape)
+    }
+
+    fn write_byte_array<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        value: &[u8],
+    ) -> io::Result<()> {
+        // Written as an array of numbers: not a column's value.
+        self.open(false);
+        self.close();
+        CompactFormatter.write_byte_array(w, value)
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(false);
+        CompactFormatter.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close();
+        CompactFormatter.end_array(w)
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        CompactFormatter.begin_array_value(w, first)?;
+        if self.depth == 2 && self.in_output {
+            self.item_start = self.length.get();
+            self.item_is_object = false;
+            self.item_id = None;
+            self.seen_in_item = 0;
+        }
+        Ok(())
+    }
+
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        CompactFormatter.end_array_value(w)?;
+        if self.depth == 2 && self.in_output {
+            let range = self.item_start..self.length.get();
+            self.outline.output.push((range, self.item_id.take()));
+        }
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(true);
+        CompactFormatter.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close();
+        CompactFormatter.end_object(w)
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.keys_here() {
+            self.reading_key = true;
+            self.key.clear();
+        }
+        CompactFormatter.begin_object_key(w, first)
+    }
+
+    fn end_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.reading_key {
+            self.key_done();
+        }
+        CompactFormatter.end_object_key(w)
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        CompactFormatter.begin_object_value(w)
+    }
+
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.keys_here() {
+            self.wanted = None;
+        }
+        CompactFormatter.end_object_value(w)
+    }
+
+    fn write_raw_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        // Raw JSON (a `RawValue`, a tool's schema say) is not followed inside: deep in a
+        // field it changes nothing noted, but as the response, a wanted field's value or a
+        // whole output item it is read back.
+        if self.depth == 0 || self.wanted.is_some() || (self.depth == 2 && self.in_output) {
+            self.lost = true;
+        }
+        self.wanted = None;
+        CompactFormatter.write_raw_fragment(w, fragment)
+    }
+}
+
+#[cfg(test)]
+mod tests;
