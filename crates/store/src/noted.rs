@@ -8,7 +8,8 @@
 //! `scripts/bench-instructions`). Here a serde_json [`Formatter`] watches the serialiser's
 //! output go by: it knows the depth, reads each top-level key and each output item's keys as
 //! they are written, keeps the string or integer values of the columns, and notes the byte
-//! offsets where each `output` element starts and ends (the writer publishes its length).
+//! offsets where each `output` element starts and ends (the writer publishes its length when
+//! the formatter flushes it).
 //!
 //! What is noted reads exactly as `from_json` reads it: a column that is not a string (an
 //! integer for `created_at`) is absent; an `output` that is not an array has no items; an item
@@ -106,26 +107,29 @@ impl From<String> for ResponseText {
     }
 }
 
-/// The output buffer; its length is published for the formatter after every write.
+/// The output buffer. The formatter sees the writer only as `io::Write`, so it learns the
+/// length written so far by flushing: `flush` publishes the length (there is nothing else to
+/// flush, and serde_json's serialiser never flushes by itself). Writes stay plain appends.
 struct Tracked<'a> {
     bytes: Vec<u8>,
     length: &'a Cell<usize>,
 }
 
 impl io::Write for Tracked<'_> {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.bytes.extend_from_slice(buf);
-        self.length.set(self.bytes.len());
         Ok(buf.len())
     }
 
+    #[inline]
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         self.bytes.extend_from_slice(buf);
-        self.length.set(self.bytes.len());
         Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        self.length.set(self.bytes.len());
         Ok(())
     }
 }
@@ -203,11 +207,13 @@ impl<'a> Notes<'a> {
     }
 
     /// Whether keys at the current depth are read: the response's own, or an output item's.
+    #[inline]
     fn keys_here(&self) -> bool {
         self.depth == 1 || (self.depth == 3 && self.in_output && self.item_is_object)
     }
 
     /// A container opens: the value of a wanted key is then not a string or integer (absent).
+    #[inline]
     fn open(&mut self, object: bool) {
         if self.depth == 0 {
             if self.opened || !object {
@@ -223,6 +229,7 @@ impl<'a> Notes<'a> {
         self.depth += 1;
     }
 
+    #[inline]
     fn close(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         if self.depth == 1 && self.in_output {
@@ -232,6 +239,7 @@ impl<'a> Notes<'a> {
 
     /// A scalar that is not a string: the wanted field, if any, reads as absent unless it is
     /// `created_at` and the scalar an integer (`integer`).
+    #[inline]
     fn scalar(&mut self, integer: Option<i64>) {
         if let Some(Key::CreatedAt) = self.wanted {
             self.outline.created_at = integer;
@@ -240,6 +248,7 @@ impl<'a> Notes<'a> {
     }
 
     /// A string fragment, for the key or the value being read.
+    #[inline]
     fn text(&mut self, fragment: &str) {
         if self.reading_key {
             self.key.push_str(fragment);
@@ -449,6 +458,7 @@ impl Formatter for &mut Notes<'_> {
     ) -> io::Result<()> {
         CompactFormatter.begin_array_value(w, first)?;
         if self.depth == 2 && self.in_output {
+            w.flush()?;
             self.item_start = self.length.get();
             self.item_is_object = false;
             self.item_id = None;
@@ -460,6 +470,7 @@ impl Formatter for &mut Notes<'_> {
     fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         CompactFormatter.end_array_value(w)?;
         if self.depth == 2 && self.in_output {
+            w.flush()?;
             let range = self.item_start..self.length.get();
             self.outline.output.push((range, self.item_id.take()));
         }

@@ -88,24 +88,23 @@ impl Assembler {
     }
 
     pub(super) fn terminate(
-        mut self,
+        self,
         status: ResponseStatus,
         error: Option<ResponseError>,
         incomplete: Option<IncompleteDetails>,
         completed_at: i64,
         out: &mut Vec<StreamEvent>,
     ) -> Response {
-        let mut response = std::mem::replace(&mut self.response, empty_response());
+        // The machine ends here: its response is moved out, not replaced.
+        let mut response = self.response;
         response.status = status;
         response.error = error;
         response.incomplete_details = incomplete;
         response.completed_at = (status == ResponseStatus::Completed).then_some(completed_at);
-        response.output = std::mem::take(&mut self.slots)
-            .into_iter()
-            .flatten()
-            .collect();
-        response.usage = self.usage.take();
-        response.provider_states = std::mem::take(&mut self.provider_states)
+        response.output = self.slots.into_iter().flatten().collect();
+        response.usage = self.usage;
+        response.provider_states = self
+            .provider_states
             .into_iter()
             .filter(|e| !e.call_ids.is_empty())
             .collect();
@@ -122,7 +121,10 @@ impl Assembler {
             ResponseStatus::Incomplete => EventKind::Incomplete { response: snapshot },
             _ => EventKind::Failed { response: snapshot },
         };
-        self.push(out, kind);
+        out.push(StreamEvent {
+            kind,
+            sequence_number: self.seq,
+        });
         response
     }
 }

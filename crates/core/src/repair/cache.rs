@@ -32,6 +32,9 @@ pub struct SchemaCache {
     inner: Mutex<Inner>,
     max_entries: usize,
     max_bytes: usize,
+    /// The checks of a request without tools (nothing to check), shared: such a request is
+    /// neither hashed nor counted.
+    none: Arc<ToolSchemas>,
 }
 
 #[derive(Debug, Default)]
@@ -127,12 +130,16 @@ impl SchemaCache {
             inner: Mutex::new(Inner::default()),
             max_entries,
             max_bytes,
+            none: Arc::new(ToolSchemas::from_tools(&[])),
         }
     }
 
     /// The compiled checks of `tools`: from the cache when these exact declarations were seen,
     /// else compiled (grammars from the cache when their text was seen) and kept.
     pub fn schemas(&self, tools: &[Tool]) -> Arc<ToolSchemas> {
+        if tools.is_empty() {
+            return Arc::clone(&self.none);
+        }
         // The serialiser writes a few bytes at a time; BLAKE3 takes them in large blocks.
         let mut hasher = std::io::BufWriter::with_capacity(16 * 1024, HashingWriter::default());
         // Writing into a hasher cannot fail; a tool that cannot be serialised is compiled
@@ -255,6 +262,14 @@ mod tests {
         let other = cache.schemas(&b);
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(cache.len(), (2, 1));
+        // No tools: the shared empty checks, neither compiled, kept nor counted.
+        let none = cache.schemas(&[]);
+        assert!(Arc::ptr_eq(&none, &cache.schemas(&[])));
+        assert_eq!(
+            none.diagnostics(),
+            ToolSchemas::from_tools(&[]).diagnostics()
+        );
+        assert_eq!((cache.stats(), cache.len()), ((1, 2), (2, 1)));
         // And the checks are the same as compiling without a cache.
         let direct = ToolSchemas::from_tools(&a);
         let text = "*** Begin Patch\nanything\n*** End Patch\n";
