@@ -301,76 +301,91 @@ impl<'a> Notes<'a> {
 }
 
 impl Formatter for &mut Notes<'_> {
+    #[inline]
     fn write_null<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.scalar(None);
         CompactFormatter.write_null(w)
     }
 
+    #[inline]
     fn write_bool<W: ?Sized + io::Write>(&mut self, w: &mut W, value: bool) -> io::Result<()> {
         self.scalar(None);
         CompactFormatter.write_bool(w, value)
     }
 
+    #[inline]
     fn write_i8<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i8) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_i8(w, value)
     }
 
+    #[inline]
     fn write_i16<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i16) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_i16(w, value)
     }
 
+    #[inline]
     fn write_i32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i32) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_i32(w, value)
     }
 
+    #[inline]
     fn write_i64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i64) -> io::Result<()> {
         self.scalar(Some(value));
         CompactFormatter.write_i64(w, value)
     }
 
+    #[inline]
     fn write_i128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i128) -> io::Result<()> {
         self.scalar(i64::try_from(value).ok());
         CompactFormatter.write_i128(w, value)
     }
 
+    #[inline]
     fn write_u8<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u8) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_u8(w, value)
     }
 
+    #[inline]
     fn write_u16<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u16) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_u16(w, value)
     }
 
+    #[inline]
     fn write_u32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u32) -> io::Result<()> {
         self.scalar(Some(i64::from(value)));
         CompactFormatter.write_u32(w, value)
     }
 
+    #[inline]
     fn write_u64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u64) -> io::Result<()> {
         self.scalar(i64::try_from(value).ok());
         CompactFormatter.write_u64(w, value)
     }
 
+    #[inline]
     fn write_u128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u128) -> io::Result<()> {
         self.scalar(i64::try_from(value).ok());
         CompactFormatter.write_u128(w, value)
     }
 
+    #[inline]
     fn write_f32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
         self.scalar(None);
         CompactFormatter.write_f32(w, value)
     }
 
+    #[inline]
     fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
         self.scalar(None);
         CompactFormatter.write_f64(w, value)
     }
 
+    #[inline]
     fn write_number_str<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -381,6 +396,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.write_number_str(w, value)
     }
 
+    #[inline]
     fn begin_string<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         if !self.reading_key {
             self.value = match self.wanted {
@@ -394,6 +410,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.begin_string(w)
     }
 
+    #[inline]
     fn end_string<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         if !self.reading_key {
             self.string_done();
@@ -401,6 +418,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.end_string(w)
     }
 
+    #[inline]
     fn write_string_fragment<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -410,6 +428,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.write_string_fragment(w, fragment)
     }
 
+    #[inline]
     fn write_char_escape<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -430,6 +449,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.write_char_escape(w, escape)
     }
 
+    #[inline]
     fn write_byte_array<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -441,16 +461,19 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.write_byte_array(w, value)
     }
 
+    #[inline]
     fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.open(false);
         CompactFormatter.begin_array(w)
     }
 
+    #[inline]
     fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.close();
         CompactFormatter.end_array(w)
     }
 
+    #[inline]
     fn begin_array_value<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -467,6 +490,7 @@ impl Formatter for &mut Notes<'_> {
         Ok(())
     }
 
+    #[inline]
     fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         CompactFormatter.end_array_value(w)?;
         if self.depth == 2 && self.in_output {
@@ -477,16 +501,19 @@ impl Formatter for &mut Notes<'_> {
         Ok(())
     }
 
+    #[inline]
     fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.open(true);
         CompactFormatter.begin_object(w)
     }
 
+    #[inline]
     fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.close();
         CompactFormatter.end_object(w)
     }
 
+    #[inline]
     fn begin_object_key<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,
@@ -499,6 +526,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.begin_object_key(w, first)
     }
 
+    #[inline]
     fn end_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         if self.reading_key {
             self.key_done();
@@ -506,10 +534,12 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.end_object_key(w)
     }
 
+    #[inline]
     fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         CompactFormatter.begin_object_value(w)
     }
 
+    #[inline]
     fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         if self.keys_here() {
             self.wanted = None;
@@ -517,6 +547,7 @@ impl Formatter for &mut Notes<'_> {
         CompactFormatter.end_object_value(w)
     }
 
+    #[inline]
     fn write_raw_fragment<W: ?Sized + io::Write>(
         &mut self,
         w: &mut W,

@@ -1,3 +1,5 @@
+//! The noted outline against reading the text back, on the same values.
+
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 

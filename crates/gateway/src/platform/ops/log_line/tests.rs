@@ -1,3 +1,5 @@
+//! The plain log line against tracing-subscriber's own format, the timestamp and the calendar.
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
