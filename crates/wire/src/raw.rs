@@ -11,6 +11,10 @@
 //! serde_json's writers and `serde_json::to_value`. Deserialising captures the text from
 //! serde_json's reader (and from a `Value`); any other deserializer (serde's buffered content,
 //! behind `#[serde(flatten)]` or an untagged enum) yields a `Value`, written out as text.
+//!
+//! [`LongStr`] writes a long text as one literal; the literal of a text of 1 KiB or more comes
+//! from a bounded cache of recent ones (`literals`), since Codex sends the same long texts on
+//! every turn.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -19,6 +23,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+mod literals;
 
 /// serde_json's marker of its raw-value protocol (`serde_json::value::RawValue` speaks it):
 /// a struct or map of this name, with one field of this name holding the JSON text.
@@ -195,9 +201,14 @@ impl Serialize for LongStr<'_> {
         if self.0.len() < LONG {
             return serializer.serialize_str(self.0);
         }
-        let literal = json_literal(self.0);
         let mut s = serializer.serialize_struct(RAW_TOKEN, 1)?;
-        s.serialize_field(RAW_TOKEN, literal.as_str())?;
+        if self.0.len() >= literals::CACHED {
+            // A long text is usually one sent before (a base prompt, the conversation so far).
+            let literal = literals::literal(self.0, json_literal);
+            s.serialize_field(RAW_TOKEN, &*literal)?;
+        } else {
+            s.serialize_field(RAW_TOKEN, json_literal(self.0).as_str())?;
+        }
         s.end()
     }
 }
@@ -309,6 +320,32 @@ fn escape_mask(w: u64) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A long text is written as serde_json writes it, from the cache the second time (the
+    /// same literal), and the cache keeps within its budget however many texts pass.
+    #[test]
+    fn long_texts_are_escaped_once_and_the_cache_is_bounded() {
+        let long = "line \"one\"\n\ttab \u{1} é ".repeat(400);
+        assert!(long.len() >= literals::CACHED);
+        let first = serde_json::to_string(&LongStr(&long)).unwrap();
+        assert_eq!(first, serde_json::to_string(&long).unwrap());
+        let again = literals::literal(&long, |_| unreachable!("cached"));
+        assert_eq!(&*again, first.as_str());
+        // Many distinct texts: the oldest go, the budget holds, the output stays right.
+        for i in 0..600 {
+            let text = format!("{i} {}", "x\n".repeat(2048));
+            let written = serde_json::to_string(&LongStr(&text)).unwrap();
+            assert_eq!(written, serde_json::to_string(&text).unwrap());
+        }
+        let (entries, bytes) = literals::size();
+        assert!(bytes <= literals::BUDGET, "{bytes}");
+        assert!(entries > 1 && entries < 600, "{entries}");
+        // A text larger than the whole budget is escaped, not kept.
+        let huge = "y".repeat(literals::BUDGET);
+        let written = serde_json::to_string(&LongStr(&huge)).unwrap();
+        assert_eq!(written.len(), huge.len() + 2);
+        assert!(literals::size().1 <= literals::BUDGET);
+    }
 
     #[test]
     fn text_passes_through_byte_for_byte() {
