@@ -240,11 +240,13 @@ impl ByType for ContentPart {
 
 #[derive(Deserialize)]
 struct TextPart {
+    #[serde(deserialize_with = "crate::raw::text")]
     text: String,
 }
 
 #[derive(Deserialize)]
 struct OutputTextPart {
+    #[serde(deserialize_with = "crate::raw::text")]
     text: String,
     #[serde(default)]
     annotations: Vec<Value>,

@@ -213,6 +213,120 @@ impl Serialize for LongStr<'_> {
     }
 }
 
+/// `deserialize_with` for a text that may be long and sent again (a message part's `text`):
+/// from serde_json's reader the string's literal is taken as it is (scanned, not decoded), and
+/// one of 1 KiB or more is decoded at most once while its text stays cached (`literals`); from
+/// any other deserializer, a plain `String`. The text and the errors are `String`'s: a value
+/// that is not a string is `invalid type: …, expected a string`.
+pub fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    deserializer.deserialize_newtype_struct(RAW_TOKEN, TextVisitor)
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        String::deserialize(d)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        // Only serde_json's raw-value protocol comes here: a one-entry map keyed by the token.
+        if map.next_key::<RawKey>()?.is_none() {
+            return Err(de::Error::invalid_type(de::Unexpected::Map, &self));
+        }
+        let raw: RawText<'de> = map.next_value()?;
+        let raw = raw.0.as_ref();
+        if !raw.starts_with('"') {
+            return Err(not_a_string(raw));
+        }
+        let decode = |raw: &str| serde_json::from_str::<String>(raw).map_err(de::Error::custom);
+        if raw.len() >= literals::CACHED {
+            return literals::decoded(raw, decode).map(|text| String::from(&*text));
+        }
+        decode(raw)
+    }
+}
+
+/// The raw-value protocol's key (the token), read without allocating.
+struct RawKey;
+
+impl<'de> Deserialize<'de> for RawKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = RawKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the raw-value token")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawKey, E> {
+                if v == RAW_TOKEN {
+                    Ok(RawKey)
+                } else {
+                    Err(de::Error::invalid_type(de::Unexpected::Map, &"a string"))
+                }
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// The raw JSON text, borrowed from the input when the reader can lend it.
+struct RawText<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for RawText<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RawTextVisitor;
+        impl<'de> Visitor<'de> for RawTextVisitor {
+            type Value = RawText<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("raw JSON text")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<RawText<'de>, E> {
+                Ok(RawText(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawText<'de>, E> {
+                Ok(RawText(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<RawText<'de>, E> {
+                Ok(RawText(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(RawTextVisitor)
+    }
+}
+
+/// The error `String` gives for the JSON value `raw` that is not a string.
+fn not_a_string<E: de::Error>(raw: &str) -> E {
+    let value: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+    let unexpected = match &value {
+        Value::Null => de::Unexpected::Unit,
+        Value::Bool(b) => de::Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => de::Unexpected::Unsigned(u),
+            (None, Some(i)) => de::Unexpected::Signed(i),
+            (None, None) => de::Unexpected::Float(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => de::Unexpected::Str(s),
+        Value::Array(_) => de::Unexpected::Seq,
+        Value::Object(_) => de::Unexpected::Map,
+    };
+    E::invalid_type(unexpected, &"a string")
+}
+
 /// `text` as a JSON string literal, quotes included, escaped exactly as serde_json escapes
 /// (`\"`, `\\`, `\b \f \n \r \t`, other control characters as `\u00XX`; nothing else).
 pub fn json_literal(text: &str) -> String {
@@ -320,6 +434,82 @@ fn escape_mask(w: u64) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A text read through [`text`]: the string serde_json decodes, from the cache the second
+    /// time; a value that is not a string fails as `String` fails, at the field's path.
+    #[test]
+    fn texts_are_decoded_once_and_fail_as_strings_do() {
+        #[derive(Deserialize)]
+        struct Part {
+            #[serde(deserialize_with = "text")]
+            text: String,
+        }
+        let long = "a \"quoted\" line\n\ttab \u{1} é \u{1F600} \\ ".repeat(200);
+        for value in [long.clone(), "short \n".to_owned(), String::new()] {
+            let body = serde_json::to_string(&json!({"text": value})).unwrap();
+            for _ in 0..2 {
+                let part: Part = serde_json::from_str(&body).unwrap();
+                assert_eq!(part.text, value);
+                let from_value: Part = serde_json::from_value(json!({"text": value})).unwrap();
+                assert_eq!(from_value.text, value);
+            }
+        }
+        let cases = [
+            (
+                r#"{"text": 7}"#,
+                "invalid type: integer `7`, expected a string",
+            ),
+            (
+                r#"{"text": -7}"#,
+                "invalid type: integer `-7`, expected a string",
+            ),
+            (
+                r#"{"text": 1.5}"#,
+                "invalid type: floating point `1.5`, expected a string",
+            ),
+            (r#"{"text": null}"#, "invalid type: null, expected a string"),
+            (
+                r#"{"text": true}"#,
+                "invalid type: boolean `true`, expected a string",
+            ),
+            (
+                r#"{"text": ["b"]}"#,
+                "invalid type: sequence, expected a string",
+            ),
+            (
+                r#"{"text": {"b": 1}}"#,
+                "invalid type: map, expected a string",
+            ),
+        ];
+        for (body, message) in cases {
+            let mut de = serde_json::Deserializer::from_str(body);
+            let Err(e) = serde_path_to_error::deserialize::<_, Part>(&mut de) else {
+                panic!("{body} was read");
+            };
+            assert_eq!(e.path().to_string(), "text", "{body}");
+            assert!(
+                e.inner().to_string().starts_with(message),
+                "{body}: {}",
+                e.inner()
+            );
+            let plain = serde_json::from_str::<Part>(body)
+                .err()
+                .map(|e| e.to_string());
+            let string = serde_json::from_str::<StringPart>(body)
+                .err()
+                .map(|e| e.to_string());
+            assert_eq!(
+                plain.as_deref().map(|m| m.split(" at line").next()),
+                string.as_deref().map(|m| m.split(" at line").next()),
+                "{body}"
+            );
+        }
+        #[derive(Deserialize)]
+        struct StringPart {
+            #[allow(dead_code)]
+            text: String,
+        }
+    }
 
     /// A long text is written as serde_json writes it, from the cache the second time (the
     /// same literal), and the cache keeps within its budget however many texts pass.

@@ -1,37 +1,38 @@
-//! The JSON literals of long texts seen recently, so that a text sent again is not escaped
-//! again.
+//! The JSON literals of long texts seen recently, and the texts of long literals: a text sent
+//! again is neither decoded nor escaped again.
 //!
 //! Codex sends the same long texts on every turn of a conversation: its base prompt (21.6 KB
 //! with hundreds of line breaks and quotes), its skills message, and the whole conversation so
-//! far. Escaping them for the upstream was an eighth of a Codex request's instructions
-//! (148 K of 1.2 M, counted with `scripts/bench-instructions`), though the same text gives the
-//! same literal every time. A text of [`CACHED`] bytes or more is looked up here by a foldhash
-//! of its bytes and compared in full on a hit (so a collision costs a comparison, never a wrong
-//! literal); a miss escapes it and keeps it.
+//! far. Decoding them from the request and escaping them again for the upstream were a third of
+//! a Codex request's instructions (counted with `scripts/bench-instructions`: `parse_str` 248 K
+//! and the escaper 148 K of 1.2 M), though the same literal gives the same text every time and
+//! the same text the same literal. An input of [`CACHED`] bytes or more is looked up by a
+//! foldhash of its bytes and compared in full on a hit (so a collision costs a comparison,
+//! never a wrong answer); a miss converts it and keeps both.
 //!
-//! Bounds: [`BUDGET`] bytes of texts and literals together, least recently used out first; a
-//! text too large for the budget is escaped and not kept. One lock, held for the lookup and the
-//! comparison only (escaping runs outside it).
+//! Bounds: [`BUDGET`] bytes of inputs and outputs per direction, least recently used out
+//! first; an entry too large for the budget is converted and not kept. One lock per direction,
+//! held for the lookup and the comparison only (converting runs outside it).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-/// Texts at least this long are cached (shorter ones cost less to escape than to look up).
+/// Inputs at least this long are cached (shorter ones cost less to convert than to look up).
 pub(crate) const CACHED: usize = 1024;
-/// The bytes of texts and literals kept, at most.
+/// The bytes of inputs and outputs kept per direction, at most.
 pub(crate) const BUDGET: usize = 2 * 1024 * 1024;
 
-/// A text and its literal.
+/// An input and what it converts to.
 struct Entry {
-    text: Box<str>,
-    literal: Arc<str>,
+    input: Box<str>,
+    output: Arc<str>,
     used: u64,
 }
 
 impl Entry {
     fn bytes(&self) -> usize {
-        self.text.len() + self.literal.len()
+        self.input.len() + self.output.len()
     }
 }
 
@@ -43,39 +44,61 @@ struct Cache {
     clock: u64,
 }
 
-static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+/// Texts to their literals.
+static ESCAPED: Mutex<Option<Cache>> = Mutex::new(None);
+/// Literals to their texts.
+static DECODED: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The literal of `text` (at least [`CACHED`] bytes), from the cache or made by `escape`.
 pub(crate) fn literal(text: &str, escape: impl FnOnce(&str) -> String) -> Arc<str> {
+    match cached(&ESCAPED, text, |text| Ok::<_, ()>(escape(text))) {
+        Ok(literal) => literal,
+        Err(()) => Arc::from(""),
+    }
+}
+
+/// The text of the JSON string literal `raw` (at least [`CACHED`] bytes), from the cache or
+/// made by `decode`; an error of `decode` is not kept.
+pub(crate) fn decoded<E>(
+    raw: &str,
+    decode: impl FnOnce(&str) -> Result<String, E>,
+) -> Result<Arc<str>, E> {
+    cached(&DECODED, raw, decode)
+}
+
+fn cached<E>(
+    cache: &Mutex<Option<Cache>>,
+    input: &str,
+    convert: impl FnOnce(&str) -> Result<String, E>,
+) -> Result<Arc<str>, E> {
     let key = {
-        let Ok(mut guard) = CACHE.lock() else {
-            return escape(text).into();
+        let Ok(mut guard) = cache.lock() else {
+            return convert(input).map(Arc::from);
         };
         let cache = guard.get_or_insert_with(Cache::default);
-        let key = cache.hasher.hash_one(text.as_bytes());
+        let key = cache.hasher.hash_one(input.as_bytes());
         cache.clock += 1;
         let clock = cache.clock;
         if let Some(entry) = cache.entries.get_mut(&key)
-            && *entry.text == *text
+            && *entry.input == *input
         {
             entry.used = clock;
-            return Arc::clone(&entry.literal);
+            return Ok(Arc::clone(&entry.output));
         }
         key
     };
-    let literal: Arc<str> = escape(text).into();
+    let output: Arc<str> = convert(input)?.into();
     let entry = Entry {
-        text: text.into(),
-        literal: Arc::clone(&literal),
+        input: input.into(),
+        output: Arc::clone(&output),
         used: 0,
     };
     if entry.bytes() <= BUDGET
-        && let Ok(mut guard) = CACHE.lock()
+        && let Ok(mut guard) = cache.lock()
     {
-        let cache = guard.get_or_insert_with(Cache::default);
-        cache.insert(key, entry);
+        guard.get_or_insert_with(Cache::default).insert(key, entry);
     }
-    literal
+    Ok(output)
 }
 
 impl Cache {
@@ -104,10 +127,10 @@ impl Cache {
     }
 }
 
-/// `(entries, bytes)` kept now.
+/// `(entries, bytes)` of literals kept now.
 #[cfg(test)]
 pub(crate) fn size() -> (usize, usize) {
-    CACHE
+    ESCAPED
         .lock()
         .ok()
         .and_then(|guard| guard.as_ref().map(|c| (c.entries.len(), c.bytes)))
