@@ -13,9 +13,33 @@ pub mod stream;
 pub mod think;
 mod tool_result;
 
-use toolbridge_core::events::FinishReason;
+use toolbridge_core::diagnostics::{UNKNOWN_FINISH_REASON, diag};
+use toolbridge_core::events::{FinishReason, UpstreamEvent};
+use toolbridge_wire::responses::Diagnostic;
 
 use crate::profile::{FinishKind, Profile};
+
+/// A choice's finish reason, when it has one: the `Finish` event (and a diagnostic when the
+/// reason is not one the profile knows).
+pub(crate) fn push_finish(
+    profile: &Profile,
+    reason: &str,
+    out: &mut Vec<UpstreamEvent>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if reason.is_empty() {
+        return;
+    }
+    let (finish, known) = finish_reason(profile, reason);
+    if !known {
+        diagnostics.push(diag(
+            UNKNOWN_FINISH_REASON,
+            None,
+            format!("unknown finish reason `{reason}` was treated as a normal stop"),
+        ));
+    }
+    out.push(UpstreamEvent::Finish(finish));
+}
 
 /// Maps a provider's finish reason through the profile. An unknown reason is treated as a normal
 /// stop; the caller reports it.

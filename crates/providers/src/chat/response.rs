@@ -1,14 +1,13 @@
 //! Decoding a non-streamed Chat Completions answer into the same events a stream produces, so
 //! both paths share one reconstruction.
 
-use toolbridge_core::diagnostics::{UNKNOWN_FINISH_REASON, diag};
 use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::Diagnostic;
 
 use super::details::whole_text;
 use super::think::ThinkSplitter;
-use super::{arguments_text, finish_reason, usage};
+use super::{arguments_text, push_finish, usage};
 use crate::profile::Profile;
 
 /// Decodes a whole answer.
@@ -48,16 +47,8 @@ pub fn decode(
                 arguments,
             }));
         }
-        if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-            let (finish, known) = finish_reason(profile, &reason);
-            if !known {
-                diagnostics.push(diag(
-                    UNKNOWN_FINISH_REASON,
-                    None,
-                    format!("unknown finish reason `{reason}` was treated as a normal stop"),
-                ));
-            }
-            out.push(UpstreamEvent::Finish(finish));
+        if let Some(reason) = choice.finish_reason {
+            push_finish(profile, &reason, &mut out, diagnostics);
         }
     }
     if let Some(u) = &response.usage {

@@ -9,14 +9,15 @@
 //!   response with the provider's message.
 //! - Only choice 0 is read (toolbridge never asks for `n > 1`).
 
-use toolbridge_core::diagnostics::{CHUNK_SKIPPED, UNKNOWN_FINISH_REASON, diag};
+use toolbridge_core::diagnostics::{CHUNK_SKIPPED, diag};
 use toolbridge_core::events::{ToolCallDelta, UpstreamEvent};
 use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
 
 use super::details::StreamedDetails;
+mod fast;
 use super::think::ThinkSplitter;
-use super::{arguments_text, errors, finish_reason, usage};
+use super::{arguments_text, errors, push_finish, usage};
 use crate::Error;
 use crate::profile::Profile;
 
@@ -64,6 +65,21 @@ impl ChunkDecoder {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
+        if let Some(chunk) = fast::plain(data) {
+            fast::decode(profile, chunk, self, out, diagnostics);
+            return Ok(Flow::Continue);
+        }
+        self.on_chunk(profile, data, out, diagnostics)
+    }
+
+    /// The full reading of a chunk (a non-empty payload other than `[DONE]`).
+    fn on_chunk(
+        &mut self,
+        profile: &Profile,
+        data: &str,
+        out: &mut Vec<UpstreamEvent>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<Flow, Error> {
         let chunk: ChatChunk = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(e) => {
@@ -93,6 +109,14 @@ impl ChunkDecoder {
     }
 }
 
+/// Text for `decoder`'s output: through the `<think>` splitter when the profile has one.
+fn push_text(decoder: &mut ChunkDecoder, text: String, out: &mut Vec<UpstreamEvent>) {
+    match decoder.think.as_mut() {
+        Some(think) => think.push(&text, out),
+        None => out.push(UpstreamEvent::Text(text)),
+    }
+}
+
 fn decode_chunk(
     profile: &Profile,
     chunk: ChatChunk,
@@ -110,10 +134,7 @@ fn decode_chunk(
             out.push(UpstreamEvent::Reasoning(r));
         }
         if let Some(text) = delta.content {
-            match decoder.think.as_mut() {
-                Some(think) => think.push(&text, out),
-                None => out.push(UpstreamEvent::Text(text)),
-            }
+            push_text(decoder, text, out);
         }
         if let Some(refusal) = delta.refusal {
             out.push(UpstreamEvent::Refusal(refusal));
@@ -130,16 +151,8 @@ fn decode_chunk(
                 arguments,
             }));
         }
-        if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-            let (finish, known) = finish_reason(profile, &reason);
-            if !known {
-                diagnostics.push(diag(
-                    UNKNOWN_FINISH_REASON,
-                    None,
-                    format!("unknown finish reason `{reason}` was treated as a normal stop"),
-                ));
-            }
-            out.push(UpstreamEvent::Finish(finish));
+        if let Some(reason) = choice.finish_reason {
+            push_finish(profile, &reason, out, diagnostics);
         }
     }
     if let Some(u) = &chunk.usage {
