@@ -15,11 +15,12 @@ use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
 
 use super::details::StreamedDetails;
-mod fast;
 use super::think::ThinkSplitter;
 use super::{arguments_text, errors, push_finish, usage};
 use crate::Error;
 use crate::profile::Profile;
+
+mod fast;
 
 /// What the caller should do after an event: one type for every dialect.
 pub use crate::dialect::Flow;

@@ -51,9 +51,11 @@ static DECODED: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The literal of `text` (at least [`CACHED`] bytes), from the cache or made by `escape`.
 pub(crate) fn literal(text: &str, escape: impl FnOnce(&str) -> String) -> Arc<str> {
-    match cached(&ESCAPED, text, |text| Ok::<_, ()>(escape(text))) {
+    match cached(&ESCAPED, text, |text| {
+        Ok::<_, std::convert::Infallible>(escape(text))
+    }) {
         Ok(literal) => literal,
-        Err(()) => Arc::from(""),
+        Err(never) => match never {},
     }
 }
 

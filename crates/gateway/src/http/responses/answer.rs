@@ -420,7 +420,9 @@ async fn whole(
     }
     // The one serialisation: the store keeps this text (its record noted while it is
     // written), the client is sent it, the capture reads it.
-    let serialized = ResponseText::serialize(&response, setup.persist.is_some());
+    // Noted only for a response the store keeps (a conversation alone takes the items as JSON).
+    let keeps = setup.persist.as_ref().is_some_and(|p| p.keep_response);
+    let serialized = ResponseText::serialize(&response, keeps);
     let mut text = Arc::clone(serialized.text());
     if let Some(persist) = setup.persist
         && let Err(unsaved) = persist

@@ -102,7 +102,10 @@ impl Pump {
             // The one serialisation: the store keeps this text (its record noted while it is
             // written), the terminal event carries it, the capture reads it.
             let persist = self.persist.take();
-            let serialized = ResponseText::serialize(&response, persist.is_some());
+            let serialized = ResponseText::serialize(
+                &response,
+                persist.as_ref().is_some_and(|p| p.keep_response),
+            );
             let mut text = Arc::clone(serialized.text());
             let unsaved = match persist {
                 Some(persist) => persist

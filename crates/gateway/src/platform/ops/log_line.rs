@@ -94,9 +94,9 @@ fn level(level: &Level) -> &'static str {
     }
 }
 
-/// `2026-12-04T08:01:02.345678Z` (UTC, microseconds), as the default timer writes it; a time
-/// before 1970 or past year 9999 is written as the default does for it, through `Debug`-free
-/// arithmetic all the same (years are clamped to four digits: such clocks are not ours).
+/// `2026-12-04T08:01:02.345678Z` (UTC, microseconds), as the default timer writes it. Unlike
+/// the default, a clock before 1970 gives `<unknown time>` and a year past 9999 is written as
+/// 9999: no clock this gateway runs on reads either.
 fn write_timestamp(writer: &mut Writer<'_>, now: SystemTime) -> fmt::Result {
     let Ok(since) = now.duration_since(UNIX_EPOCH) else {
         return writer.write_str("<unknown time>");
