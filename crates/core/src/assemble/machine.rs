@@ -318,7 +318,18 @@ impl Assembler {
             .id
             .strip_prefix("resp_")
             .unwrap_or(&self.response.id);
-        format!("{prefix}_{base}{:03}", self.item_counter)
+        // `format!("{prefix}_{base}{:03}")`, written directly (a few items a response).
+        let mut digits = itoa::Buffer::new();
+        let counter = digits.format(self.item_counter);
+        let mut id = String::with_capacity(prefix.len() + 1 + base.len() + counter.len().max(3));
+        id.push_str(prefix);
+        id.push('_');
+        id.push_str(base);
+        for _ in counter.len()..3 {
+            id.push('0');
+        }
+        id.push_str(counter);
+        id
     }
 
     /// Reserves the next `output_index` for an item not yet final.

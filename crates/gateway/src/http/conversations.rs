@@ -93,10 +93,10 @@ async fn run(result: impl std::future::Future<Output = Result<Value, GatewayErro
 /// The conversation routes.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/conversations", routing::post(create))
-        .route("/conversations/{id}", routing::get(get).delete(delete))
+        .route("/v1/conversations", routing::post(create))
+        .route("/v1/conversations/{id}", routing::get(get).delete(delete))
         .route(
-            "/conversations/{id}/items",
+            "/v1/conversations/{id}/items",
             routing::get(list_items).post(add_items),
         )
 }

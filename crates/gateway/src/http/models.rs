@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 /// The model list route.
 pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/models", get(list))
+    Router::new().route("/v1/models", get(list))
 }
 
 /// Which shape a query asks for: the Codex client version when it is the catalog.

@@ -22,7 +22,7 @@ use crate::tools::Refusal;
 
 /// The standalone search route.
 pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/alpha/search", post(search))
+    Router::new().route("/v1/alpha/search", post(search))
 }
 
 async fn search(

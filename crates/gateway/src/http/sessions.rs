@@ -79,7 +79,7 @@ impl IntoResponse for SessionError {
 
 /// The session events route.
 pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/sessions/{session_id}/events", get(events))
+    Router::new().route("/v1/sessions/{session_id}/events", get(events))
 }
 
 /// The route's handler.

@@ -25,9 +25,9 @@ fn store(state: &AppState, id: &str) -> Result<std::sync::Arc<dyn ResponseStore>
 /// The stored-response routes.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/responses/{id}", routing::get(get).delete(delete))
-        .route("/responses/{id}/input_items", routing::get(input_items))
-        .route("/responses/{id}/cancel", routing::post(cancel))
+        .route("/v1/responses/{id}", routing::get(get).delete(delete))
+        .route("/v1/responses/{id}/input_items", routing::get(input_items))
+        .route("/v1/responses/{id}/cancel", routing::post(cancel))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {

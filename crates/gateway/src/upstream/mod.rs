@@ -31,7 +31,20 @@ fn with_auth(
         request = request.header(*name, *value);
     }
     match (shape.auth, key) {
-        (Auth::Bearer, Some(key)) => request.bearer_auth(key),
+        (Auth::Bearer, Some(key)) => {
+            // reqwest's `bearer_auth`, without its `format!`.
+            let mut value = String::with_capacity(7 + key.len());
+            value.push_str("Bearer ");
+            value.push_str(key);
+            match reqwest::header::HeaderValue::try_from(value) {
+                Ok(mut value) => {
+                    value.set_sensitive(true);
+                    request.header(reqwest::header::AUTHORIZATION, value)
+                }
+                // A key that is no header value: reqwest's own error says so.
+                Err(_) => request.bearer_auth(key),
+            }
+        }
         (Auth::Header(name), Some(key)) => request.header(name, key),
         (_, None) => request,
     }
@@ -217,7 +230,9 @@ impl Upstreams {
     ) -> Result<reqwest::Response, GatewayError> {
         let dialect = provider.dialect;
         let shape = dialect.http(model, stream);
-        let url = format!("{}{}", provider.base_url, shape.path);
+        let mut url = String::with_capacity(provider.base_url.len() + shape.path.len());
+        url.push_str(&provider.base_url);
+        url.push_str(&shape.path);
         // An unparsable URL goes as text: reqwest's own error then says what is wrong with it.
         let mut request = match Urls::get(&self.urls, url) {
             Ok(url) => client.post(url),

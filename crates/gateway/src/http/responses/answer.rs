@@ -112,6 +112,7 @@ fn setup(
             max_bytes: state.config.store_max_bytes,
             keep_response: stored,
             conversation,
+            started: None,
         }),
         _ => None,
     };
@@ -324,7 +325,7 @@ async fn stream(
     state: &AppState,
     upstream: super::chunks::UpstreamSse,
     assembled: Assembled<'_>,
-    setup: Setup,
+    mut setup: Setup,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let provider = assembled.provider;
@@ -334,10 +335,8 @@ async fn stream(
             provider.dialect.as_str()
         ))
     })?;
-    if let Some(persist) = &setup.persist {
-        let _ = persist
-            .save_started(&assembled.assembler.snapshot(), request_id)
-            .await;
+    if let Some(persist) = &mut setup.persist {
+        persist.save_started_beside(&assembled.assembler.snapshot(), request_id);
     }
     let limits = setup.flight.limits(state, provider);
     let pump = Pump {

@@ -50,6 +50,7 @@ pub(super) async fn start_background(
         max_bytes: state.config.store_max_bytes,
         keep_response: true,
         conversation: None,
+        started: None,
     };
     // The client is told to poll: the queued record must exist first.
     persist

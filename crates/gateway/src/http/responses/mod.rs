@@ -87,8 +87,8 @@ pub use sse::frame;
 /// The routes that create responses: `POST /responses` and `POST /responses/compact`.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
-        .route("/responses", post(create).get(websocket::upgrade))
-        .route("/responses/compact", post(compact::compact))
+        .route("/v1/responses", post(create).get(websocket::upgrade))
+        .route("/v1/responses/compact", post(compact::compact))
 }
 
 /// The WebSocket mode alone, for base URLs without `/v1` (`GET /responses` upgraded).

@@ -103,13 +103,13 @@ impl Passthrough {
 
     /// The stream, relayed event by event.
     pub(super) async fn stream(
-        self,
+        mut self,
         upstream: UpstreamSse,
         limits: PumpLimits,
         detach: Option<super::detach::Detach>,
     ) -> Response {
-        if let Some(persist) = &self.persist {
-            let _ = persist.save_started(&self.skeleton, &self.request_id).await;
+        if let Some(persist) = &mut self.persist {
+            persist.save_started_beside(&self.skeleton, &self.request_id);
         }
         let skeleton = serde_json::to_value(&self.skeleton).unwrap_or_default();
         let mut relay = Relay::new(skeleton, self.diagnostics)

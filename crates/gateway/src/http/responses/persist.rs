@@ -31,6 +31,9 @@ pub(super) struct Persist {
     pub(super) keep_response: bool,
     /// The conversation this turn's items and output are appended to.
     pub(super) conversation: Option<String>,
+    /// A stream's `in_progress` write, running beside the stream
+    /// ([`Self::save_started_beside`]); the final write waits for it first.
+    pub(super) started: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What a final write could not keep.
@@ -84,21 +87,65 @@ impl Unsaved {
 }
 
 impl Persist {
-    /// Records a stream's response as `in_progress` when it starts: if the process dies before
+    /// Records a response as `in_progress` when it starts and waits for the write (a
+    /// background run, answered `queued` only once that is stored): if the process dies before
     /// the end, the next start marks it failed (never a half-written response, never a ghost).
-    /// A failure is logged and returned; for a stream the final write decides what the client
-    /// is told, a background start refuses with it.
+    /// A failure is logged and returned.
     pub(super) async fn save_started(
         &self,
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
-        if !self.keep_response {
-            return Ok(());
+        match self.started_record(response)? {
+            Some(record) => self.write(record, request_id).await,
+            None => Ok(()),
         }
-        let text = serde_json::to_string(response).unwrap_or_default();
-        let record = toolbridge_store::ResponseRecord::from_json(text, &[], Some(self.expires_at))?;
-        self.write(record, request_id).await
+    }
+
+    /// A stream's `in_progress` record, written beside the stream rather than before it: the
+    /// stream's first events do not wait for the store. Until the record lands, `GET` and
+    /// cancel find the response in this process's in-flight registry (`platform::inflight`),
+    /// which the stream joined before it started; the final write ([`Self::save_text`]) waits
+    /// for this one first, so the two land in order on every store. If the process dies
+    /// before this write lands the response is not found, rather than found failed. A failure
+    /// is logged; the final write decides what the client is told.
+    pub(super) fn save_started_beside(
+        &mut self,
+        response: &toolbridge_wire::responses::Response,
+        request_id: &str,
+    ) {
+        let Ok(Some(record)) = self.started_record(response) else {
+            return;
+        };
+        let (store, tenant, guarded) = (Arc::clone(&self.store), self.tenant.clone(), self.guarded);
+        let request_id = request_id.to_owned();
+        let write = async move {
+            let _ = write_record(store.as_ref(), &tenant, guarded, record, &request_id).await;
+        };
+        self.started = Some(tokio::spawn(tracing::Instrument::instrument(
+            write,
+            tracing::Span::current(),
+        )));
+    }
+
+    /// The `in_progress` record of `response`; `None` when the response itself is not kept.
+    fn started_record(
+        &self,
+        response: &toolbridge_wire::responses::Response,
+    ) -> Result<Option<toolbridge_store::ResponseRecord>, toolbridge_store::StoreError> {
+        if !self.keep_response {
+            return Ok(None);
+        }
+        // Serialised once, its record noted on the way (not read back).
+        let text = toolbridge_store::ResponseText::serialize(response, true);
+        toolbridge_store::ResponseRecord::from_text(text, &[], Some(self.expires_at)).map(Some)
+    }
+
+    /// Waits for the `in_progress` write started beside the stream, if any.
+    async fn started_written(&mut self) {
+        if let Some(started) = self.started.take() {
+            let _ = started.await;
+        }
     }
 
     /// Writes a record (guarded for background runs); a failure is logged and returned.
@@ -107,29 +154,14 @@ impl Persist {
         record: toolbridge_store::ResponseRecord,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
-        let span = crate::platform::ops::telemetry::stage_span!("store", what = "response");
-        let result = tracing::Instrument::instrument(
-            async {
-                if self.guarded {
-                    self.store
-                        .put_record_unless_final(&self.tenant, record)
-                        .await
-                        .map(|_| ())
-                } else {
-                    self.store.put_record(&self.tenant, record).await
-                }
-            },
-            span,
+        write_record(
+            self.store.as_ref(),
+            &self.tenant,
+            self.guarded,
+            record,
+            request_id,
         )
-        .await;
-        if let Err(e) = &result {
-            tracing::error!(
-                request_id,
-                code = e.code(),
-                "storing the response failed: {e}"
-            );
-        }
-        result
+        .await
     }
 
     /// [`Self::save_text`] of a response object given only as JSON (serialised here, once).
@@ -157,6 +189,7 @@ impl Persist {
         text: toolbridge_store::ResponseText,
         request_id: &str,
     ) -> Result<(), Unsaved> {
+        self.started_written().await;
         let mut unsaved = None;
         let input_items = std::mem::take(&mut self.input_items);
         if let Some(conversation) = &self.conversation {
@@ -238,6 +271,40 @@ impl Persist {
             }),
         }
     }
+}
+
+/// Writes `record` for `tenant` (guarded: never over a final response); a failure is logged
+/// and returned.
+async fn write_record(
+    store: &dyn toolbridge_store::ResponseStore,
+    tenant: &toolbridge_store::Tenant,
+    guarded: bool,
+    record: toolbridge_store::ResponseRecord,
+    request_id: &str,
+) -> Result<(), toolbridge_store::StoreError> {
+    let span = crate::platform::ops::telemetry::stage_span!("store", what = "response");
+    let result = tracing::Instrument::instrument(
+        async {
+            if guarded {
+                store
+                    .put_record_unless_final(tenant, record)
+                    .await
+                    .map(|_| ())
+            } else {
+                store.put_record(tenant, record).await
+            }
+        },
+        span,
+    )
+    .await;
+    if let Err(e) = &result {
+        tracing::error!(
+            request_id,
+            code = e.code(),
+            "storing the response failed: {e}"
+        );
+    }
+    result
 }
 
 #[cfg(test)]

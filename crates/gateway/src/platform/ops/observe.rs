@@ -304,7 +304,7 @@ where
     {
         headers.insert(REQUEST_ID_HEADER, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", overhead.as_secs_f64() * 1000.0)) {
+    if let Ok(v) = HeaderValue::from_str(&milliseconds(overhead)) {
         headers.insert(OVERHEAD_HEADER, v);
     }
     let (provider, model) = ctx.labels();
@@ -489,9 +489,50 @@ impl Stream for Observed {
     }
 }
 
+/// `duration` in milliseconds with three decimals (`1.234`), rounded to the microsecond: what
+/// `format!("{:.3}", ms)` writes, from integers (the float formatting cost about 1 K
+/// instructions a request).
+fn milliseconds(duration: std::time::Duration) -> String {
+    let micros = (duration.as_nanos() + 500) / 1000;
+    let mut digits = itoa::Buffer::new();
+    let mut text = String::with_capacity(12);
+    text.push_str(digits.format(micros / 1000));
+    text.push('.');
+    let fraction = digits.format(micros % 1000 + 1000);
+    text.push_str(&fraction[1..]);
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The overhead header's text is the float formatting's, from integers.
+    #[test]
+    fn milliseconds_are_written_as_the_float_formatting_writes_them() {
+        for nanos in [
+            0u64,
+            1,
+            499,
+            500,
+            999,
+            1_000,
+            1_499,
+            1_500,
+            12_345,
+            999_499,
+            999_500,
+            1_000_000,
+            1_234_567,
+            45_678_901,
+            3_600_000_000_000,
+        ] {
+            let duration = std::time::Duration::from_nanos(nanos);
+            let micros = (nanos + 500) / 1000;
+            let float = format!("{:.3}", micros as f64 / 1000.0);
+            assert_eq!(milliseconds(duration), float, "{nanos} ns");
+        }
+    }
 
     #[test]
     fn output_deltas_are_told_from_other_frames() {
