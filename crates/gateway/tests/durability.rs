@@ -47,6 +47,26 @@ async fn get(gateway: &GatewayProcess, id: &str) -> (u16, Value) {
     (status, response.json().await.unwrap())
 }
 
+/// The status of response `id` in the SQLite store at `store_url`, read directly, once it is
+/// there (polled for up to ten seconds); `None` if it never came.
+async fn stored_status(store_url: &str, id: &str) -> Option<String> {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(store_url).await.unwrap();
+    for _ in 0..200 {
+        let row = sqlx::query("SELECT status FROM toolbridge_responses WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            return Some(sqlx::Row::get::<String, _>(&row, 0));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 #[tokio::test]
 async fn a_stream_killed_mid_way_is_failed_after_restart_and_finished_ones_are_intact() {
     tokio::time::timeout(Duration::from_secs(60), async {
@@ -93,6 +113,12 @@ async fn a_stream_killed_mid_way_is_failed_after_restart_and_finished_ones_are_i
             .as_str()
             .unwrap()
             .to_owned();
+        // The `in_progress` record is written beside the stream, not before its first event:
+        // the kill comes once it is in the store (it lands within milliseconds).
+        assert_eq!(
+            stored_status(&store, &killed_id).await.as_deref(),
+            Some("in_progress")
+        );
         let status = std::process::Command::new("kill")
             .args(["-KILL", &first.pid().to_string()])
             .status()

@@ -125,8 +125,18 @@ async fn stopped(mode: &mut watch::Receiver<Mode>) {
 /// A gateway on 127.0.0.1:0 with `extra` config, storing at `store_url`, routing every model
 /// to `upstream` (Chat).
 async fn gateway(upstream: &FakeUpstream, store_url: &str, extra: &str) -> SocketAddr {
+    gateway_with(upstream, store_url, FAST_STORE, extra).await
+}
+
+/// [`gateway`] with the store settings `store` instead of [`FAST_STORE`].
+async fn gateway_with(
+    upstream: &FakeUpstream,
+    store_url: &str,
+    store: &str,
+    extra: &str,
+) -> SocketAddr {
     let text = format!(
-        "{FAST_STORE}{extra}\n[providers.up]\nbase_url = \"{}\"\napi_key_env = \"FAKE_UPSTREAM_KEY\"\npreset = \"generic\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+        "{store}{extra}\n[providers.up]\nbase_url = \"{}\"\napi_key_env = \"FAKE_UPSTREAM_KEY\"\npreset = \"generic\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
         upstream.base_url()
     );
     let file: FileConfig = toml::from_str(&text).expect("test config parses");
@@ -184,6 +194,69 @@ async fn post_json(addr: SocketAddr, body: &Value) -> (u16, Value) {
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
+}
+
+/// Issue 17: a stored stream's first events do not wait for its `in_progress` record. With the
+/// store paused, and a store timeout of a minute, the stream starts and its text arrives; once the
+/// store is back both writes land, and the terminal event says the response is stored.
+#[tokio::test]
+async fn a_stored_stream_starts_while_the_store_is_paused() {
+    let Some(db) = fresh_database("outage_stream_start").await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:5432").await;
+    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
+    let upstream = FakeUpstream::start().await;
+    let patient_store = "store_acquire_timeout_ms = 60000\nstore_timeout_ms = 60000\n";
+    let addr = gateway_with(&upstream, &url, patient_store, "").await;
+    // Warm: the key check and the pool's connection are in place before the pause.
+    upstream.push(Reply::json(completion("Warm.", "stop")));
+    let (status, warm) = post_json(addr, &json!({"model": "m", "input": "x"})).await;
+    assert_eq!(status, 200, "{warm}");
+    assert_eq!(warm["store"], true, "{warm}");
+
+    proxy.set(Mode::Paused);
+    upstream.push(Reply::sse(vec![
+        chunk(json!({"content": "Blue."}), None),
+        chunk(json!({}), Some("stop")),
+        usage_chunk(11, 7),
+    ]));
+    let response = post(
+        addr,
+        None,
+        &json!({"model": "m", "input": "x", "stream": true}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    tokio::time::timeout(PATIENCE, async {
+        while !seen.contains("response.output_text.delta") {
+            let piece = body.next().await.expect("the stream goes on").unwrap();
+            seen.push_str(&String::from_utf8_lossy(&piece));
+        }
+    })
+    .await
+    .expect("the text arrives while the store is paused");
+    assert!(
+        !seen.contains("response.completed"),
+        "the terminal event waits for the final write: {seen}"
+    );
+
+    proxy.set(Mode::Open);
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(piece) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&piece.unwrap()));
+        }
+    })
+    .await
+    .expect("the stream ends once the store is back");
+    let events = toolbridge_testkit::sse::parse(&seen);
+    let terminal = &events.last().expect("events").data;
+    assert_eq!(terminal["type"], "response.completed", "{seen}");
+    assert_eq!(terminal["response"]["store"], true, "{terminal}");
+    let id = terminal["response"]["id"].as_str().unwrap();
+    assert_eq!(get_status(addr, id).await, 200);
 }
 
 /// A streamed request's terminal event (`response.completed` / `failed` / `incomplete`).
