@@ -65,6 +65,14 @@ impl RawJson {
         self.value().as_object()
     }
 
+    /// `value` serialised by serde_json, kept as its text; `None` when it cannot be
+    /// serialised (a map with non-string keys, say).
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Option<Self> {
+        serde_json::to_string(value)
+            .ok()
+            .map(|text| Self::from_text(text.into_boxed_str()))
+    }
+
     /// Kept from already valid JSON text.
     fn from_text(text: Box<str>) -> Self {
         Self(Arc::new(Inner {

@@ -29,7 +29,7 @@ pub use items::{
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
 pub use response::{
-    Diagnostic, ImageGenerationCallItem, IncompleteDetails, InputTokensDetails,
+    Diagnostic, EchoedTools, ImageGenerationCallItem, IncompleteDetails, InputTokensDetails,
     McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent,
     OutputItem, OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response,
     ResponseError, ResponseStatus, Usage, WebSearchCallItem,

@@ -34,7 +34,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         instructions: req.instructions.clone(),
         output: Vec::new(),
         error: None,
-        tools: req.tools.clone().unwrap_or_default(),
+        tools: req.tools.clone().unwrap_or_default().into(),
         tool_choice: req
             .tool_choice
             .clone()

@@ -23,7 +23,7 @@ pub struct Response {
     pub instructions: Option<String>,
     pub output: Vec<OutputItem>,
     pub error: Option<ResponseError>,
-    pub tools: Vec<Tool>,
+    pub tools: EchoedTools,
     pub tool_choice: Value,
     pub truncation: String,
     pub parallel_tool_calls: bool,
@@ -54,6 +54,78 @@ pub struct Response {
     /// redacted reasoning), which the gateway keeps server-side. Never serialised.
     #[serde(skip)]
     pub provider_states: Vec<ProviderStateEntry>,
+}
+
+/// The tools a response echoes (the request's `tools`), and, when the gateway has it, their
+/// JSON text: the text it serialised once to key the tools' compiled checks
+/// (`toolbridge_core::repair::SchemaCache`), written out as it is instead of serialised again
+/// (a Codex request's tools are about 30 KB of JSON, 7 % of its translation). Reads go to the
+/// list; a change through it drops the text, so the text never disagrees with the list.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct EchoedTools {
+    list: Vec<Tool>,
+    #[serde(skip)]
+    json: Option<crate::raw::RawJson>,
+}
+
+impl EchoedTools {
+    /// `list`, with `json` as its text: `json` must be `list` serialised (the caller checks the
+    /// list it came from is equal to this one).
+    pub fn with_json(list: Vec<Tool>, json: crate::raw::RawJson) -> Self {
+        Self {
+            list,
+            json: Some(json),
+        }
+    }
+
+    /// Whether the text is kept.
+    pub fn has_json(&self) -> bool {
+        self.json.is_some()
+    }
+}
+
+impl From<Vec<Tool>> for EchoedTools {
+    fn from(list: Vec<Tool>) -> Self {
+        Self { list, json: None }
+    }
+}
+
+impl std::ops::Deref for EchoedTools {
+    type Target = Vec<Tool>;
+
+    fn deref(&self) -> &Vec<Tool> {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for EchoedTools {
+    /// The list to change: its text, which would no longer match, is dropped.
+    fn deref_mut(&mut self) -> &mut Vec<Tool> {
+        self.json = None;
+        &mut self.list
+    }
+}
+
+impl PartialEq for EchoedTools {
+    fn eq(&self, other: &Self) -> bool {
+        self.list == other.list
+    }
+}
+
+impl std::fmt::Debug for EchoedTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.list.fmt(f)
+    }
+}
+
+impl Serialize for EchoedTools {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.json {
+            Some(json) => json.serialize(serializer),
+            None => self.list.serialize(serializer),
+        }
+    }
 }
 
 /// What a provider needs back, unchanged, with an assistant turn's calls: the reasoning text,
@@ -356,5 +428,50 @@ impl OutputContent {
             annotations: Vec::new(),
             logprobs: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::raw::RawJson;
+
+    fn tools() -> Vec<Tool> {
+        serde_json::from_value(serde_json::json!([
+            {"type": "function", "name": "f", "description": "d \"q\"\n",
+             "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+             "strict": false},
+            {"type": "custom", "name": "apply_patch",
+             "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+            {"type": "web_search", "unknown": [1, 2]}
+        ]))
+        .unwrap()
+    }
+
+    /// Echoed tools with their text write that text, which is the list's own serialisation; a
+    /// change through the list drops the text.
+    #[test]
+    fn echoed_tools_write_their_text_until_the_list_changes() {
+        let list = tools();
+        let plain = serde_json::to_string(&EchoedTools::from(list.clone())).unwrap();
+        assert_eq!(plain, serde_json::to_string(&list).unwrap());
+        let text = RawJson::of(&list).unwrap();
+        let mut echoed = EchoedTools::with_json(list.clone(), text);
+        assert!(echoed.has_json());
+        assert_eq!(serde_json::to_string(&echoed).unwrap(), plain);
+        assert_eq!(
+            serde_json::to_value(&echoed).unwrap(),
+            serde_json::to_value(&list).unwrap()
+        );
+        assert_eq!(echoed, EchoedTools::from(list.clone()));
+        let back: EchoedTools = serde_json::from_str(&plain).unwrap();
+        assert_eq!(*back, list);
+        echoed.pop();
+        assert!(!echoed.has_json());
+        assert_eq!(
+            serde_json::to_string(&echoed).unwrap(),
+            serde_json::to_string(&list[..2]).unwrap()
+        );
     }
 }

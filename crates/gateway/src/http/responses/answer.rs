@@ -247,7 +247,17 @@ fn assembled<'a>(
     // Rounds of the gateway's own (the tool loop, a re-ask) continue the same conversation.
     let reasks =
         routed.repairs && provider.repair.invalid_calls == crate::config::InvalidCalls::Reask;
-    let skeleton_response = skeleton(&prepared.req, &setup.meta);
+    let mut skeleton_response = skeleton(&prepared.req, &setup.meta);
+    // The response echoes the request's tools; when they are the tools the checks were keyed
+    // by (no tools from the conversation, none added since), the text serialised for that key
+    // is written instead of serialising them again.
+    if let Some(text) = routed.tools_text
+        && prepared.canonical.context_tools.is_empty()
+        && *skeleton_response.tools == prepared.canonical.tools
+    {
+        let tools = std::mem::take(&mut *skeleton_response.tools);
+        skeleton_response.tools = toolbridge_wire::responses::EchoedTools::with_json(tools, text);
+    }
     let contract = prepared.canonical.output.clone();
     let names = Arc::new(routed.plan.names.clone());
     let req = Arc::new(prepared.req);

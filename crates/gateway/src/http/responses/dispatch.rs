@@ -2,9 +2,6 @@
 //! provider's own limits, sent, and a stream's first event peeked; a target that cannot take
 //! the request passes it to the next. Not here: what happens with the answer (`answer`).
 
-use std::sync::Arc;
-
-use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::Raw;
 
 use super::route::route;
@@ -23,7 +20,7 @@ pub(super) async fn dispatch<'a>(
     request_id: &str,
 ) -> Result<Dispatched<'a>, GatewayError> {
     let targets = &prepared.targets;
-    let mut schemas: Option<Arc<ToolSchemas>> = None;
+    let mut schemas: Option<super::route::ToolChecks> = None;
     let mut failures: Vec<String> = Vec::new();
     let mut last_error = None;
     for (i, target) in targets.iter().enumerate() {

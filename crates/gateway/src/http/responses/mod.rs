@@ -233,6 +233,9 @@ struct Routed<'a> {
     /// Whether calls are repaired (never for a native Responses upstream).
     repairs: bool,
     repair_checks: Option<Arc<ToolSchemas>>,
+    /// The planned tools' JSON text, serialised once for the checks' key (see
+    /// `answer::assembled`).
+    tools_text: Option<toolbridge_wire::raw::RawJson>,
 }
 
 /// The gateway tools one target's tool loop may run: a selection of the request's typed source.

@@ -38,16 +38,24 @@ pub(super) fn known_list(state: &AppState) -> String {
     }
 }
 
+/// A request's compiled tool checks, and the JSON text of the tools they were keyed by (the
+/// response echoing the same tools writes that text: `answer::assembled`).
+pub(super) struct ToolChecks {
+    schemas: Arc<ToolSchemas>,
+    text: Option<toolbridge_wire::raw::RawJson>,
+}
+
 /// The request for one target: the offer, the plan, the checks and the outgoing body. A plan
 /// the target refuses is the error (the caller decides whether it is the client's answer).
-/// `schemas` holds the request's tool checks, compiled once whatever the target (on first need).
+/// `schemas` holds the request's tool checks, compiled once whatever the target (on first need),
+/// with the tools' JSON text they were keyed by.
 pub(super) fn route<'a>(
     state: &AppState,
     prepared: &Prepared<'a>,
     raw: Option<&Raw>,
     caller: &Caller,
     target: &Target<'a>,
-    schemas: &mut Option<Arc<ToolSchemas>>,
+    schemas: &mut Option<ToolChecks>,
 ) -> Result<Routed<'a>, toolbridge_core::Error> {
     let provider = target.provider;
     let upstream_model = &target.upstream_model;
@@ -102,11 +110,16 @@ pub(super) fn route<'a>(
     };
     // A native Responses upstream's calls are relayed as they come, never repaired.
     let repairs = provider.repair.enabled && !provider.dialect.passes_through();
-    let repair_checks = repairs.then(|| {
-        Arc::clone(
-            schemas.get_or_insert_with(|| state.schema_cache.schemas(&canonical.planned_tools())),
-        )
+    let checks = repairs.then(|| {
+        schemas.get_or_insert_with(|| {
+            let (schemas, text) = state
+                .schema_cache
+                .schemas_and_text(&canonical.planned_tools());
+            ToolChecks { schemas, text }
+        })
     });
+    let tools_text = checks.as_ref().and_then(|c| c.text.clone());
+    let repair_checks = checks.map(|c| Arc::clone(&c.schemas));
     if let Some(checks) = &repair_checks {
         diagnostics.extend(checks.diagnostics());
     }
@@ -146,6 +159,7 @@ pub(super) fn route<'a>(
         usage_basis,
         repairs,
         repair_checks,
+        tools_text,
     })
 }
 
