@@ -10,10 +10,12 @@
 //! `parameters` is not checked: the planner sends an empty object schema.
 //!
 //! Checked once: the meta-schema check costs tens of microseconds per schema and Codex sends
-//! the same tools on every turn, so a schema found valid is remembered by a BLAKE3 hash of its
-//! JSON text in one process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently
-//! used out first; recency is a counter, no clock). A refused schema is not remembered: it is
-//! checked again, and its error is built each time.
+//! the same tools on every turn, so a schema found valid is remembered by its JSON text in one
+//! process-wide set ([`KNOWN_VALID`], bounded by entries and bytes, least recently used out
+//! first; recency is a counter, no clock), found by a seeded foldhash of the text and compared in
+//! full (a BLAKE3 digest of each schema cost about 7 instructions a byte on every request). A
+//! refused schema is not remembered: it is checked again, and its error is built each time.
+//! A field's path (`tools[3].parameters`) is written only for an error.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,36 +38,43 @@ static KNOWN_VALID: Mutex<Known> = Mutex::new(Known {
     clock: 0,
 });
 
-/// A least-recently-used set: hash → (bytes, last use).
+/// The hash of [`KNOWN_VALID`]'s keys, seeded once per process.
+static HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A least-recently-used set of schema texts: hash → (text, last use).
 struct Known {
-    entries: Option<HashMap<[u8; 32], (usize, u64)>>,
+    entries: Option<HashMap<u64, (RawJson, u64)>>,
     bytes: usize,
     clock: u64,
 }
 
 impl Known {
-    /// True when `key` is known valid (its use is recorded).
-    fn contains(&mut self, key: &[u8; 32]) -> bool {
+    /// True when `text`, under `key`, is known valid (its use is recorded). Another text under
+    /// the same key (a collision) is not.
+    fn contains(&mut self, key: u64, text: &str) -> bool {
         self.clock += 1;
         let clock = self.clock;
-        match self.entries.as_mut().and_then(|e| e.get_mut(key)) {
-            Some(entry) => {
+        match self.entries.as_mut().and_then(|e| e.get_mut(&key)) {
+            Some(entry) if entry.0.text() == text => {
                 entry.1 = clock;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// Remembers `key`, then evicts the least recently used until both bounds hold.
-    fn insert(&mut self, key: [u8; 32], bytes: usize) {
+    /// Remembers `schema` under `key`, then evicts the least recently used until both bounds
+    /// hold.
+    fn insert(&mut self, key: u64, schema: RawJson) {
+        let bytes = schema.text().len();
         if bytes > MAX_KNOWN_BYTES {
             return;
         }
         self.clock += 1;
         let entries = self.entries.get_or_insert_with(HashMap::new);
-        if let Some((old, _)) = entries.insert(key, (bytes, self.clock)) {
-            self.bytes -= old;
+        if let Some((old, _)) = entries.insert(key, (schema, self.clock)) {
+            self.bytes -= old.text().len();
         }
         self.bytes += bytes;
         while entries.len() > MAX_KNOWN || self.bytes > MAX_KNOWN_BYTES {
@@ -73,60 +82,61 @@ impl Known {
                 break;
             };
             if let Some((gone, _)) = entries.remove(&oldest) {
-                self.bytes -= gone;
+                self.bytes -= gone.text().len();
             }
         }
     }
 }
 
-/// The hash of `schema`'s JSON text and its length. The text is hashed as it came: the same
-/// value written differently is another key (checked once more), never a wrong answer.
-fn fingerprint(schema: &RawJson) -> ([u8; 32], usize) {
-    let text = schema.text();
-    (*blake3::hash(text.as_bytes()).as_bytes(), text.len())
+/// The key of `schema`'s JSON text. The text is taken as it came: the same value written
+/// differently is another entry (checked once more), never a wrong answer.
+fn fingerprint(schema: &RawJson) -> u64 {
+    std::hash::BuildHasher::hash_one(&*HASHER, schema.text().as_bytes())
 }
 
 /// [`check`], remembered when it passes.
 fn check_once(name: &str, schema: &RawJson) -> Result<(), String> {
-    let (key, bytes) = fingerprint(schema);
+    let key = fingerprint(schema);
     if KNOWN_VALID
         .lock()
-        .is_ok_and(|mut known| known.contains(&key))
+        .is_ok_and(|mut known| known.contains(key, schema.text()))
     {
         return Ok(());
     }
     check(name, schema.value())?;
     if let Ok(mut known) = KNOWN_VALID.lock() {
-        known.insert(key, bytes);
+        known.insert(key, schema.clone());
     }
     Ok(())
 }
 
 /// Checks the `parameters` of every function tool in `tools` (namespace members included).
 pub(crate) fn check_tools(tools: &[Tool]) -> Result<(), Error> {
-    check_list(tools, "tools")
+    check_list(tools, &|| "tools".to_owned())
 }
 
-fn check_list(tools: &[Tool], prefix: &str) -> Result<(), Error> {
+/// The tools of a list whose path `prefix` gives (written only for an error).
+fn check_list(tools: &[Tool], prefix: &dyn Fn() -> String) -> Result<(), Error> {
     for (i, tool) in tools.iter().enumerate() {
-        check_one(tool, &format!("{prefix}[{i}]"))?;
+        check_one(tool, &|| format!("{}[{i}]", prefix()))?;
     }
     Ok(())
 }
 
-fn check_one(tool: &Tool, param: &str) -> Result<(), Error> {
+/// One tool, whose path `param` gives (written only for an error).
+fn check_one(tool: &Tool, param: &dyn Fn() -> String) -> Result<(), Error> {
     match tool {
         Tool::Function(f) => {
             if let Some(schema) = &f.parameters {
                 check_once(&f.name, schema).map_err(|message| {
                     Error::InvalidFunctionParameters {
-                        param: format!("{param}.parameters"),
+                        param: format!("{}.parameters", param()),
                         message,
                     }
                 })?;
             }
         }
-        Tool::Namespace(ns) => check_list(&ns.tools, &format!("{param}.tools"))?,
+        Tool::Namespace(ns) => check_list(&ns.tools, &|| format!("{}.tools", param()))?,
         Tool::Custom(_) | Tool::Other(_) => {}
     }
     Ok(())
@@ -139,7 +149,7 @@ pub(crate) fn check_context_tools(
     tools: &mut Vec<crate::canonical::ContextTool>,
     diagnostics: &mut Vec<toolbridge_wire::responses::Diagnostic>,
 ) {
-    tools.retain(|c| match check_one(&c.tool, &c.param) {
+    tools.retain(|c| match check_one(&c.tool, &|| c.param.clone()) {
         Ok(()) => true,
         Err(e) => {
             diagnostics.push(crate::diagnostics::diag(
@@ -279,7 +289,7 @@ mod tests {
         let known = |v: &RawJson| {
             KNOWN_VALID
                 .lock()
-                .is_ok_and(|mut k| k.contains(&fingerprint(v).0))
+                .is_ok_and(|mut k| k.contains(fingerprint(v), v.text()))
         };
         assert!(check_once("g", &good).is_ok());
         assert!(known(&good), "a valid schema is remembered");
@@ -301,28 +311,34 @@ mod tests {
             bytes: 0,
             clock: 0,
         };
+        // Texts of ten bytes each: `"00000001"`.
+        let text = |i: usize| RawJson::from(json!(format!("{i:08}")));
         for i in 0..(MAX_KNOWN + 10) {
-            let mut key = [0u8; 32];
-            key[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            known.insert(key, 10);
+            known.insert(i as u64, text(i));
             if i == 0 {
                 // The first is used again late, so it outlives its neighbours.
                 continue;
             }
             if i == MAX_KNOWN - 1 {
-                assert!(known.contains(&[0u8; 32]));
+                assert!(known.contains(0, text(0).text()));
             }
         }
         let entries = known.entries.as_ref().map_or(0, HashMap::len);
         assert_eq!(entries, MAX_KNOWN);
         assert_eq!(known.bytes, MAX_KNOWN * 10);
-        assert!(known.contains(&[0u8; 32]), "recently used: kept");
-        let mut second = [0u8; 32];
-        second[0] = 1;
-        assert!(!known.contains(&second), "least recently used: gone");
-        known.insert([9u8; 32], MAX_KNOWN_BYTES + 1);
+        assert!(known.contains(0, text(0).text()), "recently used: kept");
         assert!(
-            !known.contains(&[9u8; 32]),
+            !known.contains(1, text(1).text()),
+            "least recently used: gone"
+        );
+        assert!(
+            !known.contains(0, text(7).text()),
+            "another text under a known key (a collision): not known"
+        );
+        let huge = RawJson::from(json!("x".repeat(MAX_KNOWN_BYTES)));
+        known.insert(9, huge.clone());
+        assert!(
+            !known.contains(9, huge.text()),
             "larger than the budget: not kept"
         );
     }
