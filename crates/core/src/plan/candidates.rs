@@ -380,7 +380,7 @@ pub(super) fn custom_upstream(c: &CustomTool) -> UpstreamTool {
     UpstreamTool::Function {
         name: c.name.clone(),
         description: Some(schemas::custom_description(c)),
-        parameters: schemas::custom_parameters().into(),
+        parameters: schemas::custom_parameters_json(),
         strict: None,
     }
 }

@@ -23,6 +23,14 @@ pub fn custom_parameters() -> Value {
     })
 }
 
+/// [`custom_parameters`] as JSON text, written once per process (shared by every degraded
+/// custom tool: Codex's `apply_patch` on every turn).
+pub fn custom_parameters_json() -> toolbridge_wire::RawJson {
+    static JSON: std::sync::LazyLock<toolbridge_wire::RawJson> =
+        std::sync::LazyLock::new(|| custom_parameters().into());
+    JSON.clone()
+}
+
 /// The description of a degraded custom tool: its own description and its input format.
 pub fn custom_description(tool: &CustomTool) -> String {
     let mut text = tool.description.clone().unwrap_or_default();

@@ -40,6 +40,18 @@ pub fn tool_search_parameters(declared: Option<&Value>) -> Value {
     })
 }
 
+/// [`tool_search_parameters`] as JSON text; the default one written once per process.
+fn tool_search_parameters_json(declared: Option<&Value>) -> toolbridge_wire::RawJson {
+    static DEFAULT: std::sync::LazyLock<toolbridge_wire::RawJson> =
+        std::sync::LazyLock::new(|| tool_search_parameters(None).into());
+    match declared {
+        Some(Value::Object(schema)) if schema.get("type") == Some(&json!("object")) => {
+            tool_search_parameters(declared).into()
+        }
+        _ => DEFAULT.clone(),
+    }
+}
+
 /// True for a declared `tool_search` in the hosted form (no `execution: "client"`).
 pub fn is_hosted_search(tool: &Tool) -> bool {
     matches!(tool, Tool::Other(map)
@@ -114,7 +126,7 @@ pub(super) fn tool_search(
         Some(param),
         "`tool_search` is sent as a function; its calls are restored as `tool_search_call` items and the tools found are offered on the next rounds",
     ));
-    let parameters = tool_search_parameters(map.get("parameters"));
+    let parameters = tool_search_parameters_json(map.get("parameters"));
     let description = match map.get("description").and_then(Value::as_str) {
         Some(own) if !own.trim().is_empty() => format!("{own}\n\n{TOOL_SEARCH_DESCRIPTION}"),
         _ => TOOL_SEARCH_DESCRIPTION.to_owned(),
@@ -132,7 +144,7 @@ pub(super) fn tool_search(
         upstream: Some(UpstreamTool::Function {
             name: "tool_search".to_owned(),
             description: Some(description),
-            parameters: parameters.into(),
+            parameters,
             strict: None,
         }),
     }])
