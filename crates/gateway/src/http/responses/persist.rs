@@ -114,8 +114,17 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) {
-        let Ok(Some(record)) = self.started_record(response) else {
-            return;
+        let record = match self.started_record(response) {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "the response's start cannot be stored: {e}"
+                );
+                return;
+            }
         };
         let (store, tenant, guarded) = (Arc::clone(&self.store), self.tenant.clone(), self.guarded);
         let request_id = request_id.to_owned();
