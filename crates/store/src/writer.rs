@@ -62,7 +62,7 @@ const CHECKPOINT_EVERY: u64 = 64;
 /// by default); every SQLite connection of the store is set so.
 pub(crate) const WAL_BACKSTOP_PAGES: u32 = 10_000;
 
-/// Batches of outcomes the relay holds, at most (the writer waits for room past it).
+/// Batches of outcomes the relay holds, at most (past it the writer answers by itself).
 const RELAYED_BATCHES: usize = 4;
 
 /// A caller's outcome and where it goes.
@@ -237,14 +237,16 @@ fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, ends: &E
     }
 }
 
-/// Sends each caller its outcome: through the relay when there is one (and it still runs),
-/// else from this thread. A caller gone since has nothing to hear.
+/// Sends each caller its outcome: through the relay when there is one and it keeps up, else
+/// from this thread (never waiting for the relay). A caller gone since has nothing to hear.
 fn answer(relay: Option<&mpsc::Sender<Vec<Outcome>>>, outcomes: Vec<Outcome>) {
+    use mpsc::error::TrySendError;
     let outcomes = match relay {
-        Some(relay) => match relay.blocking_send(outcomes) {
+        Some(relay) => match relay.try_send(outcomes) {
             Ok(()) => return,
-            // The relay's runtime is gone: answered from here.
-            Err(mpsc::error::SendError(outcomes)) => outcomes,
+            // The relay is behind (its runtime busy, or not driven at all) or its runtime has
+            // gone: answered from here.
+            Err(TrySendError::Full(outcomes) | TrySendError::Closed(outcomes)) => outcomes,
         },
         None => outcomes,
     };
@@ -259,8 +261,8 @@ fn answer(relay: Option<&mpsc::Sender<Vec<Outcome>>>, outcomes: Vec<Outcome>) {
 /// woken runtime preempt the writer: about six a batch of sixteen at S c=16, 3 % of the
 /// gateway's CPU in those writes alone. Through the relay a batch wakes the runtime once, and
 /// the relay wakes each caller inside it. `None` outside a runtime: the writer then answers
-/// each caller itself, as it does when the relay's runtime has gone. The task ends with the
-/// writer (its sender dropped).
+/// each caller itself, as it does when the relay's runtime has gone or the relay is behind. The
+/// task ends with the writer (its sender dropped).
 fn start_relay() -> Option<mpsc::Sender<Vec<Outcome>>> {
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (relay, mut batches) = mpsc::channel::<Vec<Outcome>>(RELAYED_BATCHES);
@@ -646,6 +648,28 @@ mod tests {
 
     /// While another write holds this process's turn, a batch waits for it (no race for
     /// SQLite's lock, no busy handler's sleep); once the turn is given back, the write commits.
+    /// A batch's outcomes reach their callers through a running relay, and directly when there
+    /// is none, when it is behind (full) or when its runtime has gone (closed).
+    #[tokio::test]
+    async fn outcomes_reach_their_callers_through_the_relay_or_without_it() {
+        fn outcome(value: bool) -> (Outcome, oneshot::Receiver<Result<bool, StoreError>>) {
+            let (done, heard) = oneshot::channel();
+            ((done, Ok(value)), heard)
+        }
+        let running = start_relay().unwrap();
+        let (full, _held) = mpsc::channel::<Vec<Outcome>>(1);
+        full.try_send(Vec::new()).unwrap();
+        let (closed, gone) = mpsc::channel::<Vec<Outcome>>(1);
+        drop(gone);
+        for relay in [Some(&running), Some(&full), Some(&closed), None] {
+            let (first, heard_first) = outcome(true);
+            let (second, heard_second) = outcome(false);
+            answer(relay, vec![first, second]);
+            assert!(heard_first.await.unwrap().unwrap());
+            assert!(!heard_second.await.unwrap().unwrap());
+        }
+    }
+
     #[tokio::test]
     async fn a_batch_waits_for_the_turn_of_another_write() {
         let (store, dir) = open("turn", StoreOptions::default()).await;
