@@ -24,10 +24,8 @@ pub const TOOL_SEARCH_DESCRIPTION: &str = "Search for more tools (for example th
 /// The parameters of the degraded function: the client's own when they are an object schema,
 /// else a `query` string (and an optional `limit`).
 pub fn tool_search_parameters(declared: Option<&Value>) -> Value {
-    if let Some(p @ Value::Object(schema)) = declared
-        && schema.get("type") == Some(&json!("object"))
-    {
-        return p.clone();
+    if let Some(own) = own_parameters(declared) {
+        return own.clone();
     }
     json!({
         "type": "object",
@@ -40,15 +38,18 @@ pub fn tool_search_parameters(declared: Option<&Value>) -> Value {
     })
 }
 
+/// The client's own parameters of a `tool_search`, when they are an object schema.
+fn own_parameters(declared: Option<&Value>) -> Option<&Value> {
+    declared.filter(|p| p.get("type") == Some(&json!("object")))
+}
+
 /// [`tool_search_parameters`] as JSON text; the default one written once per process.
 fn tool_search_parameters_json(declared: Option<&Value>) -> toolbridge_wire::RawJson {
     static DEFAULT: std::sync::LazyLock<toolbridge_wire::RawJson> =
         std::sync::LazyLock::new(|| tool_search_parameters(None).into());
-    match declared {
-        Some(Value::Object(schema)) if schema.get("type") == Some(&json!("object")) => {
-            tool_search_parameters(declared).into()
-        }
-        _ => DEFAULT.clone(),
+    match own_parameters(declared) {
+        Some(own) => own.clone().into(),
+        None => DEFAULT.clone(),
     }
 }
 

@@ -18,11 +18,12 @@
 //!
 //! Not here: what a check does (see [`super::schemas`]), or when the gateway uses one.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use toolbridge_wire::raw::RawJson;
 use toolbridge_wire::responses::Tool;
+
+use crate::lru::Lru;
 
 use super::lark::Grammar;
 use super::schemas::ToolSchemas;
@@ -58,75 +59,6 @@ struct Inner {
     /// Hits and misses of tool sets, for tests and benchmarks.
     hits: u64,
     misses: u64,
-}
-
-/// A least-recently-used map with a byte count.
-#[derive(Debug)]
-struct Lru<K, V> {
-    entries: HashMap<K, Entry<V>>,
-    bytes: usize,
-    clock: u64,
-}
-
-impl<K, V> Default for Lru<K, V> {
-    fn default() -> Self {
-        Self {
-            entries: HashMap::new(),
-            bytes: 0,
-            clock: 0,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Entry<V> {
-    value: V,
-    bytes: usize,
-    used: u64,
-}
-
-impl<K: std::hash::Hash + Eq + Copy, V: Clone> Lru<K, V> {
-    fn get(&mut self, key: &K) -> Option<V> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.entries.get_mut(key).map(|e| {
-            e.used = clock;
-            e.value.clone()
-        })
-    }
-
-    /// Inserts, then evicts the least recently used entries until both bounds hold (an entry
-    /// larger than the byte budget is not kept at all).
-    fn insert(&mut self, key: K, value: V, bytes: usize, max_entries: usize, max_bytes: usize) {
-        if bytes > max_bytes || max_entries == 0 {
-            return;
-        }
-        self.clock += 1;
-        if let Some(old) = self.entries.insert(
-            key,
-            Entry {
-                value,
-                bytes,
-                used: self.clock,
-            },
-        ) {
-            self.bytes -= old.bytes;
-        }
-        self.bytes += bytes;
-        while self.entries.len() > max_entries || self.bytes > max_bytes {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| *k)
-            else {
-                break;
-            };
-            if let Some(gone) = self.entries.remove(&oldest) {
-                self.bytes -= gone.bytes;
-            }
-        }
-    }
 }
 
 impl Default for SchemaCache {
@@ -228,7 +160,7 @@ impl SchemaCache {
     pub fn len(&self) -> (usize, usize) {
         self.inner
             .lock()
-            .map(|inner| (inner.sets.entries.len(), inner.grammars.entries.len()))
+            .map(|inner| (inner.sets.len(), inner.grammars.len()))
             .unwrap_or_default()
     }
 

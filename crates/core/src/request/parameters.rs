@@ -17,75 +17,38 @@
 //! refused schema is not remembered: it is checked again, and its error is built each time.
 //! A field's path (`tools[3].parameters`) is written only for an error.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use serde_json::Value;
 use toolbridge_wire::RawJson;
 use toolbridge_wire::responses::Tool;
 
 use crate::Error;
+use crate::lru::Lru;
 
 /// At most this many schemas are remembered as valid…
 const MAX_KNOWN: usize = 4096;
 /// …and at most this many bytes of their JSON.
 const MAX_KNOWN_BYTES: usize = 32 * 1024 * 1024;
 
-/// Schemas found valid, by the hash of their JSON.
-static KNOWN_VALID: Mutex<Known> = Mutex::new(Known {
-    entries: None,
-    bytes: 0,
-    clock: 0,
-});
+/// Schemas found valid: their JSON texts, by a hash of the text.
+static KNOWN_VALID: LazyLock<Mutex<Lru<u64, RawJson>>> = LazyLock::new(Default::default);
 
 /// The hash of [`KNOWN_VALID`]'s keys, seeded once per process.
-static HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
-    std::sync::LazyLock::new(Default::default);
+static HASHER: LazyLock<hashbrown::DefaultHashBuilder> = LazyLock::new(Default::default);
 
-/// A least-recently-used set of schema texts: hash → (text, last use).
-struct Known {
-    entries: Option<HashMap<u64, (RawJson, u64)>>,
-    bytes: usize,
-    clock: u64,
+/// True when `schema` is in `known` (its use recorded); another text under its key (a
+/// collision) is not.
+fn known_valid(known: &mut Lru<u64, RawJson>, key: u64, schema: &RawJson) -> bool {
+    known
+        .get(&key)
+        .is_some_and(|text| text.text() == schema.text())
 }
 
-impl Known {
-    /// True when `text`, under `key`, is known valid (its use is recorded). Another text under
-    /// the same key (a collision) is not.
-    fn contains(&mut self, key: u64, text: &str) -> bool {
-        self.clock += 1;
-        let clock = self.clock;
-        match self.entries.as_mut().and_then(|e| e.get_mut(&key)) {
-            Some(entry) if entry.0.text() == text => {
-                entry.1 = clock;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Remembers `schema` under `key`, then evicts the least recently used until both bounds
-    /// hold.
-    fn insert(&mut self, key: u64, schema: RawJson) {
-        let bytes = schema.text().len();
-        if bytes > MAX_KNOWN_BYTES {
-            return;
-        }
-        self.clock += 1;
-        let entries = self.entries.get_or_insert_with(HashMap::new);
-        if let Some((old, _)) = entries.insert(key, (schema, self.clock)) {
-            self.bytes -= old.text().len();
-        }
-        self.bytes += bytes;
-        while entries.len() > MAX_KNOWN || self.bytes > MAX_KNOWN_BYTES {
-            let Some(oldest) = entries.iter().min_by_key(|(_, e)| e.1).map(|(k, _)| *k) else {
-                break;
-            };
-            if let Some((gone, _)) = entries.remove(&oldest) {
-                self.bytes -= gone.text().len();
-            }
-        }
-    }
+/// Remembers `schema` in `known`, under `key`.
+fn remember(known: &mut Lru<u64, RawJson>, key: u64, schema: &RawJson) {
+    let bytes = schema.text().len();
+    known.insert(key, schema.clone(), bytes, MAX_KNOWN, MAX_KNOWN_BYTES);
 }
 
 /// The key of `schema`'s JSON text. The text is taken as it came: the same value written
@@ -99,13 +62,13 @@ fn check_once(name: &str, schema: &RawJson) -> Result<(), String> {
     let key = fingerprint(schema);
     if KNOWN_VALID
         .lock()
-        .is_ok_and(|mut known| known.contains(key, schema.text()))
+        .is_ok_and(|mut known| known_valid(&mut known, key, schema))
     {
         return Ok(());
     }
     check(name, schema.value())?;
     if let Ok(mut known) = KNOWN_VALID.lock() {
-        known.insert(key, schema.clone());
+        remember(&mut known, key, schema);
     }
     Ok(())
 }
@@ -289,7 +252,7 @@ mod tests {
         let known = |v: &RawJson| {
             KNOWN_VALID
                 .lock()
-                .is_ok_and(|mut k| k.contains(fingerprint(v), v.text()))
+                .is_ok_and(|mut k| known_valid(&mut k, fingerprint(v), v))
         };
         assert!(check_once("g", &good).is_ok());
         assert!(known(&good), "a valid schema is remembered");
@@ -306,39 +269,34 @@ mod tests {
 
     #[test]
     fn the_set_of_known_schemas_is_bounded_least_recently_used_first() {
-        let mut known = Known {
-            entries: None,
-            bytes: 0,
-            clock: 0,
-        };
+        let mut known = Lru::default();
         // Texts of ten bytes each: `"00000001"`.
         let text = |i: usize| RawJson::from(json!(format!("{i:08}")));
         for i in 0..(MAX_KNOWN + 10) {
-            known.insert(i as u64, text(i));
+            remember(&mut known, i as u64, &text(i));
             if i == 0 {
                 // The first is used again late, so it outlives its neighbours.
                 continue;
             }
             if i == MAX_KNOWN - 1 {
-                assert!(known.contains(0, text(0).text()));
+                assert!(known_valid(&mut known, 0, &text(0)));
             }
         }
-        let entries = known.entries.as_ref().map_or(0, HashMap::len);
-        assert_eq!(entries, MAX_KNOWN);
-        assert_eq!(known.bytes, MAX_KNOWN * 10);
-        assert!(known.contains(0, text(0).text()), "recently used: kept");
+        assert_eq!(known.len(), MAX_KNOWN);
+        assert_eq!(known.bytes(), MAX_KNOWN * 10);
+        assert!(known_valid(&mut known, 0, &text(0)), "recently used: kept");
         assert!(
-            !known.contains(1, text(1).text()),
+            !known_valid(&mut known, 1, &text(1)),
             "least recently used: gone"
         );
         assert!(
-            !known.contains(0, text(7).text()),
+            !known_valid(&mut known, 0, &text(7)),
             "another text under a known key (a collision): not known"
         );
         let huge = RawJson::from(json!("x".repeat(MAX_KNOWN_BYTES)));
-        known.insert(9, huge.clone());
+        remember(&mut known, 9, &huge);
         assert!(
-            !known.contains(9, huge.text()),
+            !known_valid(&mut known, 9, &huge),
             "larger than the budget: not kept"
         );
     }

@@ -84,7 +84,8 @@ pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
 pub use sse::frame;
 
-/// The routes that create responses: `POST /responses` and `POST /responses/compact`.
+/// The routes that create responses: `POST /v1/responses` and `POST /v1/responses/compact`
+/// (and the WebSocket mode's `GET /v1/responses`).
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/responses", post(create).get(websocket::upgrade))
