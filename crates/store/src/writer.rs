@@ -211,6 +211,7 @@ fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, ends: &E
         // Callers that stopped waiting (for the queue, the turn or an earlier batch) are not
         // written: they were told it was not stored.
         batch.retain(|job: &Job| !job.done.is_closed());
+        let superseded = superseded(&mut batch);
         if batch.is_empty() {
             continue;
         }
@@ -223,18 +224,49 @@ fn run(mut jobs: mpsc::Receiver<Job>, conn: Connection, instance: &str, ends: &E
                     // Full: a kick is pending already.
                     let _ = ends.kick.try_send(());
                 }
-                batch.drain(..).map(|job| job.done).zip(results).collect()
+                let written = batch.drain(..).map(|job| job.done).zip(results);
+                // As if the final version had landed first: a guarded write over it is refused.
+                let refused = superseded.into_iter().map(|job| (job.done, Ok(false)));
+                written.chain(refused).collect()
             }
             Err(e) => {
                 let message = format!("the batched commit failed: {e}");
                 batch
                     .drain(..)
+                    .chain(superseded)
                     .map(|job| (job.done, Err(StoreError::Unavailable(message.clone()))))
                     .collect()
             }
         };
         answer(ends.relay, outcomes);
     }
+}
+
+/// Takes out of `batch` each guarded write of an unfinished response (a stream's `in_progress`
+/// record) whose final version, same tenant and id, is in the batch too: in one transaction the
+/// final version replaces it whatever the order, so it is not written at all. A stream whose
+/// answer came quickly has both records queued together (its final write does not wait for the
+/// first), and the batch writes one response instead of two. An unguarded write of an
+/// unfinished response is never taken out: it replaces whatever is stored, final or not.
+fn superseded(batch: &mut Vec<Job>) -> Vec<Job> {
+    let replaceable =
+        |job: &Job| job.unless_final && unfinished(&job.record.status) && !job.record.id.is_empty();
+    if !batch.iter().any(replaceable) {
+        return Vec::new();
+    }
+    let finals: Vec<(&str, &str)> = batch
+        .iter()
+        .filter(|job| !unfinished(&job.record.status))
+        .map(|job| (job.tenant.name(), job.record.id()))
+        .collect();
+    let mut superseded = batch
+        .iter()
+        .map(|job| replaceable(job) && finals.contains(&(job.tenant.name(), job.record.id())))
+        .collect::<Vec<bool>>()
+        .into_iter();
+    batch
+        .extract_if(.., |_| superseded.next().unwrap_or(false))
+        .collect()
 }
 
 /// Sends each caller its outcome: through the relay when there is one and it keeps up, else
@@ -642,6 +674,86 @@ mod tests {
         );
         let final_ = store.get(&a, "resp_final").await.unwrap().unwrap();
         assert_eq!(final_.status, "completed");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Queued together, a guarded write of an unfinished response whose final version is in
+    /// the same batch (before it or after it) is not written, and is answered as refused; the
+    /// final version is stored. One with no final version beside it, and an unguarded one, are
+    /// written as before.
+    #[tokio::test]
+    async fn a_start_queued_with_its_final_version_is_not_written() {
+        let (store, dir) = open("supersede", StoreOptions::default()).await;
+        let t = Tenant::named("team-a");
+        let (start_x, final_x) = (
+            response("resp_x", "in_progress"),
+            response("resp_x", "completed"),
+        );
+        let (start_y, final_y) = (
+            response("resp_y", "in_progress"),
+            response("resp_y", "completed"),
+        );
+        let alone = response("resp_alone", "in_progress");
+        let other_tenant = response("resp_x", "in_progress");
+        let first = response("resp_first", "completed");
+        let turn = store.write_turn().await.unwrap();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            drop(turn);
+        };
+        let writer = store.writer.clone().unwrap();
+        let before = writer.batches();
+        // The first write is taken alone and waits for the turn; the others queue behind it,
+        // in this order, and make the next batch.
+        let (first, x_started, x_final, y_final, y_started, alone_started, other, ()) = tokio::join!(
+            store.put(&t, &first),
+            async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                store.put_unless_final(&t, &start_x).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                store.put(&t, &final_x).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                store.put(&t, &final_y).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                store.put_unless_final(&t, &start_y).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(80)).await;
+                store.put_unless_final(&t, &alone).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                store
+                    .put_unless_final(&Tenant::named("team-b"), &other_tenant)
+                    .await
+            },
+            release,
+        );
+        assert_eq!(writer.batches() - before, 2);
+        first.unwrap();
+        x_final.unwrap();
+        y_final.unwrap();
+        assert!(!x_started.unwrap(), "superseded by its final version");
+        assert!(!y_started.unwrap(), "refused: its final version is in");
+        assert!(alone_started.unwrap(), "no final version beside it");
+        assert!(
+            !other.unwrap(),
+            "another tenant's id is refused, not superseded"
+        );
+        for id in ["resp_x", "resp_y"] {
+            let got = store.get(&t, id).await.unwrap().unwrap();
+            assert_eq!(got.status, "completed");
+            assert_eq!(got.input_items.len(), 1);
+        }
+        let alone = store.get(&t, "resp_alone").await.unwrap().unwrap();
+        assert_eq!(alone.status, "in_progress");
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -32,7 +32,7 @@ pub(super) struct Persist {
     /// The conversation this turn's items and output are appended to.
     pub(super) conversation: Option<String>,
     /// A stream's `in_progress` write, running beside the stream
-    /// ([`Self::save_started_beside`]); the final write waits for it first.
+    /// ([`Self::save_started_beside`]); only a removal of the response waits for it.
     pub(super) started: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -105,10 +105,14 @@ impl Persist {
     /// A stream's `in_progress` record, written beside the stream rather than before it: the
     /// stream's first events do not wait for the store. Until the record lands, `GET` and
     /// cancel find the response in this process's in-flight registry (`platform::inflight`),
-    /// which the stream joined before it started; the final write ([`Self::save_text`]) waits
-    /// for this one first, so the two land in order on every store. If the process dies
-    /// before this write lands the response is not found, rather than found failed. A failure
-    /// is logged; the final write decides what the client is told.
+    /// which the stream joined before it started. If the process dies before this write lands
+    /// the response is not found, rather than found failed. A failure is logged; the final
+    /// write decides what the client is told.
+    ///
+    /// The write is guarded (never over a final response), so the two writes may land in
+    /// either order on every store and the final one ([`Self::save_text`]) does not wait for
+    /// this one: landing second, this one is refused. On the SQLite writer a stream that ended
+    /// quickly has both in one batch, and the batch writes only the final one.
     pub(super) fn save_started_beside(
         &mut self,
         response: &toolbridge_wire::responses::Response,
@@ -126,10 +130,10 @@ impl Persist {
                 return;
             }
         };
-        let (store, tenant, guarded) = (Arc::clone(&self.store), self.tenant.clone(), self.guarded);
+        let (store, tenant) = (Arc::clone(&self.store), self.tenant.clone());
         let request_id = request_id.to_owned();
         let write = async move {
-            let _ = write_record(store.as_ref(), &tenant, guarded, record, &request_id).await;
+            let _ = write_record(store.as_ref(), &tenant, true, record, &request_id).await;
         };
         self.started = Some(tokio::spawn(tracing::Instrument::instrument(
             write,
@@ -150,7 +154,8 @@ impl Persist {
         toolbridge_store::ResponseRecord::from_text(text, &[], Some(self.expires_at)).map(Some)
     }
 
-    /// Waits for the `in_progress` write started beside the stream, if any.
+    /// Waits for the `in_progress` write started beside the stream, if any (before the
+    /// response is removed: landing after the removal, it would leave an unfinished record).
     async fn started_written(&mut self) {
         if let Some(started) = self.started.take() {
             let _ = started.await;
@@ -198,7 +203,6 @@ impl Persist {
         text: toolbridge_store::ResponseText,
         request_id: &str,
     ) -> Result<(), Unsaved> {
-        self.started_written().await;
         let mut unsaved = None;
         let input_items = std::mem::take(&mut self.input_items);
         if let Some(conversation) = &self.conversation {
@@ -261,6 +265,7 @@ impl Persist {
                 limit = self.max_bytes,
                 "the response is larger than store_max_response_bytes and was not stored"
             );
+            self.started_written().await;
             if let Err(e) = self.store.delete(&self.tenant, record.id()).await {
                 tracing::error!(
                     request_id,
