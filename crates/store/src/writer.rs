@@ -678,14 +678,82 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The batch less each guarded start whose final version (same tenant, same id) is in it,
+    /// before or after; the rest keep their order.
+    #[test]
+    fn superseded_takes_the_starts_beside_their_final_versions() {
+        let job = |tenant: &str, id: &str, status: &str, unless_final: bool| Job {
+            tenant: Tenant::named(tenant),
+            record: ResponseRecord::from_stored(&response(id, status)).unwrap(),
+            unless_final,
+            done: oneshot::channel().0,
+        };
+        let mut batch = vec![
+            job("a", "resp_x", "in_progress", true),
+            job("a", "resp_x", "completed", false),
+            job("a", "resp_y", "completed", true),
+            job("a", "resp_y", "in_progress", true),
+            job("a", "resp_alone", "in_progress", true),
+            job("a", "resp_z", "in_progress", false),
+            job("a", "resp_z", "failed", false),
+            job("b", "resp_x", "in_progress", true),
+            job("a", "resp_q", "queued", true),
+            job("a", "resp_q", "in_progress", true),
+        ];
+        let key = |j: &Job| {
+            (
+                j.tenant.name().to_owned(),
+                j.record.id().to_owned(),
+                j.record.status.clone(),
+            )
+        };
+        let taken: Vec<_> = superseded(&mut batch).iter().map(key).collect();
+        let t = |tenant: &str, id: &str, status: &str| {
+            (tenant.to_owned(), id.to_owned(), status.to_owned())
+        };
+        assert_eq!(
+            taken,
+            [
+                t("a", "resp_x", "in_progress"),
+                t("a", "resp_y", "in_progress")
+            ]
+        );
+        let kept: Vec<_> = batch.iter().map(key).collect();
+        assert_eq!(
+            kept,
+            [
+                t("a", "resp_x", "completed"),
+                t("a", "resp_y", "completed"),
+                t("a", "resp_alone", "in_progress"),
+                t("a", "resp_z", "in_progress"),
+                t("a", "resp_z", "failed"),
+                t("b", "resp_x", "in_progress"),
+                t("a", "resp_q", "queued"),
+                t("a", "resp_q", "in_progress"),
+            ]
+        );
+        let mut none = vec![job("a", "resp_x", "completed", false)];
+        assert!(superseded(&mut none).is_empty());
+        assert_eq!(none.len(), 1);
+    }
+
+    /// Waits until `ready` holds (polled), for at most ten seconds.
+    async fn until(what: &str, ready: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !ready() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Queued together, a guarded write of an unfinished response whose final version is in
     /// the same batch (before it or after it) is not written, and is answered as refused; the
-    /// final version is stored. One with no final version beside it, and an unguarded one, are
-    /// written as before.
+    /// final version is stored. One with no final version beside it is written as before.
     #[tokio::test]
     async fn a_start_queued_with_its_final_version_is_not_written() {
         let (store, dir) = open("supersede", StoreOptions::default()).await;
         let t = Tenant::named("team-a");
+        let first = response("resp_first", "completed");
         let (start_x, final_x) = (
             response("resp_x", "in_progress"),
             response("resp_x", "completed"),
@@ -695,57 +763,39 @@ mod tests {
             response("resp_y", "completed"),
         );
         let alone = response("resp_alone", "in_progress");
-        let other_tenant = response("resp_x", "in_progress");
-        let first = response("resp_first", "completed");
-        let turn = store.write_turn().await.unwrap();
-        let release = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            drop(turn);
-        };
         let writer = store.writer.clone().unwrap();
+        let queued = || QUEUE - writer.queue.capacity();
         let before = writer.batches();
-        // The first write is taken alone and waits for the turn; the others queue behind it,
-        // in this order, and make the next batch.
-        let (first, x_started, x_final, y_final, y_started, alone_started, other, ()) = tokio::join!(
-            store.put(&t, &first),
-            async {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                store.put_unless_final(&t, &start_x).await
-            },
-            async {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                store.put(&t, &final_x).await
-            },
-            async {
-                tokio::time::sleep(Duration::from_millis(40)).await;
-                store.put(&t, &final_y).await
-            },
-            async {
-                tokio::time::sleep(Duration::from_millis(60)).await;
-                store.put_unless_final(&t, &start_y).await
-            },
-            async {
-                tokio::time::sleep(Duration::from_millis(80)).await;
-                store.put_unless_final(&t, &alone).await
-            },
-            async {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                store
-                    .put_unless_final(&Tenant::named("team-b"), &other_tenant)
-                    .await
-            },
-            release,
-        );
-        assert_eq!(writer.batches() - before, 2);
+        let turn = store.write_turn().await.unwrap();
+        // The first write is taken alone and waits for the turn; the others are queued behind
+        // it, in this order (`biased`: polled in order), and the turn is given back once they
+        // all are: they make one batch.
+        let rest = async {
+            until("the writer takes the first write", || queued() == 0).await;
+            // And stops looking for more: it waits for the turn.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let writes: Vec<futures::future::BoxFuture<'_, Result<bool, StoreError>>> = vec![
+                Box::pin(store.put_unless_final(&t, &start_x)),
+                Box::pin(async { store.put(&t, &final_x).await.map(|()| true) }),
+                Box::pin(async { store.put(&t, &final_y).await.map(|()| true) }),
+                Box::pin(store.put_unless_final(&t, &start_y)),
+                Box::pin(store.put_unless_final(&t, &alone)),
+            ];
+            let release = async {
+                until("the five writes are queued", || queued() == 5).await;
+                drop(turn);
+            };
+            tokio::join!(biased; futures::future::join_all(writes), release).0
+        };
+        let (first, rest) = tokio::join!(biased; store.put(&t, &first), rest);
         first.unwrap();
-        x_final.unwrap();
-        y_final.unwrap();
-        assert!(!x_started.unwrap(), "superseded by its final version");
-        assert!(!y_started.unwrap(), "refused: its final version is in");
-        assert!(alone_started.unwrap(), "no final version beside it");
-        assert!(
-            !other.unwrap(),
-            "another tenant's id is refused, not superseded"
+        assert_eq!(writer.batches() - before, 2);
+        let outcomes: Vec<bool> = rest.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            outcomes,
+            [false, true, true, false, true],
+            "each start beside its final version is refused (x's, queued first, would have \
+             been written), the one alone is written"
         );
         for id in ["resp_x", "resp_y"] {
             let got = store.get(&t, id).await.unwrap().unwrap();
