@@ -160,6 +160,11 @@ impl Assembler {
         self.response.clone()
     }
 
+    /// [`Self::snapshot`] without the copy: the response as [`Self::start`] shows it.
+    pub fn current(&self) -> &Response {
+        &self.response
+    }
+
     /// Restores the next rounds' calls by a new plan's names (a round found tools: the loop
     /// replanned with them).
     pub fn replace_names(&mut self, names: Arc<NameMap>) {

@@ -238,6 +238,19 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Whether the event carries the whole response (`response.created`, `.in_progress` and
+    /// the terminal events).
+    pub fn carries_response(&self) -> bool {
+        matches!(
+            self,
+            Self::Created { .. }
+                | Self::InProgress { .. }
+                | Self::Completed { .. }
+                | Self::Incomplete { .. }
+                | Self::Failed { .. }
+        )
+    }
+
     /// The event's `type` string.
     pub fn name(&self) -> &'static str {
         match self {

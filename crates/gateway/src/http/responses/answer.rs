@@ -345,8 +345,13 @@ async fn stream(
             provider.dialect.as_str()
         ))
     })?;
+    // The response as it starts, serialised once: the start events carry this text, and a
+    // stored response's `in_progress` record keeps it (its outline noted on the way).
+    let keep = setup.persist.as_ref().is_some_and(|p| p.keep_response);
+    let skeleton = ResponseText::serialize(assembled.assembler.current(), keep);
+    let skeleton_text = Arc::clone(skeleton.text());
     if let Some(persist) = &mut setup.persist {
-        persist.save_started_beside(&assembled.assembler.snapshot(), request_id);
+        persist.save_started_text(skeleton, request_id);
     }
     let limits = setup.flight.limits(state, provider);
     let pump = Pump {
@@ -375,7 +380,7 @@ async fn stream(
         span: None,
         _registration: setup.flight.registration,
     };
-    Ok(stream_response(pump, setup.detach))
+    Ok(stream_response(pump, &skeleton_text, setup.detach))
 }
 
 /// A whole answer; a cancel ends it at once (the upstream request is dropped).

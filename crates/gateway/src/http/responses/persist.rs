@@ -96,7 +96,8 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
-        match self.started_record(response)? {
+        let text = toolbridge_store::ResponseText::serialize(response, self.keep_response);
+        match self.started_record(text)? {
             Some(record) => self.write(record, request_id).await,
             None => Ok(()),
         }
@@ -118,7 +119,18 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) {
-        let record = match self.started_record(response) {
+        let text = toolbridge_store::ResponseText::serialize(response, self.keep_response);
+        self.save_started_text(text, request_id);
+    }
+
+    /// [`Self::save_started_beside`] of the response serialised already (`text`, its outline
+    /// noted when the response is kept): the stream's start events carry the same text.
+    pub(super) fn save_started_text(
+        &mut self,
+        text: toolbridge_store::ResponseText,
+        request_id: &str,
+    ) {
+        let record = match self.started_record(text) {
             Ok(Some(record)) => record,
             Ok(None) => return,
             Err(e) => {
@@ -141,16 +153,16 @@ impl Persist {
         )));
     }
 
-    /// The `in_progress` record of `response`; `None` when the response itself is not kept.
+    /// The `in_progress` record of a response serialised as `text`; `None` when the response
+    /// itself is not kept.
     fn started_record(
         &self,
-        response: &toolbridge_wire::responses::Response,
+        text: toolbridge_store::ResponseText,
     ) -> Result<Option<toolbridge_store::ResponseRecord>, toolbridge_store::StoreError> {
         if !self.keep_response {
             return Ok(None);
         }
-        // Serialised once, its record noted on the way (not read back).
-        let text = toolbridge_store::ResponseText::serialize(response, true);
+        // A noted text is not read back.
         toolbridge_store::ResponseRecord::from_text(text, &[], Some(self.expires_at)).map(Some)
     }
 

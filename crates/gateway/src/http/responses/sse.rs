@@ -125,7 +125,7 @@ impl Pump {
             if let Some(terminal) = self.terminal.take() {
                 // The terminal event's response is the final response (the durability rule: it
                 // says what was kept), so its frame carries the same text.
-                frames.push(self.framing.terminal(&terminal, &text));
+                frames.push(self.framing.with_response(&terminal, &text));
             }
             if let Some(meter) = self.meter.take() {
                 meter
@@ -373,8 +373,14 @@ impl super::detach::Pumped for Pump {
 }
 
 /// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
-/// yields. `detach` ends a stored response whose client left.
-pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Detach>) -> Response {
+/// yields. `skeleton` is the response as it starts, serialised (the text its `in_progress`
+/// record keeps): the two start events carry it as it is, not serialised twice more.
+/// `detach` ends a stored response whose client left.
+pub(super) fn stream_response(
+    mut pump: Pump,
+    skeleton: &str,
+    detach: Option<super::detach::Detach>,
+) -> Response {
     let mut start = Vec::new();
     if let Some(assembler) = pump.assembler.as_mut() {
         assembler.start(&mut start);
@@ -384,7 +390,7 @@ pub(super) fn stream_response(mut pump: Pump, detach: Option<super::detach::Deta
     }
     sse_answer(
         pump.framing,
-        pump.frames(&start),
+        framed_with(pump.framing, &start, Some(skeleton)),
         super::detach::Detachable::new(pump, detach),
     )
 }
@@ -452,18 +458,33 @@ pub(super) fn sse_response(body: Body) -> Response {
 /// The frames of `events` in `framing`: one message per event for a message transport, one
 /// piece of all of them for SSE.
 pub(super) fn framed(framing: Framing, events: &[StreamEvent]) -> Vec<Bytes> {
+    framed_with(framing, events, None)
+}
+
+/// [`framed`], each event carrying a response written with `response` (that response's JSON
+/// text) when it is given.
+fn framed_with(framing: Framing, events: &[StreamEvent], response: Option<&str>) -> Vec<Bytes> {
+    let write = |buf: &mut Vec<u8>, event: &StreamEvent| match response {
+        Some(text) => framing.with_response_into(buf, event, text),
+        None => framing.stream_event_into(buf, event),
+    };
     match framing {
         // A batch's SSE frames written into one piece, which goes out as it is.
         Framing::Sse if !events.is_empty() => {
-            let mut piece = Vec::with_capacity(events.len() * 320);
+            let extra = response.map_or(0, str::len);
+            let mut piece = Vec::with_capacity(events.len() * (320 + extra));
             for event in events {
-                framing.stream_event_into(&mut piece, event);
+                write(&mut piece, event);
             }
             vec![Bytes::from(piece)]
         }
         _ => events
             .iter()
-            .map(|event| framing.stream_event(event))
+            .map(|event| {
+                let mut buf = Vec::with_capacity(256);
+                write(&mut buf, event);
+                Bytes::from(buf)
+            })
             .collect(),
     }
 }

@@ -296,23 +296,31 @@ impl Framing {
         })
     }
 
-    /// A terminal event (`response.completed`, `.incomplete`, `.failed`) whose response is
-    /// `response`, that response's JSON text, spliced in rather than serialised again: the
-    /// same bytes as [`Self::event`] of the event.
-    pub(crate) fn terminal(self, terminal: &StreamEvent, response: &str) -> Bytes {
-        if !terminal.kind.is_terminal() {
-            return self.stream_event(terminal);
+    /// An event carrying a response (`response.created`, `.in_progress`, the terminal ones)
+    /// whose response is `response`, that response's JSON text, spliced in rather than
+    /// serialised again: the same bytes as [`Self::event`] of the event. Any other event is
+    /// serialised as [`Self::stream_event`].
+    pub(crate) fn with_response(self, event: &StreamEvent, response: &str) -> Bytes {
+        let mut buf = Vec::with_capacity(response.len() + 3 * event.name().len() + 84);
+        self.with_response_into(&mut buf, event, response);
+        Bytes::from(buf)
+    }
+
+    /// [`Self::with_response`] appended to `buf`.
+    pub(crate) fn with_response_into(self, buf: &mut Vec<u8>, event: &StreamEvent, response: &str) {
+        if !event.kind.carries_response() {
+            return self.stream_event_into(buf, event);
         }
         // `StreamEvent` flattens its kind: `type` and the kind's one field, then
         // `sequence_number`. The names are plain ASCII, written as they are.
-        let name = terminal.name();
-        self.frame(name, response.len() + name.len() + 60, |buf| {
+        let name = event.name();
+        self.frame_into(buf, name, |buf| {
             buf.extend_from_slice(b"{\"type\":\"");
             buf.extend_from_slice(name.as_bytes());
             buf.extend_from_slice(b"\",\"response\":");
             buf.extend_from_slice(response.as_bytes());
             buf.extend_from_slice(b",\"sequence_number\":");
-            buf.extend_from_slice(terminal.sequence_number.to_string().as_bytes());
+            buf.extend_from_slice(itoa::Buffer::new().format(event.sequence_number).as_bytes());
             buf.push(b'}');
         })
     }
@@ -437,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn a_terminal_frame_with_the_response_text_spliced_in_is_the_serialised_event() {
+    fn a_frame_with_the_response_text_spliced_in_is_the_serialised_event() {
         use toolbridge_wire::responses::{EventKind, Response};
         let response: Response = serde_json::from_value(serde_json::json!({
             "id": "resp_1", "object": "response", "created_at": 1, "status": "completed",
@@ -449,17 +457,35 @@ mod tests {
         }))
         .expect("a response");
         let text = serde_json::to_string(&response).expect("serialised");
-        let event = StreamEvent {
-            kind: EventKind::Completed {
-                response: Box::new(response),
+        let boxed = || Box::new(response.clone());
+        let kinds = [
+            EventKind::Created { response: boxed() },
+            EventKind::InProgress { response: boxed() },
+            EventKind::Completed { response: boxed() },
+            EventKind::Incomplete { response: boxed() },
+            EventKind::Failed { response: boxed() },
+            // Not carrying a response: serialised whatever the text.
+            EventKind::OutputTextDone {
+                item_id: "msg_1".to_owned(),
+                output_index: 0,
+                content_index: 0,
+                text: "x".to_owned(),
+                logprobs: Vec::new(),
             },
-            sequence_number: 41,
-        };
-        for framing in [Framing::Sse, Framing::Json] {
-            assert_eq!(
-                framing.terminal(&event, &text),
-                framing.event(event.name(), &event)
-            );
+        ];
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let event = StreamEvent {
+                kind,
+                sequence_number: 41 + i as u64,
+            };
+            for framing in [Framing::Sse, Framing::Json] {
+                assert_eq!(
+                    framing.with_response(&event, &text),
+                    framing.event(event.name(), &event),
+                    "{}",
+                    event.name()
+                );
+            }
         }
     }
 
