@@ -96,7 +96,6 @@ pub mod contract;
 pub mod diagnostics;
 pub mod error;
 pub mod events;
-mod lru;
 pub mod plan;
 pub mod reasoning;
 pub mod repair;

@@ -14,6 +14,7 @@ pub mod chat;
 pub mod error;
 pub mod gemini;
 pub mod inbound;
+pub mod lru;
 pub mod raw;
 pub mod responses;
 pub mod search;

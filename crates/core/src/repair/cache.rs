@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use toolbridge_wire::raw::RawJson;
 use toolbridge_wire::responses::Tool;
 
-use crate::lru::Lru;
+use toolbridge_wire::lru::Lru;
 
 use super::lark::Grammar;
 use super::schemas::ToolSchemas;

@@ -24,7 +24,7 @@ use toolbridge_wire::RawJson;
 use toolbridge_wire::responses::Tool;
 
 use crate::Error;
-use crate::lru::Lru;
+use toolbridge_wire::lru::Lru;
 
 /// At most this many schemas are remembered as valid…
 const MAX_KNOWN: usize = 4096;

@@ -14,34 +14,21 @@
 //! first; an entry too large for the budget is converted and not kept. One lock per direction,
 //! held for the lookup and the comparison only (converting runs outside it).
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
+
+use crate::lru::Lru;
 
 /// Inputs at least this long are cached (shorter ones cost less to convert than to look up).
 pub(crate) const CACHED: usize = 1024;
 /// The bytes of inputs and outputs kept per direction, at most.
 pub(crate) const BUDGET: usize = 2 * 1024 * 1024;
 
-/// An input and what it converts to.
-struct Entry {
-    input: Box<str>,
-    output: Arc<str>,
-    used: u64,
-}
-
-impl Entry {
-    fn bytes(&self) -> usize {
-        self.input.len() + self.output.len()
-    }
-}
-
+/// Inputs by the hash of their bytes, each with what it converts to.
 #[derive(Default)]
 struct Cache {
     hasher: hashbrown::DefaultHashBuilder,
-    entries: HashMap<u64, Entry>,
-    bytes: usize,
-    clock: u64,
+    entries: Lru<u64, (Arc<str>, Arc<str>)>,
 }
 
 /// Texts to their literals.
@@ -79,54 +66,29 @@ fn cached<E>(
         };
         let cache = guard.get_or_insert_with(Cache::default);
         let key = cache.hasher.hash_one(input.as_bytes());
-        cache.clock += 1;
-        let clock = cache.clock;
-        if let Some(entry) = cache.entries.get_mut(&key)
-            && *entry.input == *input
+        if let Some((kept, output)) = cache.entries.get(&key)
+            && *kept == *input
         {
-            entry.used = clock;
-            return Ok(Arc::clone(&entry.output));
+            return Ok(output);
         }
         key
     };
     let output: Arc<str> = convert(input)?.into();
-    let entry = Entry {
-        input: input.into(),
-        output: Arc::clone(&output),
-        used: 0,
-    };
-    if entry.bytes() <= BUDGET
+    let bytes = input.len() + output.len();
+    if bytes <= BUDGET
         && let Ok(mut guard) = cache.lock()
     {
-        guard.get_or_insert_with(Cache::default).insert(key, entry);
+        // A colliding entry is replaced; an entry past the budget is not kept.
+        let entry = (Arc::from(input), Arc::clone(&output));
+        guard.get_or_insert_with(Cache::default).entries.insert(
+            key,
+            entry,
+            bytes,
+            usize::MAX,
+            BUDGET,
+        );
     }
     Ok(output)
-}
-
-impl Cache {
-    /// Keeps `entry` (replacing a colliding one), then drops the least recently used until
-    /// the budget holds.
-    fn insert(&mut self, key: u64, mut entry: Entry) {
-        self.clock += 1;
-        entry.used = self.clock;
-        self.bytes += entry.bytes();
-        if let Some(old) = self.entries.insert(key, entry) {
-            self.bytes -= old.bytes();
-        }
-        while self.bytes > BUDGET {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| *k)
-            else {
-                break;
-            };
-            if let Some(gone) = self.entries.remove(&oldest) {
-                self.bytes -= gone.bytes();
-            }
-        }
-    }
 }
 
 /// `(entries, bytes)` of literals kept now.
@@ -135,6 +97,6 @@ pub(crate) fn size() -> (usize, usize) {
     ESCAPED
         .lock()
         .ok()
-        .and_then(|guard| guard.as_ref().map(|c| (c.entries.len(), c.bytes)))
+        .and_then(|guard| guard.as_ref().map(|c| (c.entries.len(), c.entries.bytes())))
         .unwrap_or_default()
 }

@@ -1,12 +1,13 @@
 //! [`Lru`]: a least-recently-used map bounded by entries and bytes, with no clock (recency is
-//! a counter). The process-wide caches of `core` use it: compiled tool checks and grammars
-//! (`repair::cache`) and the tool schemas known valid (`request::parameters`).
+//! a counter). The process-wide caches use it: `core`'s compiled tool checks and grammars
+//! (`repair::cache`) and tool schemas known valid (`request::parameters`), and the long JSON
+//! literals here (`raw::literals`).
 
 use std::collections::HashMap;
 
 /// A least-recently-used map with a byte count.
 #[derive(Debug)]
-pub(crate) struct Lru<K, V> {
+pub struct Lru<K, V> {
     entries: HashMap<K, Entry<V>>,
     bytes: usize,
     clock: u64,
@@ -31,7 +32,7 @@ struct Entry<V> {
 
 impl<K: std::hash::Hash + Eq + Copy, V: Clone> Lru<K, V> {
     /// The value under `key`, its use recorded.
-    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
+    pub fn get(&mut self, key: &K) -> Option<V> {
         self.clock += 1;
         let clock = self.clock;
         self.entries.get_mut(key).map(|e| {
@@ -42,14 +43,7 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Lru<K, V> {
 
     /// Inserts, then evicts the least recently used entries until both bounds hold (an entry
     /// larger than the byte budget is not kept at all).
-    pub(crate) fn insert(
-        &mut self,
-        key: K,
-        value: V,
-        bytes: usize,
-        max_entries: usize,
-        max_bytes: usize,
-    ) {
+    pub fn insert(&mut self, key: K, value: V, bytes: usize, max_entries: usize, max_bytes: usize) {
         if bytes > max_bytes || max_entries == 0 {
             return;
         }
@@ -81,13 +75,13 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Lru<K, V> {
     }
 
     /// Entries kept.
-    pub(crate) fn len(&self) -> usize {
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Bytes kept, as counted at insertion.
-    #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.bytes
     }
 }
