@@ -75,9 +75,13 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Lru<K, V> {
     }
 
     /// Entries kept.
-    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     /// Bytes kept, as counted at insertion.

@@ -96,7 +96,10 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) -> Result<(), toolbridge_store::StoreError> {
-        let text = toolbridge_store::ResponseText::serialize(response, self.keep_response);
+        if !self.keep_response {
+            return Ok(());
+        }
+        let text = toolbridge_store::ResponseText::serialize(response, true);
         match self.started_record(text)? {
             Some(record) => self.write(record, request_id).await,
             None => Ok(()),
@@ -119,7 +122,10 @@ impl Persist {
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
     ) {
-        let text = toolbridge_store::ResponseText::serialize(response, self.keep_response);
+        if !self.keep_response {
+            return;
+        }
+        let text = toolbridge_store::ResponseText::serialize(response, true);
         self.save_started_text(text, request_id);
     }
 
