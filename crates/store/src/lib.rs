@@ -4,8 +4,8 @@
 //! [`SqlStore`] is the one implementation: SQLite by default (bundled, WAL, a file path, no
 //! setup) and PostgreSQL to scale out, through sqlx's `Any` driver with SQL both accept (`$1`
 //! placeholders, `BIGINT`, `TEXT`, `ON CONFLICT … DO UPDATE`). The schema is embedded and
-//! migrated at open. A response and its items are written together (one transaction, or one
-//! savepoint of a batch), so a response is never half-visible. On SQLite response writes are
+//! migrated at open. A response and its items are written together (one transaction; in a
+//! batch, a record failing part-way is rolled back alone), so a response is never half-visible. On SQLite response writes are
 //! group-committed by one writer task (`writer`); the gateway hands them over already
 //! serialised ([`ResponseRecord`]).
 //!

@@ -7,9 +7,11 @@
 //! 100 ms) between retries of the lock: under load most of a stored request's time was spent
 //! asleep, and its p99 was tens of milliseconds. Here a request hands its [`ResponseRecord`]
 //! to a bounded queue and waits; the writer takes whatever is queued (at most [`MAX_BATCH`]),
-//! writes each record under a savepoint of one `BEGIN IMMEDIATE` transaction (so one record's
-//! failure, a conflict say, is rolled back alone), commits once, then answers every caller of
-//! the batch. A caller is answered only after the commit its write is in: the durability rule
+//! writes the records in one `BEGIN IMMEDIATE` transaction, commits once, then answers every
+//! caller of the batch. One record's failure stays its own: a conflict or a refused guarded
+//! write is refused before anything of it is written, and a record failing part-way (an error
+//! from SQLite) has the batch written again with each record under a savepoint
+//! (`Statements::write_batch`). A caller is answered only after the commit its write is in: the durability rule
 //! (`store: true` only once durable) holds exactly as before.
 //!
 //! Why a thread of its own, with rusqlite, rather than a task over sqlx's connection: sqlx runs
@@ -355,6 +357,8 @@ struct Statements<'c> {
     delete_items: Option<Statement<'c>>,
     /// The item insert of `rows` rows at `rows - 1`.
     item_inserts: Vec<Option<Statement<'c>>>,
+    /// Batches written again under savepoints (a record failed part-way), so far.
+    fallbacks: u64,
 }
 
 /// A transaction-control statement of [`Statements`].
@@ -404,6 +408,7 @@ impl<'c> Statements<'c> {
             upsert_guarded: None,
             delete_items: None,
             item_inserts: (0..ITEM_ROWS).map(|_| None).collect(),
+            fallbacks: 0,
         }
     }
 
@@ -443,6 +448,14 @@ impl<'c> Statements<'c> {
     }
 
     /// The records of a batch, inside its transaction.
+    ///
+    /// A record refused (a guarded write over a final response, an id of another tenant's)
+    /// is refused by its upsert changing no row, before anything of it is written: it needs
+    /// no rollback. So the batch is first written record after record with no savepoint, and
+    /// only when a statement fails part-way through a record (an error from SQLite) is the
+    /// transaction rolled back and the batch written again, each record under its own
+    /// savepoint, so that the failure stays with its record. A savepoint was two statements
+    /// a record and a copy of each page the record touched (SQLite's statement journal).
     fn write_batch(
         &mut self,
         instance: &str,
@@ -453,6 +466,19 @@ impl<'c> Statements<'c> {
             return Ok(vec![result]);
         }
         let mut results = Vec::with_capacity(batch.len());
+        for job in batch {
+            match self.write_record(instance, &job.tenant, &job.record, job.unless_final) {
+                result @ (Ok(_) | Err(StoreError::Conflict(_))) => results.push(result),
+                Err(_) => break,
+            }
+        }
+        if results.len() == batch.len() {
+            return Ok(results);
+        }
+        self.fallbacks += 1;
+        self.run(Control::Rollback)?;
+        self.run(Control::Begin)?;
+        results.clear();
         for job in batch {
             self.run(Control::Savepoint)?;
             let result = self.write_record(instance, &job.tenant, &job.record, job.unless_final);
@@ -468,7 +494,8 @@ impl<'c> Statements<'c> {
     /// [`crate::responses::write_record`] on the writer's connection, with the same SQL and
     /// the same outcomes: `Ok(true)` written; `Ok(false)` a guarded write refused (the response
     /// is final already, or another tenant's); [`StoreError::Conflict`] an id of another
-    /// tenant's. On anything but `Ok(true)` the caller rolls back.
+    /// tenant's. Those two come from the upsert changing no row, before anything is written;
+    /// any other error may come part-way through the record, and the caller rolls back.
     fn write_record(
         &mut self,
         instance: &str,
@@ -674,6 +701,99 @@ mod tests {
         );
         let final_ = store.get(&a, "resp_final").await.unwrap().unwrap();
         assert_eq!(final_.status, "completed");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A batch is written with no savepoint while its records are written or refused whole (a
+    /// conflict, a refused guarded write); a record failing part-way (here a trigger refuses its
+    /// items after its response row is written) makes the batch start again under savepoints,
+    /// and the failure stays with its record: none of it is kept, the rest of the batch is.
+    #[tokio::test]
+    async fn a_record_failing_part_way_is_rolled_back_alone() {
+        let (store, dir) = open("fallback", StoreOptions::default()).await;
+        let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
+        store
+            .put(&b, &response("resp_b", "completed"))
+            .await
+            .unwrap();
+        store
+            .put(&a, &response("resp_final", "completed"))
+            .await
+            .unwrap();
+        sqlx::query(
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON toolbridge_items \
+             WHEN NEW.response_id = 'resp_bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .execute(store.writes())
+        .await
+        .unwrap();
+        let conn = Connection::open(dir.join("store.db")).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        let mut statements = Statements::new(&conn);
+        let job = |tenant: &Tenant, id: &str, status: &str, unless_final: bool| Job {
+            tenant: tenant.clone(),
+            record: ResponseRecord::from_stored(&response(id, status)).unwrap(),
+            unless_final,
+            done: oneshot::channel().0,
+        };
+        let outcomes = |results: Vec<Result<bool, StoreError>>| -> Vec<String> {
+            results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(written) => written.to_string(),
+                    Err(e) => e.code().to_owned(),
+                })
+                .collect()
+        };
+
+        let whole = [
+            job(&a, "resp_1", "completed", false),
+            job(&a, "resp_b", "failed", false),
+            job(&a, "resp_final", "in_progress", true),
+            job(&a, "resp_2", "completed", false),
+        ];
+        let results = statements.commit("i", &whole).unwrap();
+        assert_eq!(
+            outcomes(results),
+            ["true", "store_conflict", "false", "true"]
+        );
+        assert_eq!(statements.fallbacks, 0, "refusals need no savepoint");
+
+        let part_way = [
+            job(&a, "resp_3", "completed", false),
+            job(&a, "resp_bad", "completed", false),
+            job(&a, "resp_4", "completed", false),
+        ];
+        let results = statements.commit("i", &part_way).unwrap();
+        let codes = outcomes(results);
+        assert_eq!(codes[0], "true");
+        assert_ne!(codes[1], "true");
+        assert_eq!(codes[2], "true");
+        assert_eq!(statements.fallbacks, 1);
+        drop(statements);
+        drop(conn);
+
+        for id in ["resp_1", "resp_2", "resp_3", "resp_4"] {
+            let got = store.get(&a, id).await.unwrap().unwrap();
+            assert_eq!(
+                (got.input_items.len(), got.output_items.len()),
+                (1, 1),
+                "{id}"
+            );
+        }
+        assert!(
+            store.get(&a, "resp_bad").await.unwrap().is_none(),
+            "the row written before the failure is rolled back with it"
+        );
+        assert_eq!(
+            store.get(&b, "resp_b").await.unwrap().unwrap().status,
+            "completed"
+        );
+        assert_eq!(
+            store.get(&a, "resp_final").await.unwrap().unwrap().status,
+            "completed"
+        );
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
