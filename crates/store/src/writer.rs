@@ -115,11 +115,11 @@ impl Writer {
         // Appends touch few pages (the tables' and indexes' last leaves and their parents): a
         // 1 MiB page cache rather than SQLite's 2 MiB default.
         conn.pragma_update(None, "cache_size", -1024)?;
-        let kick = start_checkpointer(path, timeout)?;
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        let kick = start_checkpointer(path, timeout, Arc::clone(&gate))?;
         let (queue, jobs) = mpsc::channel(QUEUE);
         let batches = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&batches);
-        let gate = Arc::new(tokio::sync::Mutex::new(()));
         let turn = Arc::clone(&gate);
         let relay = start_relay();
         std::thread::Builder::new()
@@ -310,15 +310,50 @@ fn start_relay() -> Option<mpsc::Sender<Vec<Outcome>>> {
     Some(relay)
 }
 
+/// WAL frames (pages written) from which a checkpoint is finished between two batches.
+const WAL_RESTART_FRAMES: i64 = 512;
+
+/// One kick's checkpoint: the bulk of it beside the writer, then, once the WAL holds
+/// `restart_frames` frames or more, the rest in this process's turn at writing, between two
+/// batches.
+///
+/// Why the second part: SQLite starts the WAL again from its beginning only when a write
+/// transaction begins with every frame already in the database. Under load the writer is
+/// nearly always in a batch, so the first part, however often it ran, never found the WAL
+/// whole and it grew until the backstop, where the writer's own commit ran the checkpoint,
+/// its two `fsync`s included, while every caller waited (about 40 ms every second or two at S
+/// c=16: the p99 was ten times the p50). In the turn, with no batch open, the second part
+/// copies what was committed since the first (a few `fsync`ed pages, nothing when there is
+/// none), and the next batch starts the WAL again: it stays about `restart_frames` pages long,
+/// and the wait it costs a batch is a few milliseconds. A checkpoint that cannot finish (a
+/// reader still on old frames) leaves the rest for the next kick; the backstop bounds the WAL
+/// meanwhile.
+fn checkpoint_cycle(conn: &Connection, gate: &tokio::sync::Mutex<()>, restart_frames: i64) {
+    let Ok(frames) = checkpoint(conn) else {
+        return;
+    };
+    if frames >= restart_frames {
+        let _turn = gate.blocking_lock();
+        let _ = checkpoint(conn);
+    }
+}
+
+/// A `PRAGMA wal_checkpoint(PASSIVE)` (it waits for no lock and never blocks the writer): the
+/// frames in the WAL when it ran.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get(1))
+}
+
 /// Starts the checkpointer: a thread with a connection of its own that copies the WAL back
-/// into the database (`PRAGMA wal_checkpoint(PASSIVE)`: it waits for no lock and never blocks
-/// the writer) each time the writer kicks it. With SQLite's automatic checkpoint the commit
-/// that crossed 1,000 WAL pages ran the checkpoint and its `fsync` itself, and the batch (and
-/// every batch queued behind it) waited: S's p99 at c=16 was 3.5 to 6 times its p50, and 2
-/// times with the checkpoints here. Ends when the writer does (its kick sender dropped).
+/// into the database ([`checkpoint_cycle`]) each time the writer kicks it. With SQLite's
+/// automatic checkpoint the commit that crossed 1,000 WAL pages ran the checkpoint and its
+/// `fsync` itself, and the batch (and every batch queued behind it) waited: S's p99 at c=16
+/// was 3.5 to 6 times its p50, and 2 times with the checkpoints here. `gate` is this process's
+/// turn at writing. Ends when the writer does (its kick sender dropped).
 fn start_checkpointer(
     path: &Path,
     timeout: Duration,
+    gate: Arc<tokio::sync::Mutex<()>>,
 ) -> Result<std::sync::mpsc::SyncSender<()>, StoreError> {
     let conn = Connection::open_with_flags(
         path,
@@ -332,9 +367,7 @@ fn start_checkpointer(
         .name("toolbridge-store-checkpoint".to_owned())
         .spawn(move || {
             while kicks.recv().is_ok() {
-                // A checkpoint that could not finish (a reader still on old frames) leaves the
-                // rest for the next kick; the backstop bounds the WAL meanwhile.
-                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                checkpoint_cycle(&conn, &gate, WAL_RESTART_FRAMES);
             }
         })
         .map_err(|e| {
@@ -992,6 +1025,67 @@ mod tests {
         assert!(
             size() > before,
             "the database file stayed at {before} bytes"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Frames committed while the first part of a checkpoint ran (as the writer's batches do
+    /// under load) are copied by the second, in the turn: the next write then starts the WAL
+    /// again from its beginning. With the first part alone the WAL would keep every frame and
+    /// go on growing.
+    #[tokio::test]
+    async fn a_checkpoint_past_the_threshold_is_finished_in_the_turn() {
+        let (store, dir) = open("restart", StoreOptions::default()).await;
+        let t = Tenant::named("team-a");
+        for i in 0..20 {
+            store
+                .put(&t, &response(&format!("resp_{i}"), "completed"))
+                .await
+                .unwrap();
+        }
+        let file = dir.join("store.db");
+        let frames_after_one_write = || {
+            let conn = Connection::open(&file).unwrap();
+            conn.busy_timeout(Duration::from_secs(5)).unwrap();
+            let frames: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get(1))
+                .unwrap();
+            frames
+        };
+        let gate = store.writer.clone().unwrap().gate();
+        let turn = Arc::clone(&gate).lock_owned().await;
+        // A write transaction begun before the checkpoint and committed during it.
+        let raw = Connection::open(&file).unwrap();
+        raw.busy_timeout(Duration::from_secs(5)).unwrap();
+        raw.execute_batch(
+            "BEGIN IMMEDIATE; INSERT INTO toolbridge_instances (id, heartbeat_at) VALUES ('beside', 1)",
+        )
+        .unwrap();
+        let cycle = std::thread::spawn({
+            let (file, gate) = (file.clone(), Arc::clone(&gate));
+            move || {
+                let conn = Connection::open(&file).unwrap();
+                checkpoint_cycle(&conn, &gate, 1);
+            }
+        });
+        // The first part runs now, then the second waits for the turn.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!cycle.is_finished(), "the second part waits for the turn");
+        raw.execute_batch("COMMIT").unwrap();
+        drop(raw);
+        drop(turn);
+        tokio::task::spawn_blocking(move || cycle.join().unwrap())
+            .await
+            .unwrap();
+        store
+            .put(&t, &response("resp_next", "completed"))
+            .await
+            .unwrap();
+        let frames = frames_after_one_write();
+        assert!(
+            frames < 20,
+            "the WAL was not started again: {frames} frames after one write"
         );
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
