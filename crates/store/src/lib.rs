@@ -31,6 +31,7 @@ use serde_json::Value;
 
 mod captures;
 mod chain;
+mod checkpoint;
 mod conversations;
 mod guard;
 mod keys;

@@ -107,7 +107,7 @@ impl SqlStore {
                             // itself only past the backstop.
                             sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                                 "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};",
-                                crate::writer::WAL_BACKSTOP_PAGES
+                                crate::checkpoint::BACKSTOP_PAGES
                             )))
                             .execute(&mut *conn)
                             .await?;
