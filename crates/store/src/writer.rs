@@ -613,13 +613,10 @@ pub(crate) mod tests {
         (SqlStore::open_with(&url, options).await.unwrap(), dir)
     }
 
-    /// While SQLite's write lock is held elsewhere, every write below is queued: once it is
-    /// released they share at most two transactions (the writer may have taken the first one
-    /// alone before it met the lock), and the conflict and the refused guarded write inside a
-    /// batch fail alone.
-    #[tokio::test]
-    async fn writes_queued_together_commit_as_one_batch_and_a_failure_stays_alone() {
-        let (store, dir) = open("batch", StoreOptions::default()).await;
+    /// Two tenants, `team-a` and `team-b`, and what a batch's refusals meet: `team-b`'s
+    /// `resp_b` (a conflict for `team-a`) and `team-a`'s final `resp_final` (a guarded write
+    /// over it is refused).
+    async fn seed_refusals(store: &SqlStore) -> (Tenant, Tenant) {
         let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
         store
             .put(&b, &response("resp_b", "completed"))
@@ -629,6 +626,17 @@ pub(crate) mod tests {
             .put(&a, &response("resp_final", "completed"))
             .await
             .unwrap();
+        (a, b)
+    }
+
+    /// While SQLite's write lock is held elsewhere, every write below is queued: once it is
+    /// released they share at most two transactions (the writer may have taken the first one
+    /// alone before it met the lock), and the conflict and the refused guarded write inside a
+    /// batch fail alone.
+    #[tokio::test]
+    async fn writes_queued_together_commit_as_one_batch_and_a_failure_stays_alone() {
+        let (store, dir) = open("batch", StoreOptions::default()).await;
+        let (a, b) = seed_refusals(&store).await;
         let writer = store.writer.clone().unwrap();
         let before = writer.batches();
         let ids: Vec<String> = (0..40).map(|i| format!("resp_{i}")).collect();
@@ -676,15 +684,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_record_failing_part_way_is_rolled_back_alone() {
         let (store, dir) = open("fallback", StoreOptions::default()).await;
-        let (a, b) = (Tenant::named("team-a"), Tenant::named("team-b"));
-        store
-            .put(&b, &response("resp_b", "completed"))
-            .await
-            .unwrap();
-        store
-            .put(&a, &response("resp_final", "completed"))
-            .await
-            .unwrap();
+        let (a, b) = seed_refusals(&store).await;
         sqlx::query(
             "CREATE TRIGGER refuse_bad BEFORE INSERT ON toolbridge_items \
              WHEN NEW.response_id = 'resp_bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
