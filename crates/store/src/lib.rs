@@ -5,9 +5,10 @@
 //! setup) and PostgreSQL to scale out, through sqlx's `Any` driver with SQL both accept (`$1`
 //! placeholders, `BIGINT`, `TEXT`, `ON CONFLICT … DO UPDATE`). The schema is embedded and
 //! migrated at open. A response and its items are written together (one transaction; in a
-//! batch, a record failing part-way is rolled back alone), so a response is never half-visible. On SQLite response writes are
-//! group-committed by one writer task (`writer`); the gateway hands them over already
-//! serialised ([`ResponseRecord`]).
+//! batch, a record failing part-way is rolled back alone), so a response is never
+//! half-visible. On SQLite response writes are group-committed by one writer thread (`writer`),
+//! and the WAL is checkpointed by another (`checkpoint`); the gateway hands the writes over
+//! already serialised ([`ResponseRecord`]).
 //!
 //! Gateway keys (stored by hash) and their token ledger live here too ([`KeyStore`]).
 //!
