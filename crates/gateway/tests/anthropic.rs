@@ -133,8 +133,11 @@ async fn streamed_text_goes_to_messages_and_comes_back_as_responses_events() {
         req.body,
         json!({
             "model": "claude-test",
-            "system": "Be brief.",
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hello"}]}],
+            // The gateway's cache breakpoints: the end of the system prompt, and the last
+            // message (anthropic/cache.rs).
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "Say hello", "cache_control": {"type": "ephemeral"}}]}],
             "max_tokens": 8192,
             "stream": true,
         })
@@ -657,7 +660,9 @@ async fn web_search_becomes_anthropics_server_tool() {
             "name": "web_search",
             "max_uses": 5,
             "allowed_domains": ["rust-lang.org"],
-            "user_location": {"type": "approximate", "country": "NO", "city": "Oslo"}
+            "user_location": {"type": "approximate", "country": "NO", "city": "Oslo"},
+            // With no system prompt, the end of the tools carries the cache breakpoint.
+            "cache_control": {"type": "ephemeral"}
         }]),
         "{sent:#}"
     );

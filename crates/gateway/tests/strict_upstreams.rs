@@ -236,7 +236,9 @@ provider = "claude"
         json!({"type": "tool_result", "tool_use_id": "call_1", "content": [
             {"type": "text", "text": "Here:"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
-        ]})
+        ],
+        // The last message carries the gateway's cache breakpoint (anthropic/cache.rs).
+        "cache_control": {"type": "ephemeral"}})
     );
 }
 

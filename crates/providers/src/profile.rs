@@ -143,6 +143,61 @@ impl FieldRules {
     }
 }
 
+/// How a provider caches the prefix of a request, as its own documentation says (each preset
+/// names its source). The translators read it to place cache breakpoints and to send a
+/// session's affinity key; `toolbridge providers` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachePlan {
+    /// The provider caches a request's prefix by itself, with no mark in the request.
+    pub automatic: bool,
+    /// The granularity of automatic prefix matching, in tokens (0: not documented).
+    pub unit_tokens: u32,
+    /// The shortest prefix the provider caches, in tokens (0: not documented).
+    pub min_tokens: u32,
+    /// The most explicit cache breakpoints (`cache_control` marks) one request may carry; 0:
+    /// the provider takes none.
+    pub max_breakpoints: u8,
+    /// The gateway places breakpoints where the client set none (at most `max_breakpoints`
+    /// in all, the client's own counted first). Off: only the client's marks are sent.
+    pub place_breakpoints: bool,
+    /// The lifetimes a breakpoint may ask for (`5m`, `1h`); empty: the provider takes none.
+    pub ttls: Vec<String>,
+    /// The lifetime the gateway's breakpoints ask for, one of `ttls`; empty: the provider's
+    /// default (no `ttl` field is sent).
+    pub ttl: String,
+    /// Where the provider reads a session's cache-affinity key.
+    pub affinity: CacheAffinity,
+}
+
+/// Where a provider reads the key that keeps a session's requests on one cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheAffinity {
+    /// It reads none.
+    None,
+    /// `prompt_cache_key` (OpenAI Chat and Responses).
+    PromptCacheKey,
+    /// `metadata.user_id` (Anthropic).
+    MetadataUserId,
+}
+
+impl CachePlan {
+    /// The `cache_control` object a gateway-placed breakpoint carries.
+    pub fn mark(&self) -> serde_json::Value {
+        let mut mark = serde_json::json!({"type": "ephemeral"});
+        if !self.ttl.is_empty() {
+            mark["ttl"] = serde_json::Value::String(self.ttl.clone());
+        }
+        mark
+    }
+
+    /// Whether the gateway places breakpoints for this provider.
+    pub fn places(&self) -> bool {
+        self.place_breakpoints && self.max_breakpoints > 0
+    }
+}
+
 /// What one provider accepts. Every field but `name` is written in `presets/common.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,6 +260,8 @@ pub struct Profile {
     pub fields: FieldRules,
     /// What the provider accepts of tools.
     pub tools: ToolCapabilities,
+    /// How the provider caches a request's prefix.
+    pub cache: CachePlan,
     /// The provider is known to end answers with neither a finish reason nor its dialect's end
     /// marker: such an answer completes (with an `upstream_unterminated` diagnostic) instead of
     /// ending `incomplete` as `upstream_truncated`. Off in every preset.
@@ -237,6 +294,18 @@ impl Profile {
         let mut layers = vec![&preset.profile];
         layers.extend_from_slice(patches);
         let mut profile = patch::resolve(presets::common()?, &layers)?;
+        let cache = &profile.cache;
+        if !cache.ttl.is_empty() && !cache.ttls.contains(&cache.ttl) {
+            return Err(ProfileError::Invalid(format!(
+                "`cache.ttl`: `{}` is not one of the provider's cache lifetimes ({})",
+                cache.ttl,
+                if cache.ttls.is_empty() {
+                    "none".to_owned()
+                } else {
+                    cache.ttls.join(", ")
+                }
+            )));
+        }
         profile.name = name.to_owned();
         Ok(profile)
     }

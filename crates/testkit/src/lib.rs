@@ -1,4 +1,5 @@
-//! Test kit: a real local fake upstream speaking provider wire formats on 127.0.0.1:0, helpers
+//! Test kit: a real local fake upstream speaking provider wire formats on 127.0.0.1:0 (with a
+//! prompt cache that follows each provider's rules, `cache`), helpers
 //! that build real Chat Completions payloads, a fake OpenAI Images API, an SSE reader, Open Responses schema checks, and a
 //! `toolbridge serve` child process for tests of the real binary.
 //!
@@ -7,6 +8,7 @@
 // Test code: a failed expectation should stop the test loudly.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod cache;
 pub mod chat;
 pub mod codex;
 pub mod dialects;

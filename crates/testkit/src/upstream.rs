@@ -133,6 +133,8 @@ struct Inner {
     fallback: Option<Reply>,
     requests: Vec<Recorded>,
     gate: Option<Gate>,
+    /// A prompt cache whose reads and writes replace the usage of every reply.
+    cache: Option<crate::cache::CacheSim>,
     /// Streamed replies whose body was dropped before its last piece (the client went away).
     abandoned: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -201,6 +203,17 @@ impl FakeUpstream {
         self.lock().gate = Some(gate);
     }
 
+    /// Makes the replies report what `cache` serves each request (its usage fields rewritten
+    /// in the provider's own names), and keeps the cache's account.
+    pub fn set_cache(&self, cache: crate::cache::CacheSim) {
+        self.lock().cache = Some(cache);
+    }
+
+    /// The cache set with [`Self::set_cache`], as it stands.
+    pub fn cache(&self) -> Option<crate::cache::CacheSim> {
+        self.lock().cache.clone()
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
@@ -252,9 +265,15 @@ async fn handle(
         let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.requests.push(recorded.clone());
         let gated = inner.gate.as_ref().and_then(|g| g(&recorded));
-        let reply = gated
+        let mut reply = gated
             .or_else(|| inner.script.pop_front())
             .or_else(|| inner.fallback.clone());
+        if let (Some(cache), Some(r)) = (inner.cache.as_mut(), reply.as_mut())
+            && method == Method::POST
+        {
+            let served = cache.serve(&recorded.body);
+            patch_usage(cache, served, r);
+        }
         (reply, inner.abandoned.clone())
     };
     let mut reply = reply;
@@ -388,4 +407,32 @@ fn stream_then_reset(pieces: Vec<String>) -> Response {
         Body::from_stream(stream::iter(parts)),
     )
         .into_response()
+}
+
+/// Rewrites the usage `reply` reports to what `cache` served: a JSON body's, and each SSE
+/// event's `data:` payload that carries usage.
+fn patch_usage(cache: &crate::cache::CacheSim, served: crate::cache::Served, reply: &mut Reply) {
+    match reply {
+        Reply::Json { body, .. } => cache.patch(served, body),
+        Reply::Delayed { reply, .. } => patch_usage(cache, served, reply),
+        Reply::Stream { pieces, .. } | Reply::StreamThenReset { pieces } => {
+            for piece in pieces.iter_mut() {
+                let lines: Vec<String> = piece
+                    .split('\n')
+                    .map(|line| match line.strip_prefix("data: ") {
+                        Some(data) => match serde_json::from_str::<Value>(data) {
+                            Ok(mut v) => {
+                                cache.patch(served, &mut v);
+                                format!("data: {v}")
+                            }
+                            Err(_) => line.to_owned(),
+                        },
+                        None => line.to_owned(),
+                    })
+                    .collect();
+                *piece = lines.join("\n");
+            }
+        }
+        _ => {}
+    }
 }

@@ -309,12 +309,21 @@ pub struct ChatUsage {
     /// DeepSeek's name for cached prompt tokens.
     #[serde(default)]
     pub prompt_cache_hit_tokens: Option<u64>,
+    /// Moonshot's name for cached prompt tokens (top level, beside `prompt_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PromptTokensDetails {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// Prompt tokens written to the explicit cache (Qwen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

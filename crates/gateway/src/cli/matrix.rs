@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use toolbridge_core::plan::{Decision, plan, plan_with};
-use toolbridge_providers::profile::{Profile, ReasoningReplay};
+use toolbridge_providers::profile::{CacheAffinity, Profile, ReasoningReplay};
 use toolbridge_wire::responses::Tool;
 
 use toolbridge_core::request::{Limits, normalize};
@@ -255,6 +255,7 @@ pub(super) fn report(
     out.push_str(&choice_rows(profile, dialect));
     out.push_str(&limits_line(profile));
     out.push_str(&fields_line(profile, dialect));
+    out.push_str(&cache_line(profile));
     if dialect.passes_through() {
         out.push_str(&responses_reasoning_line(profile));
     }
@@ -354,6 +355,59 @@ fn limits_line(profile: &Profile) -> String {
         profile.tools.name_max_len,
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
+    )
+}
+
+/// How the provider caches the prompt's prefix (the profile's cache plan).
+fn cache_line(profile: &Profile) -> String {
+    let c = &profile.cache;
+    let from = |min: u32| {
+        if min > 0 {
+            format!(" from {min} tokens")
+        } else {
+            String::new()
+        }
+    };
+    let mut parts = Vec::new();
+    if c.automatic {
+        let unit = if c.unit_tokens > 0 {
+            format!(" in {}-token steps", c.unit_tokens)
+        } else {
+            String::new()
+        };
+        parts.push(format!("automatic prefix{unit}{}", from(c.min_tokens)));
+    }
+    if c.max_breakpoints > 0 {
+        let who = if c.places() {
+            "placed by the gateway"
+        } else {
+            "the client's only"
+        };
+        let ttl = match (c.ttl.as_str(), c.ttls.is_empty()) {
+            (_, true) => String::new(),
+            ("", false) => format!(
+                ", the provider's default lifetime ({} offered)",
+                c.ttls.join("|")
+            ),
+            (ttl, false) => format!(", lifetime {ttl} ({} offered)", c.ttls.join("|")),
+        };
+        parts.push(format!(
+            "breakpoints up to {} ({who}){ttl}{}",
+            c.max_breakpoints,
+            from(c.min_tokens)
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("none known".to_owned());
+    }
+    let affinity = match c.affinity {
+        CacheAffinity::None => "none",
+        CacheAffinity::PromptCacheKey => "prompt_cache_key",
+        CacheAffinity::MetadataUserId => "metadata.user_id",
+    };
+    format!(
+        "prompt cache: {}; affinity key: {affinity}\n",
+        parts.join("; ")
     )
 }
 

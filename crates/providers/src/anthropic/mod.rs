@@ -5,6 +5,7 @@
 //! - [`response::decode`]: a whole answer → the same events.
 //! - [`errors::from_http`]: an error answer → [`crate::UpstreamError`].
 
+mod cache;
 pub mod errors;
 pub mod request;
 pub mod response;

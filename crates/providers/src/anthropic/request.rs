@@ -31,7 +31,7 @@ use toolbridge_wire::anthropic::{
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use crate::profile::Profile;
+use crate::profile::{CacheAffinity, Profile};
 
 /// `max_tokens` when the client set no `max_output_tokens`. Anthropic requires the field; 8192 is
 /// an answer length every current Claude model accepts. When thinking is on, its budget is added.
@@ -90,6 +90,7 @@ pub fn build(
     for (key, value) in &profile.extra_body {
         out.extra.insert(key.clone(), value.clone());
     }
+    super::cache::place(&mut out, &profile.cache);
     out
 }
 
@@ -274,7 +275,8 @@ fn params(
     if p.top_logprobs.is_some_and(|n| n > 0) {
         dropped.push("top_logprobs");
     }
-    if p.prompt_cache_key.is_some() {
+    let affinity = profile.cache.affinity == CacheAffinity::MetadataUserId;
+    if p.prompt_cache_key.is_some() && (p.end_user.is_some() || !affinity) {
         dropped.push("prompt_cache_key");
     }
     if !p.stop.is_empty() {
@@ -285,6 +287,17 @@ fn params(
             user_id: Some(user.clone()),
             extra: Map::new(),
         });
+    } else if let Some(key) = p.prompt_cache_key.as_ref().filter(|_| affinity) {
+        // The session's key keeps it on one account (and so one cache) behind pooled relays.
+        out.metadata = Some(Metadata {
+            user_id: Some(key.clone()),
+            extra: Map::new(),
+        });
+        diagnostics.push(diag(
+            PARAM_RENAMED,
+            Some("prompt_cache_key"),
+            "Anthropic keeps a session on one cache by `metadata.user_id`; the key was sent there",
+        ));
     }
     let budget = p.reasoning_effort.as_deref().and_then(thinking_budget);
     out.max_tokens = match (p.max_output_tokens, budget) {

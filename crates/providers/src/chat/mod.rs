@@ -1,6 +1,7 @@
 //! The Chat Completions dialect (OpenAI-compatible providers: DeepSeek, GLM, Kimi, Qwen, MiniMax,
 //! MiMo, Ollama, vLLM, …).
 
+mod cache;
 mod details;
 pub mod echo;
 pub mod errors;
@@ -61,14 +62,27 @@ pub(crate) fn finish_reason(profile: &Profile, reason: &str) -> (FinishReason, b
     }
 }
 
-/// Neutral usage from Chat usage, including DeepSeek's cache field.
+/// Neutral usage from Chat usage, with cache reads from wherever the provider reports them
+/// (OpenAI, GLM and Qwen in `prompt_tokens_details.cached_tokens`, DeepSeek in
+/// `prompt_cache_hit_tokens`, Moonshot in a top-level `cached_tokens`) and cache writes from
+/// `prompt_tokens_details` (OpenAI's `cache_write_tokens`, Qwen's explicit cache's
+/// `cache_creation_input_tokens`). Every provider counts both inside `prompt_tokens`.
 pub(crate) fn usage(u: &toolbridge_wire::chat::ChatUsage) -> toolbridge_wire::responses::Usage {
     use toolbridge_wire::responses::{InputTokensDetails, OutputTokensDetails, Usage};
-    let cached = u
-        .prompt_tokens_details
-        .as_ref()
-        .and_then(|d| d.cached_tokens)
-        .or(u.prompt_cache_hit_tokens)
+    let details = u.prompt_tokens_details.as_ref();
+    // A provider that reports in two places (a zero `prompt_tokens_details` beside its own
+    // field) is read at the larger.
+    let cached = [
+        details.and_then(|d| d.cached_tokens),
+        u.prompt_cache_hit_tokens,
+        u.cached_tokens,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(0);
+    let written = details
+        .and_then(|d| d.cache_write_tokens.or(d.cache_creation_input_tokens))
         .unwrap_or(0);
     let reasoning = u
         .completion_tokens_details
@@ -79,7 +93,7 @@ pub(crate) fn usage(u: &toolbridge_wire::chat::ChatUsage) -> toolbridge_wire::re
         input_tokens: u.prompt_tokens,
         input_tokens_details: InputTokensDetails {
             cached_tokens: cached,
-            cache_write_tokens: 0,
+            cache_write_tokens: written,
         },
         output_tokens: u.completion_tokens,
         output_tokens_details: OutputTokensDetails {

@@ -48,6 +48,7 @@ pub fn build(
     for (key, value) in &profile.extra_body {
         out.extra.insert(key.clone(), value.clone());
     }
+    super::cache::place(&mut out.messages, &profile.cache);
     out
 }
 

@@ -1,0 +1,336 @@
+//! Ring 2: a whole session's prompt cache, through the gateway, on every dialect.
+//!
+//! A client replays a Codex-shaped session (long instructions, Codex's tools, reasoning, a
+//! shell call, a freeform `apply_patch` edit, a second task in the same thread) the way Codex
+//! does: every request resends the instructions, the tools and the whole history with the items
+//! of each answer as they came. The fake upstream caches by its provider's documented rules
+//! (`toolbridge_testkit::cache`) and reports reads and writes in the provider's own fields.
+//!
+//! For each target it asserts:
+//! - the prefix property: each upstream body begins, block for block, with the one before it
+//!   (`cache_control` marks aside, which move every turn and are not content);
+//! - the cached share of requests 2..N is at least 95% of what the same fake cache serves a
+//!   client that talks to the provider directly and only appends (each request reads all of the
+//!   previous one);
+//! - the client reads the cache's reads and writes in `usage` exactly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
+
+mod common;
+
+use common::Harness;
+use serde_json::{Value, json};
+use toolbridge_testkit::cache::{CacheSim, Report, Rules, prefix_break};
+use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
+
+/// One provider as a session sees it.
+struct Target {
+    preset: &'static str,
+    dialect: &'static str,
+    wire: Wire,
+    rules: Rules,
+    report: Report,
+}
+
+fn targets() -> Vec<Target> {
+    let chat = Wire::Chat { think_tags: false };
+    vec![
+        Target {
+            preset: "deepseek",
+            dialect: "chat",
+            wire: chat,
+            rules: Rules::automatic(64, 64),
+            report: Report::DeepSeek,
+        },
+        Target {
+            preset: "kimi",
+            dialect: "chat",
+            wire: chat,
+            rules: Rules::automatic(256, 256),
+            report: Report::Moonshot,
+        },
+        Target {
+            preset: "glm",
+            dialect: "chat",
+            wire: chat,
+            rules: Rules::automatic(1, 1),
+            report: Report::OpenAi,
+        },
+        Target {
+            preset: "qwen",
+            dialect: "chat",
+            wire: chat,
+            rules: Rules {
+                automatic: Some((1, 256)),
+                breakpoints: Some((1024, 20)),
+            },
+            report: Report::OpenAi,
+        },
+        Target {
+            preset: "anthropic",
+            dialect: "anthropic",
+            wire: Wire::Anthropic,
+            rules: Rules::breakpoints(),
+            report: Report::Anthropic,
+        },
+        Target {
+            preset: "gemini",
+            dialect: "gemini",
+            wire: Wire::Gemini,
+            rules: Rules::automatic(1, 1024),
+            report: Report::Gemini,
+        },
+        Target {
+            preset: "responses",
+            dialect: "responses",
+            wire: Wire::Responses,
+            rules: Rules::automatic(128, 1024),
+            report: Report::Responses,
+        },
+    ]
+}
+
+async fn gateway(t: &Target) -> Harness {
+    Harness::with_toml(|url| {
+        format!(
+            r#"
+[providers.up]
+dialect = "{}"
+preset = "{}"
+base_url = "{url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[routes]]
+model = "*"
+provider = "up"
+"#,
+            t.dialect, t.preset
+        )
+    })
+    .await
+}
+
+/// Instructions of Codex's size class (about 3,000 tokens): over every provider's minimum.
+fn instructions() -> String {
+    let line = "You are a coding agent running in a terminal. Keep edits small, run the tests, and say what changed.\n";
+    line.repeat(120)
+}
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "name": "exec_command", "description": "Runs a shell command.",
+         "strict": false,
+         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"},
+            "workdir": {"type": "string"}}, "required": ["cmd"], "additionalProperties": false}},
+        {"type": "function", "name": "update_plan", "description": "Updates the task plan.",
+         "strict": false,
+         "parameters": {"type": "object", "properties": {"plan": {"type": "array",
+            "items": {"type": "object", "properties": {"step": {"type": "string"},
+            "status": {"type": "string"}}, "required": ["step", "status"]}}},
+            "required": ["plan"], "additionalProperties": false}},
+        {"type": "custom", "name": "apply_patch", "description": "Edits files with a patch.",
+         "format": {"type": "text"}}
+    ])
+}
+
+fn call(id: &str, name: &str, custom: bool, arguments: Value) -> Call {
+    Call {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        namespace: None,
+        custom,
+        arguments,
+    }
+}
+
+/// The model's answers, one a request, and what the user says before requests 1 and 5.
+fn answers() -> Vec<Answer> {
+    let thinking = |s: &str| vec![s.to_owned()];
+    let answer = |reasoning: Vec<String>, text: &str, calls: Vec<Call>| Answer {
+        reasoning,
+        text: if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_owned()]
+        },
+        end: if calls.is_empty() {
+            End::Stop
+        } else {
+            End::ToolCalls
+        },
+        calls,
+        usage: Usage {
+            input: 10,
+            cached: 0,
+            output: 20,
+            reasoning: 0,
+        },
+    };
+    let patch =
+        "*** Begin Patch\n*** Update File: src/lib.rs\n@@\n-    a - b\n+    a + b\n*** End Patch\n";
+    // A custom call: a Responses upstream sends it as `custom_tool_call`, the other dialects
+    // as the degraded function with its one `input` argument.
+    let patch_args = json!({"input": patch});
+    vec![
+        answer(
+            thinking("Look at the code first."),
+            "",
+            vec![call(
+                "call_1",
+                "exec_command",
+                false,
+                json!({"cmd": "cat src/lib.rs"}),
+            )],
+        ),
+        answer(
+            thinking("The sum subtracts."),
+            "",
+            vec![call("call_2", "apply_patch", true, patch_args)],
+        ),
+        answer(
+            thinking("Run the tests."),
+            "",
+            vec![call(
+                "call_3",
+                "exec_command",
+                false,
+                json!({"cmd": "cargo test"}),
+            )],
+        ),
+        answer(thinking("Done."), "Fixed `add`: it subtracted.", vec![]),
+        answer(
+            thinking("Add a test."),
+            "",
+            vec![call(
+                "call_5",
+                "update_plan",
+                false,
+                json!({"plan": [{"step": "write the test", "status": "in_progress"}]}),
+            )],
+        ),
+        answer(
+            thinking("Now run it."),
+            "",
+            vec![call(
+                "call_6",
+                "exec_command",
+                false,
+                json!({"cmd": "cargo test add"}),
+            )],
+        ),
+        answer(
+            thinking("All good."),
+            "Added a test for `add`; it passes.",
+            vec![],
+        ),
+    ]
+}
+
+/// The output each call gets back, by call id.
+fn output_for(item: &Value) -> Option<Value> {
+    let id = item["call_id"].as_str()?;
+    match item["type"].as_str()? {
+        "function_call" => Some(json!({"type": "function_call_output", "call_id": id,
+            "output": format!("output of {id}: ok\n{}", "line of output\n".repeat(20))})),
+        "custom_tool_call" => Some(json!({"type": "custom_tool_call_output", "call_id": id,
+            "output": "Success. Updated the following files:\nM src/lib.rs\n"})),
+        _ => None,
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+}
+
+/// Runs the session; returns the usage the client read for each request.
+async fn session(t: &Target, h: &Harness) -> Vec<Value> {
+    let mut input = vec![user("The `add` function is wrong; fix it.")];
+    let mut usages = Vec::new();
+    for (n, answer) in answers().into_iter().enumerate() {
+        if n == 4 {
+            input.push(user("Now add a test for it."));
+        }
+        h.upstream.push(t.wire.stream(&answer));
+        let body = json!({
+            "model": "m",
+            "instructions": instructions(),
+            "tools": tools(),
+            "tool_choice": "auto",
+            "parallel_tool_calls": false,
+            "reasoning": {"effort": "medium", "summary": "auto"},
+            "store": false,
+            "stream": true,
+            "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "thread-1",
+            "input": input,
+        });
+        let events = h.post_stream(&body).await;
+        let done = events
+            .iter()
+            .find(|e| e.name.as_deref() == Some("response.completed"))
+            .unwrap_or_else(|| {
+                let last = events
+                    .last()
+                    .map(|e| e.data.to_string())
+                    .unwrap_or_default();
+                panic!(
+                    "{}: request {n} did not complete; last event: {:.2000}",
+                    t.preset, last
+                )
+            });
+        let response = &done.data["response"];
+        usages.push(response["usage"].clone());
+        for item in response["output"].as_array().unwrap() {
+            input.push(item.clone());
+            if let Some(output) = output_for(item) {
+                input.push(output);
+            }
+        }
+    }
+    usages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reads_what_the_turn_before_wrote_on_every_dialect() {
+    let mut table = Vec::new();
+    for t in targets() {
+        let h = gateway(&t).await;
+        h.upstream
+            .set_cache(CacheSim::new(t.wire, t.rules, t.report));
+        let usages = session(&t, &h).await;
+        let bodies: Vec<Value> = h.upstream.requests().into_iter().map(|r| r.body).collect();
+        assert_eq!(bodies.len(), usages.len(), "{}", t.preset);
+        assert_eq!(
+            prefix_break(t.wire, &bodies),
+            None,
+            "{}: a request does not begin with the one before it",
+            t.preset
+        );
+        let cache = h.upstream.cache().unwrap();
+        for (n, (served, usage)) in cache.served.iter().zip(&usages).enumerate() {
+            let details = &usage["input_tokens_details"];
+            assert_eq!(
+                (
+                    usage["input_tokens"].as_u64(),
+                    details["cached_tokens"].as_u64(),
+                    details["cache_write_tokens"].as_u64()
+                ),
+                (Some(served.input), Some(served.read), Some(served.write)),
+                "{}: request {n}'s usage",
+                t.preset
+            );
+        }
+        let share = cache.share_of_ideal().unwrap();
+        table.push(format!("{:<10} {share:.3}", t.preset));
+        assert!(
+            share >= 0.95,
+            "{}: cached share {share:.3} of a direct client's; served {:?}",
+            t.preset,
+            cache.served
+        );
+    }
+    eprintln!(
+        "cached share of a direct client's, requests 2..N:\n{}",
+        table.join("\n")
+    );
+}
