@@ -79,7 +79,7 @@ fn items(value: Option<&Value>) -> Result<Vec<Value>, GatewayError> {
         })?;
         out.push(serde_json::to_value(parsed).unwrap_or(Value::Null));
     }
-    Ok(crate::http::responses::history::stored_items(out))
+    Ok(crate::http::responses::stored::history::stored_items(out))
 }
 
 async fn run(result: impl std::future::Future<Output = Result<Value, GatewayError>>) -> Response {

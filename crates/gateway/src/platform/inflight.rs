@@ -8,7 +8,7 @@
 //! which the response's pump holds: it goes when the response ends, however it ends.
 //!
 //! [`Drains`] counts the tasks that finish a stream after its client went away (see
-//! `responses::detach`), so shutdown waits for them: a drained run ends stored (completed,
+//! `responses::emit::detach`), so shutdown waits for them: a drained run ends stored (completed,
 //! cancelled, or failed at the forced stop), never left `in_progress`.
 //!
 //! Not here: what a cancel does to a response (the pumps end it `cancelled`), or to the stored

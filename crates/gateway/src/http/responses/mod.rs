@@ -5,27 +5,35 @@
 //! accepted the request are HTTP errors in OpenAI's shape; once SSE headers are out, every
 //! failure ends the stream with `response.failed` and a specific code.
 //!
-//! The path is a pipeline of stages, one file each, each taking the previous one's typed
-//! hand-off (the types are here):
+//! The path is a pipeline of stages, one folder each (the stage itself in its `mod.rs`, its
+//! helpers beside it), each taking the previous one's typed hand-off (the types are here):
 //!
-//! - `ingress`: parse, admit the key, split a background request off (`background`); the
-//!   WebSocket mode (`websocket`) is a second ingress: each `response.create` frame runs
-//!   through the same stages with JSON framing;
-//! - `prepare` → [`Prepared`]: history and compaction expansion, the request's MCP servers and
-//!   approvals (`request_mcp`), normalisation, sealed reasoning opened, the route looked up —
-//!   once per request, whatever the number of targets;
-//! - `route` → [`Routed`]: per target, the gateway tools offered, the plan, the tool checks and
+//! - `ingress/`: parse, admit the key (`ingress/admission`, which also charges the tokens at
+//!   the end), split a background request off (`background/`); the WebSocket mode
+//!   (`websocket/`) is a second ingress: each `response.create` frame runs through the same
+//!   stages with JSON framing;
+//! - `prepare/` → [`Prepared`]: history and compaction expansion, the request's MCP servers and
+//!   approvals (`prepare/request_mcp`), normalisation, sealed reasoning opened, the route looked
+//!   up — once per request, whatever the number of targets;
+//! - `route/` → [`Routed`]: per target, the gateway tools offered, the plan, the tool checks and
 //!   the translated body;
-//! - `dispatch` → [`Dispatched`]: per target in order, the provider's limits, the send, the
-//!   first-event peek and the fallback to the next;
-//! - `answer`: the relayed or assembled answer, streamed (`sse`) or whole (`sync`), metered
-//!   (`meter`), stored (`persist`) and tracked in flight (`detach`); both transports hand the end
-//!   of every upstream round to the one round driver (`rounds`: the gateway's own rounds —
-//!   `echo`, `tool_loop`, `repair`).
+//! - `dispatch/` → [`Dispatched`]: per target in order, the provider's limits, the send, the
+//!   first-event peek and the fallback to the next; the upstream's body read as events
+//!   (`dispatch/chunks`) and decoded (`dispatch/decode`);
+//! - `emit/`: the answer (its `mod.rs`), relayed (`emit/passthrough`) or assembled, streamed
+//!   (`emit/sse`, waiting in the one transport loop, `emit/transport`) or whole (`emit/sync`),
+//!   metered (`emit/meter`, `emit/abandoned`, `emit/usage`) and tracked in flight
+//!   (`emit/detach`);
+//! - `rounds/`: the one round driver both transports hand the end of every upstream round to:
+//!   the gateway's own rounds, builtins echoed (`rounds/echo`), the tool loop
+//!   (`rounds/tool_loop`, its tool search `rounds/found`, its stream side `rounds/tools_pump`)
+//!   and repair re-asks (`rounds/repair`).
 //!
-//! Background runs (`background`) and compaction (`compact`) are clients of the stages; the
-//! request's admission against its key (`admission`), its history (`history`) and usage
-//! estimates (`usage`) are the helpers the stages share.
+//! Beside the stages: `stored/`, the store's side shared by several of them (the history a
+//! request extends, the provider state kept for it, the response written as it runs); and the
+//! clients of the stages: background runs (`background/`) and compaction (`compact/`:
+//! `/v1/responses/compact`, the compaction items that `prepare` expands, and Codex's compaction
+//! trigger on `/v1/responses`, `compact/trigger`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,45 +52,25 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 use crate::error::GatewayError;
 use crate::state::AppState;
 
-mod abandoned;
-pub(crate) mod admission;
-mod answer;
 mod background;
-mod chunks;
-pub(crate) mod compact;
-mod decode;
-mod detach;
+mod compact;
 mod dispatch;
-mod echo;
-mod found;
-pub(crate) mod history;
-mod ingress;
-mod meter;
-mod passthrough;
-mod persist;
+mod emit;
+pub(crate) mod ingress;
 mod prepare;
-mod provider_state;
-mod repair;
-mod request_mcp;
 mod rounds;
 mod route;
-mod sse;
-mod sync;
-mod tool_loop;
-mod tools_pump;
-mod transport;
-mod trigger;
-pub(crate) mod usage;
+pub(crate) mod stored;
 mod websocket;
 
 use axum::Router;
 use axum::routing::post;
-pub(crate) use decode::decode_whole;
+pub(crate) use dispatch::decode::decode_whole;
+pub use emit::sse::frame;
 use ingress::ingress;
 pub use ingress::parse_request;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
-pub use sse::frame;
 
 /// The routes that create responses: `POST /v1/responses` and `POST /v1/responses/compact`
 /// (and the WebSocket mode's `GET /v1/responses`).
@@ -99,7 +87,7 @@ pub(crate) fn websocket_router() -> Router<AppState> {
 
 /// What the upstream accepted: a stream (its first event already read) or a whole answer.
 enum Answer {
-    Stream(chunks::UpstreamSse),
+    Stream(dispatch::chunks::UpstreamSse),
     Whole(reqwest::Response),
 }
 
@@ -175,7 +163,7 @@ struct Caller {
     key: Option<crate::platform::auth::Authenticated>,
     session: Option<String>,
     /// How the answer's events are framed: SSE for HTTP, JSON texts for a WebSocket.
-    framing: transport::Framing,
+    framing: emit::transport::Framing,
     /// What the request's headers say of it (Codex's `x-codex-turn-metadata`), for routing.
     signals: crate::config::RouteSignals,
 }
@@ -235,7 +223,7 @@ struct Routed<'a> {
     repairs: bool,
     repair_checks: Option<Arc<ToolSchemas>>,
     /// The planned tools' JSON text, serialised once for the checks' key (see
-    /// `answer::assembled`).
+    /// `emit::assembled`).
     tools_text: Option<toolbridge_wire::raw::RawJson>,
 }
 
@@ -261,16 +249,16 @@ async fn respond(
     body: Option<&Bytes>,
     caller: Caller,
 ) -> Result<Response, GatewayError> {
-    if trigger::is_trigger(&req) {
+    if compact::trigger::is_trigger(&req) {
         // Boxed: a rare way, which should not make every request's future larger.
-        return Box::pin(trigger::answer(state, req, &caller)).await;
+        return Box::pin(compact::trigger::answer(state, req, &caller)).await;
     }
     let stored = run.is_some() || (req.store.unwrap_or(true) && state.store.is_some());
     let (prepared, raw) = prepare::prepare(state, req, &caller, stored, body).await?;
     // Boxed: it moves through the answer's stages (kilobytes each time, unboxed).
     let prepared = Box::new(prepared);
     let dispatched = dispatch::dispatch(state, &prepared, raw, &caller, request_id).await?;
-    answer::answer(
+    emit::answer(
         state,
         prepared,
         dispatched,

@@ -6,7 +6,7 @@
 //! [`Authenticated`] into the request's extensions (and, for handlers that do not extract it,
 //! into a task-local read by [`current`]). The handler then admits the request (model scope,
 //! tool scope, budget: [`check_model`], [`check_tools`], the budget in [`budget`]) once the body
-//! is parsed, and charges it once usage is known (`http::responses::admission`).
+//! is parsed, and charges it once usage is known (`http::responses::ingress::admission`).
 //!
 //! Store keys are cached in process for [`KeyResolver`]'s TTL (`key_cache_secs`, default 30):
 //! a revoked key keeps working on a process that resolved it for at most that long, and a

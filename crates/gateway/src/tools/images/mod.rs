@@ -15,7 +15,7 @@
 //! retries (connect errors, 429, 5xx) only before anything of the image was shown.
 //!
 //! Not here: the HTTP exchange itself (`backend`), the section as written (`file`), showing
-//! the item (the assembler) or the loop that runs the call (`http/responses/tool_loop`).
+//! the item (the assembler) or the loop that runs the call (`http/responses/rounds/tool_loop`).
 
 mod backend;
 mod file;

@@ -40,7 +40,7 @@ use metrics::{counter, gauge};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::transport::wait_for;
+use super::emit::transport::wait_for;
 use crate::error::GatewayError;
 use crate::platform::auth::Authenticated;
 use crate::platform::ops::metrics::names;

@@ -1,8 +1,20 @@
-//! The answer stage: what the client gets from the upstream that took the request. A native
-//! Responses upstream's answer is relayed (`passthrough`); any other goes through the
+//! The emit stage: the answer, what the client gets from the upstream that took the request. A
+//! native Responses upstream's answer is relayed (`passthrough`); any other goes through the
 //! assembler, streamed (`sse`) or whole (`sync`), with the rounds of the gateway's own (echoed
-//! builtins, the tool loop, repair re-asks). The response's identity, its meter, its storing
-//! and its place in flight are set up here. Not here: choosing the upstream (`dispatch`).
+//! builtins, the tool loop, repair re-asks: `rounds`). The response's identity, its meter, its
+//! storing and its place in flight are set up here; beside this file are the transport loop the
+//! streamed answers wait in (`transport`), what is charged (`meter`, `abandoned`, `usage`) and
+//! the tracking of a stream whose client left (`detach`). Not here: choosing the upstream
+//! (`dispatch`), the store's side (`stored`).
+
+mod abandoned;
+mod detach;
+pub(super) mod meter;
+mod passthrough;
+pub(super) mod sse;
+mod sync;
+pub(super) mod transport;
+pub(super) mod usage;
 
 use std::sync::Arc;
 
@@ -12,20 +24,21 @@ use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skelet
 use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
-use super::detach::{Detach, Flight};
-use super::echo::{EchoRounds, MAX_ECHO_ROUNDS};
-use super::meter::Meter;
-use super::passthrough::Passthrough;
-use super::persist::Persist;
-use super::provider_state::StateSink;
-use super::repair::{RepairRounds, record_repairs};
+use self::detach::{Detach, Flight};
+use self::meter::Meter;
+use self::passthrough::Passthrough;
+use self::sse::{Pump, stream_response};
+use self::sync::{Resend, sync_response};
+use self::transport::{Framing, wait_for};
+use super::dispatch::decode;
 use super::rounds::Rounds;
-use super::sse::{Pump, stream_response};
-use super::sync::{Resend, sync_response};
-use super::tool_loop::{Continuation, ToolRounds};
-use super::transport::{Framing, wait_for};
+use super::rounds::echo::{EchoRounds, MAX_ECHO_ROUNDS};
+use super::rounds::repair::{RepairRounds, record_repairs};
+use super::rounds::tool_loop::{Continuation, ToolRounds};
+use super::stored::persist::Persist;
+use super::stored::provider_state::StateSink;
 use super::{
-    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, Routed, decode,
+    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, Routed,
     diagnostics_header,
 };
 use crate::error::GatewayError;
@@ -333,7 +346,7 @@ struct Assembled<'a> {
 /// A streamed answer: the pump, its first snapshot stored first.
 async fn stream(
     state: &AppState,
-    upstream: super::chunks::UpstreamSse,
+    upstream: super::dispatch::chunks::UpstreamSse,
     assembled: Assembled<'_>,
     mut setup: Setup,
     request_id: &str,

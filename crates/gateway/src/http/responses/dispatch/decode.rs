@@ -19,12 +19,12 @@ use super::chunks::{Chunk, UpstreamSse, upstream_sse};
 /// The decoder of a stream of `dialect`; `None` for a native Responses upstream, whose events
 /// are relayed (`passthrough`), not decoded. Calls without an id get one unique to the answer:
 /// a client keys calls by id across turns.
-pub(super) fn decoder(dialect: Dialect, profile: &Profile) -> Option<Decoder> {
+pub(in crate::http::responses) fn decoder(dialect: Dialect, profile: &Profile) -> Option<Decoder> {
     dialect.decoder(profile, ids::new("call"))
 }
 
 /// A fresh decoder of the same dialect, for the next round's stream.
-pub(super) fn restarted(decoder: &Decoder, profile: &Profile) -> Decoder {
+pub(in crate::http::responses) fn restarted(decoder: &Decoder, profile: &Profile) -> Decoder {
     decoder.restarted(profile, ids::new("call"))
 }
 

@@ -15,30 +15,30 @@ use std::sync::Arc;
 use toolbridge_wire::responses::Diagnostic;
 
 /// What storing one response needs, kept until its end.
-pub(super) struct Persist {
-    pub(super) store: Arc<dyn toolbridge_store::ResponseStore>,
+pub(in crate::http::responses) struct Persist {
+    pub(in crate::http::responses) store: Arc<dyn toolbridge_store::ResponseStore>,
     /// The tenant owning what is stored (the caller's).
-    pub(super) tenant: toolbridge_store::Tenant,
+    pub(in crate::http::responses) tenant: toolbridge_store::Tenant,
     /// This turn's input items, with ids.
-    pub(super) input_items: Vec<serde_json::Value>,
-    pub(super) expires_at: i64,
+    pub(in crate::http::responses) input_items: Vec<serde_json::Value>,
+    pub(in crate::http::responses) expires_at: i64,
     /// A background run: its writes never undo a cancel.
-    pub(super) guarded: bool,
+    pub(in crate::http::responses) guarded: bool,
     /// The largest response stored; a larger one is not kept (and its `in_progress` record is
     /// removed), so it is never half-visible.
-    pub(super) max_bytes: usize,
+    pub(in crate::http::responses) max_bytes: usize,
     /// Whether the response itself is stored (`store`); a conversation keeps its items either way.
-    pub(super) keep_response: bool,
+    pub(in crate::http::responses) keep_response: bool,
     /// The conversation this turn's items and output are appended to.
-    pub(super) conversation: Option<String>,
+    pub(in crate::http::responses) conversation: Option<String>,
     /// A stream's `in_progress` write, running beside the stream
     /// ([`Self::save_started_beside`]); only a removal of the response waits for it.
-    pub(super) started: Option<tokio::task::JoinHandle<()>>,
+    pub(in crate::http::responses) started: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What a final write could not keep.
 #[derive(Debug)]
-pub(super) struct Unsaved {
+pub(in crate::http::responses) struct Unsaved {
     /// The response itself is not stored (its `store` becomes false).
     pub(super) response: bool,
     pub(super) message: String,
@@ -58,7 +58,10 @@ impl Unsaved {
     }
 
     /// Applies the durability rule to the response object about to go out.
-    pub(super) fn mark(&self, response: &mut toolbridge_wire::responses::Response) {
+    pub(in crate::http::responses) fn mark(
+        &self,
+        response: &mut toolbridge_wire::responses::Response,
+    ) {
         if self.response {
             response.store = false;
         }
@@ -66,7 +69,7 @@ impl Unsaved {
     }
 
     /// [`Self::mark`] for a response object as JSON (a relayed Responses upstream's).
-    pub(super) fn mark_value(&self, response: &mut serde_json::Value) {
+    pub(in crate::http::responses) fn mark_value(&self, response: &mut serde_json::Value) {
         let serde_json::Value::Object(map) = response else {
             return;
         };
@@ -91,7 +94,7 @@ impl Persist {
     /// background run, answered `queued` only once that is stored): if the process dies before
     /// the end, the next start marks it failed (never a half-written response, never a ghost).
     /// A failure is logged and returned.
-    pub(super) async fn save_started(
+    pub(in crate::http::responses) async fn save_started(
         &self,
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
@@ -117,7 +120,7 @@ impl Persist {
     /// either order on every store and the final one ([`Self::save_text`]) does not wait for
     /// this one: landing second, this one is refused. On the SQLite writer a stream that ended
     /// quickly has both in one batch, and the batch writes only the final one.
-    pub(super) fn save_started_beside(
+    pub(in crate::http::responses) fn save_started_beside(
         &mut self,
         response: &toolbridge_wire::responses::Response,
         request_id: &str,
@@ -131,7 +134,7 @@ impl Persist {
 
     /// [`Self::save_started_beside`] of the response serialised already (`text`, its outline
     /// noted when the response is kept): the stream's start events carry the same text.
-    pub(super) fn save_started_text(
+    pub(in crate::http::responses) fn save_started_text(
         &mut self,
         text: toolbridge_store::ResponseText,
         request_id: &str,
@@ -197,7 +200,7 @@ impl Persist {
     }
 
     /// [`Self::save_text`] of a response object given only as JSON (serialised here, once).
-    pub(super) async fn save(
+    pub(in crate::http::responses) async fn save(
         self,
         response: &serde_json::Value,
         request_id: &str,
@@ -215,7 +218,7 @@ impl Persist {
     /// upstream's with unknown fields kept): the store keeps `text` itself, its output items as
     /// slices of it, so a caller that sends the same text serialises the response once.
     /// `output` gives the output items as JSON, asked only when a conversation is extended.
-    pub(super) async fn save_text(
+    pub(in crate::http::responses) async fn save_text(
         mut self,
         output: impl FnOnce() -> Vec<serde_json::Value>,
         text: toolbridge_store::ResponseText,

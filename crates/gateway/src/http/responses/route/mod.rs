@@ -39,7 +39,7 @@ pub(super) fn known_list(state: &AppState) -> String {
 }
 
 /// A request's compiled tool checks, and the JSON text of the tools they were keyed by (the
-/// response echoing the same tools writes that text: `answer::assembled`).
+/// response echoing the same tools writes that text: `emit::assembled`).
 pub(super) struct ToolChecks {
     schemas: Arc<ToolSchemas>,
     text: Option<toolbridge_wire::raw::RawJson>,

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
 use toolbridge_wire::responses::{CreateResponse, ResponseStatus};
 
-use super::persist::Persist;
 use super::prepare::check;
+use super::stored::persist::Persist;
 use super::{BackgroundRun, Caller, respond};
 use crate::error::GatewayError;
 use crate::platform::auth::Authenticated;
@@ -124,7 +124,7 @@ fn spawn(
         let caller = Caller {
             key: key.clone(),
             session: None,
-            framing: super::transport::Framing::Sse,
+            framing: super::emit::transport::Framing::Sse,
             signals: crate::config::RouteSignals::default(),
         };
         if let Err(e) = respond(
@@ -137,7 +137,7 @@ fn spawn(
         )
         .await
         {
-            crate::http::responses::admission::release(&worker_state, key.as_ref()).await;
+            crate::http::responses::ingress::admission::release(&worker_state, key.as_ref()).await;
             tracing::warn!(
                 request_id = worker_request,
                 code = e.code(),

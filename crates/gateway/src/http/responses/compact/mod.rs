@@ -10,7 +10,10 @@
 //!
 //! The route is looked up with the request's Codex signals, a `request_kind` of `compaction`
 //! when it names none, so a route for compaction serves it. Codex's inline form (a
-//! `compaction_trigger` input item on `/v1/responses`) is `trigger`'s, with the same summary.
+//! `compaction_trigger` input item on `/v1/responses`) is `trigger`'s (beside this file), with
+//! the same summary.
+
+pub(super) mod trigger;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -97,7 +100,7 @@ async fn run(
     };
     // The same key scopes and budget as a response, and the same expansion of its history
     // and compactions (the prepare stage's).
-    crate::http::responses::admission::admit(state, &req).await?;
+    crate::http::responses::ingress::admission::admit(state, &req).await?;
     let tenant = crate::platform::auth::current_tenant();
     let (_, mut diagnostics) = expand(state, &tenant, &mut req, false).await?;
     let kept_users: Vec<Value> = match &req.input {
@@ -130,7 +133,7 @@ async fn run(
     let mut output = kept_users;
     output.push(compaction_item(state, &summary.text)?);
     let usage = summary.usage.unwrap_or_else(|| {
-        crate::http::responses::usage::estimate(&summary.payload, &summary.text)
+        crate::http::responses::emit::usage::estimate(&summary.payload, &summary.text)
     });
     let mut body = json!({
         "id": ids::new("resp"),

@@ -5,10 +5,10 @@ use toolbridge_core::assemble::Assembler;
 use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::profile::Profile;
 
-use super::decode::decode_whole;
-use super::rounds::{RoundEnd, Rounds};
 use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
+use crate::http::responses::dispatch::decode::decode_whole;
+use crate::http::responses::rounds::{RoundEnd, Rounds};
 use crate::platform::time;
 use crate::upstream::Upstreams;
 

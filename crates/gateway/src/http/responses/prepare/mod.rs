@@ -1,9 +1,11 @@
 //! The prepare stage: the request as every target sees it, computed once. History
 //! (`previous_response_id`, `conversation`) and compaction items are expanded, the request's own
-//! MCP servers connected and the approved calls run, the request normalised, sealed reasoning
-//! opened and provider state the client did not carry back read from the store
-//! (`provider_state`); the route is looked up here, once. Not here: anything that depends on the target
-//! (plans, tool checks, translation: `route`).
+//! MCP servers connected and the approved calls run (`request_mcp`), the request normalised, sealed
+//! reasoning opened and provider state the client did not carry back read from the store
+//! (`provider_state`); the route is looked up here, once. Not here: anything that depends on the
+//! target (plans, tool checks, translation: `route`).
+
+mod request_mcp;
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use toolbridge_providers::dialect::Raw;
 use toolbridge_store::Tenant;
 use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 
-use super::request_mcp::{connect_request_mcp, resolve_approvals};
+use self::request_mcp::{connect_request_mcp, resolve_approvals};
 use super::route::{known_list, lookup};
 use super::{Caller, Prepared};
 use crate::error::GatewayError;
@@ -68,7 +70,7 @@ pub(super) async fn prepare<'a>(
         .iter()
         .any(|t| t.provider.dialect.checks_signatures())
     {
-        super::provider_state::fill(state, &tenant, &mut canonical.turns).await;
+        super::stored::provider_state::fill(state, &tenant, &mut canonical.turns).await;
     }
     let display = ReasoningDisplay::for_request(&req);
     let prepared = Prepared {
@@ -96,9 +98,13 @@ pub(crate) async fn expand(
     req: &mut CreateResponse,
     stored: bool,
 ) -> Result<(Vec<serde_json::Value>, Vec<Diagnostic>), GatewayError> {
-    let turn_items =
-        crate::http::responses::history::expand(state.store.as_deref(), tenant, req, stored)
-            .await?;
+    let turn_items = crate::http::responses::stored::history::expand(
+        state.store.as_deref(),
+        tenant,
+        req,
+        stored,
+    )
+    .await?;
     let mut diagnostics = Vec::new();
     crate::http::responses::compact::expand_compactions(
         req,

@@ -24,7 +24,7 @@ struct Ended<'a> {
 
 /// One response's accounting and side channel.
 #[derive(Clone)]
-pub(super) struct Meter {
+pub(in crate::http::responses) struct Meter {
     state: AppState,
     key: Option<Authenticated>,
     provider: String,
@@ -69,7 +69,7 @@ impl Meter {
     /// Ends metering with the final response object given as JSON (a native Responses
     /// upstream's, unknown fields kept): its tokens are charged, and `response.completed` (with
     /// the status) goes to the session.
-    pub(super) async fn finish(&self, response: &serde_json::Value) {
+    pub(in crate::http::responses) async fn finish(&self, response: &serde_json::Value) {
         let usage = &response["usage"];
         let ended = Ended {
             status: response["status"].as_str().unwrap_or("unknown"),
@@ -114,7 +114,7 @@ impl Meter {
         if let Some(ctx) = &self.observed {
             ctx.write_capture_json(text, 200).await;
         }
-        crate::http::responses::admission::charge(
+        crate::http::responses::ingress::admission::charge(
             &self.state,
             self.key.as_ref(),
             &self.provider,
@@ -129,7 +129,7 @@ impl Meter {
     /// The client went away before the end: the tokens used so far (an estimate) are charged,
     /// and the session hears that the response ended `cancelled`.
     pub(super) async fn abandoned(&self, used: u64) {
-        crate::http::responses::admission::charge(
+        crate::http::responses::ingress::admission::charge(
             &self.state,
             self.key.as_ref(),
             &self.provider,
@@ -142,7 +142,7 @@ impl Meter {
     }
 
     /// A gateway call starting at `step`; the returned handle reports its end.
-    pub(super) fn tool_started(
+    pub(in crate::http::responses) fn tool_started(
         &self,
         call_id: &str,
         server: &str,
@@ -160,7 +160,7 @@ impl Meter {
 
     /// Media of this response's item `item_id` (`format`: `png`, `webp`…; a partial's index
     /// and base64 for progress).
-    pub(super) fn media(
+    pub(in crate::http::responses) fn media(
         &self,
         item_id: &str,
         format: Option<&str>,
@@ -180,7 +180,12 @@ impl Meter {
     }
 
     /// A gateway call's progress: `tool.progress` with a note and the media made so far.
-    pub(super) fn tool_progress(&self, timer: &ToolTimer, detail: String, media: MediaRef) {
+    pub(in crate::http::responses) fn tool_progress(
+        &self,
+        timer: &ToolTimer,
+        detail: String,
+        media: MediaRef,
+    ) {
         let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let info = timer.info.clone().at(time::now_ms(), elapsed);
         self.publish(SessionEvent::ToolProgress(
@@ -190,7 +195,7 @@ impl Meter {
 
     /// A gateway call's end: `tool.completed` with a short summary (and the media it made), or
     /// `tool.failed`.
-    pub(super) fn tool_finished(
+    pub(in crate::http::responses) fn tool_finished(
         &self,
         timer: ToolTimer,
         result: &Result<String, String>,
@@ -209,7 +214,7 @@ impl Meter {
     }
 
     /// One step of the gateway's tool loop.
-    pub(super) fn tool_step(&self) {
+    pub(in crate::http::responses) fn tool_step(&self) {
         crate::platform::ops::metrics::tool_loop_step(&self.provider);
     }
 
@@ -222,7 +227,7 @@ impl Meter {
 }
 
 /// A gateway call in progress, for its end event.
-pub(super) struct ToolTimer {
+pub(in crate::http::responses) struct ToolTimer {
     info: ToolInfo,
     started: Instant,
 }

@@ -30,7 +30,7 @@ pub(super) const MAX_STATE_BYTES: usize = 256 * 1024;
 
 /// Where a response's provider state goes at its end.
 #[derive(Clone)]
-pub(super) struct StateSink {
+pub(in crate::http::responses) struct StateSink {
     store: Arc<dyn ProviderStateStore>,
     tenant: Tenant,
     expires_at: i64,
@@ -39,7 +39,7 @@ pub(super) struct StateSink {
 impl StateSink {
     /// The sink of a response, when the gateway has a store; `stored_until` is the stored
     /// response's expiry, `None` when it is not stored.
-    pub(super) fn new(
+    pub(in crate::http::responses) fn new(
         state: &AppState,
         tenant: &Tenant,
         stored_until: Option<i64>,
@@ -54,7 +54,7 @@ impl StateSink {
     }
 
     /// Writes the response's states (nothing when it has none).
-    pub(super) async fn save(&self, response: &Response, request_id: &str) {
+    pub(in crate::http::responses) async fn save(&self, response: &Response, request_id: &str) {
         let rows = rows(&response.provider_states);
         if rows.is_empty() {
             return;
@@ -95,7 +95,11 @@ fn rows(entries: &[ProviderStateEntry]) -> Vec<(String, String)> {
 
 /// Gives the assistant turns whose calls lack their provider state the state kept for them (by
 /// the turn's first call found), in one store read.
-pub(super) async fn fill(state: &AppState, tenant: &Tenant, turns: &mut [Turn]) {
+pub(in crate::http::responses) async fn fill(
+    state: &AppState,
+    tenant: &Tenant,
+    turns: &mut [Turn],
+) {
     let Some(store) = &state.provider_states else {
         return;
     };

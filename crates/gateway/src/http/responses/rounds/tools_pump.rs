@@ -7,15 +7,15 @@ use axum::body::Bytes;
 use toolbridge_core::assemble::codes;
 use toolbridge_wire::responses::StreamEvent;
 
-use super::rounds::RoundEnd;
-use super::sse::Pump;
+use super::RoundEnd;
 use super::tool_loop::{CallOutcome, PendingTools, ToolRounds, ToolRun};
-use super::transport;
+use crate::http::responses::emit::sse::Pump;
+use crate::http::responses::emit::transport;
 use crate::tools::images::Partial;
 
 /// Gateway calls running: their run (it owns the loop's state) and the partial images it
 /// streams, for the item shown as started.
-pub(super) struct Running {
+pub(in crate::http::responses) struct Running {
     pub(super) pending: PendingTools,
     pub(super) run: ToolRun,
     pub(super) partials: tokio::sync::mpsc::Receiver<(usize, Partial)>,
@@ -42,7 +42,7 @@ async fn silence(keepalive: Option<std::time::Duration>) {
 impl Pump {
     /// Starts the gateway calls shown as started at the last step: their run is polled by
     /// [`Self::poll_tools`]. `Some` when the response ends instead (no loop to run them).
-    pub(super) fn start_tools(
+    pub(in crate::http::responses) fn start_tools(
         &mut self,
         pending: PendingTools,
         out: &mut Vec<StreamEvent>,
@@ -68,7 +68,7 @@ impl Pump {
     /// is shown at once and a silence gets a keep-alive, the run going on; when the calls are
     /// done, they go to the round driver. `Some` when the step ends with these frames; `None`
     /// when the next round's stream is in place and nothing is to be sent yet.
-    pub(super) async fn poll_tools(
+    pub(in crate::http::responses) async fn poll_tools(
         &mut self,
         mut running: Running,
         out: &mut Vec<StreamEvent>,

@@ -1,11 +1,15 @@
-//! The dispatch stage: the targets in order, each routed (`route`), checked against the
-//! provider's own limits, sent, and a stream's first event peeked; a target that cannot take
-//! the request passes it to the next. Not here: what happens with the answer (`answer`).
+//! The dispatch stage: the targets in order, each routed (`route`), checked against the provider's
+//! own limits, sent, and a stream's first event peeked; a target that cannot take the request
+//! passes it to the next. Beside it: the upstream's body read as events (`chunks`) and decoded
+//! (`decode`, with the first-event peek). Not here: what happens with the answer (`emit`).
+
+pub(super) mod chunks;
+pub(super) mod decode;
 
 use toolbridge_providers::dialect::Raw;
 
 use super::route::route;
-use super::{Answer, Caller, Dispatched, Prepared, Routed, decode};
+use super::{Answer, Caller, Dispatched, Prepared, Routed};
 use crate::error::GatewayError;
 use crate::state::AppState;
 

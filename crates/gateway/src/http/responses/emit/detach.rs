@@ -61,7 +61,7 @@ pub(super) struct Detachable<P: Pumped> {
 
 impl<P: Pumped> Detachable<P> {
     /// `detach`: `None` when nothing needs ending after the client left (not stored).
-    pub(super) fn new(pump: P, detach: Option<Detach>) -> Self {
+    pub(in crate::http::responses) fn new(pump: P, detach: Option<Detach>) -> Self {
         Self {
             state: State::Idle(Box::new(pump)),
             detach,

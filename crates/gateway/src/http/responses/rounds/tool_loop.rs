@@ -27,9 +27,9 @@ use toolbridge_providers::dialect::Source;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{CreateResponse, StreamEvent};
 
-use super::meter::Meter;
-use super::{sealed_by_gateway, translate};
 use crate::error::GatewayError;
+use crate::http::responses::emit::meter::Meter;
+use crate::http::responses::{sealed_by_gateway, translate};
 
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ use toolbridge_core::canonical::{AssistantTurn, CallKind, CanonicalRequest, Tool
 use toolbridge_core::plan::{GatewayOffer, NameMap, ToolPlan};
 use toolbridge_wire::responses::Tool;
 
-use super::meter::ToolTimer;
+use crate::http::responses::emit::meter::ToolTimer;
 use crate::tools::images::{self, EarlierImages, ImageOptions, Partial};
 use crate::tools::{Action, Deferred, GatewaySource, GatewayTools, error_result};
 use toolbridge_tools::ToolError;
@@ -51,18 +51,18 @@ pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
 
 /// What a response needs to send another upstream round of its own: the conversation so far
 /// and where to send it.
-pub(super) struct Continuation {
-    pub(super) upstreams: Arc<crate::upstream::Upstreams>,
-    pub(super) provider: crate::config::Provider,
-    pub(super) profile: Profile,
-    pub(super) upstream_model: String,
+pub(in crate::http::responses) struct Continuation {
+    pub(in crate::http::responses) upstreams: Arc<crate::upstream::Upstreams>,
+    pub(in crate::http::responses) provider: crate::config::Provider,
+    pub(in crate::http::responses) profile: Profile,
+    pub(in crate::http::responses) upstream_model: String,
     /// The client's request (its non-history fields are read by the translators).
-    pub(super) req: Arc<CreateResponse>,
+    pub(in crate::http::responses) req: Arc<CreateResponse>,
     /// The conversation so far, growing by one exchange per round.
-    pub(super) canonical: CanonicalRequest,
-    pub(super) plan: ToolPlan,
+    pub(in crate::http::responses) canonical: CanonicalRequest,
+    pub(in crate::http::responses) plan: ToolPlan,
     /// What the gateway runs itself for this request: a replan keeps it.
-    pub(super) offer: GatewayOffer,
+    pub(in crate::http::responses) offer: GatewayOffer,
 }
 
 impl Continuation {
@@ -112,35 +112,35 @@ impl Continuation {
 }
 
 /// What one response's tool loop needs besides its [`Continuation`].
-pub(super) struct ToolRounds {
-    pub(super) tools: Arc<GatewayTools>,
+pub(in crate::http::responses) struct ToolRounds {
+    pub(in crate::http::responses) tools: Arc<GatewayTools>,
     /// Resolves the model's calls: provider name → the typed source's tool, arguments checked
     /// and parsed into the action to run, within this request's selection.
-    pub(super) transport: ModelTransport<ToolSelection<Action>>,
+    pub(in crate::http::responses) transport: ModelTransport<ToolSelection<Action>>,
     /// The typed source the selection is of (its ids, for the names of a new plan).
-    pub(super) source: Arc<GatewaySource>,
-    pub(super) steps_left: u32,
+    pub(in crate::http::responses) source: Arc<GatewaySource>,
+    pub(in crate::http::responses) steps_left: u32,
     /// What is left of the request's `max_tool_calls`, when it set one.
-    pub(super) calls_left: Option<u64>,
-    pub(super) deadline: tokio::time::Instant,
+    pub(in crate::http::responses) calls_left: Option<u64>,
+    pub(in crate::http::responses) deadline: tokio::time::Instant,
     /// Reports each call on the session's side channel.
-    pub(super) meter: Meter,
+    pub(in crate::http::responses) meter: Meter,
     /// The loop's step, from 1 for the first round's calls.
-    pub(super) step: u32,
+    pub(in crate::http::responses) step: u32,
     /// The request's own MCP servers the gateway connected.
-    pub(super) listed: Arc<Vec<crate::tools::McpServer>>,
+    pub(in crate::http::responses) listed: Arc<Vec<crate::tools::McpServer>>,
     /// The request's deferred tools, for the gateway's `tool_search`.
-    pub(super) deferred: Arc<Deferred>,
+    pub(in crate::http::responses) deferred: Arc<Deferred>,
     /// How many more searches this response may run.
-    pub(super) searches_left: u32,
+    pub(in crate::http::responses) searches_left: u32,
     /// The request's declared `image_generation` options.
-    pub(super) image_options: ImageOptions,
+    pub(in crate::http::responses) image_options: ImageOptions,
     /// Images of the conversation, for edits (bounded).
-    pub(super) earlier: EarlierImages,
+    pub(in crate::http::responses) earlier: EarlierImages,
 }
 
 /// One gateway call's outcome: what the model reads, and the image item of an image call.
-pub(super) struct CallOutcome {
+pub(in crate::http::responses) struct CallOutcome {
     pub(super) text: Result<String, String>,
     pub(super) image: Option<ImageGenerationCallItem>,
     /// The tools a `tool_search` found, as declared.
@@ -153,7 +153,7 @@ pub(super) type ToolRun =
     std::pin::Pin<Box<dyn std::future::Future<Output = (ToolRounds, Vec<CallOutcome>)> + Send>>;
 
 /// Calls of one round, shown as started and waiting to run.
-pub(super) struct PendingTools {
+pub(in crate::http::responses) struct PendingTools {
     pub(super) calls: Vec<GatewayCall>,
     /// Each call's hosted item; `None` when gateway calls are hidden.
     pub(super) slots: Vec<Option<HostedSlot>>,

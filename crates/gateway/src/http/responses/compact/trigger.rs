@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem, ResponseStatus};
 
-use super::compact::{INSTRUCTION, compaction_item, compaction_signals, summarize, user};
-use super::{Caller, expand};
+use super::{INSTRUCTION, compaction_item, compaction_signals, summarize, user};
 use crate::config::RouteSignals;
 use crate::error::GatewayError;
+use crate::http::responses::{Caller, expand};
 use crate::platform::{ids, time};
 use crate::state::AppState;
 
@@ -30,7 +30,7 @@ use crate::state::AppState;
 const TRIGGER: &str = "compaction_trigger";
 
 /// Whether `req` asks for a compaction: its last input item is a `compaction_trigger`.
-pub(super) fn is_trigger(req: &CreateResponse) -> bool {
+pub(in crate::http::responses) fn is_trigger(req: &CreateResponse) -> bool {
     match &req.input {
         Some(Input::Items(items)) => items.last().is_some_and(is_trigger_item),
         _ => false,
@@ -43,7 +43,7 @@ fn is_trigger_item(item: &InputItem) -> bool {
 }
 
 /// Answers a compaction request with one sealed `compaction` item.
-pub(super) async fn answer(
+pub(in crate::http::responses) async fn answer(
     state: &AppState,
     mut req: CreateResponse,
     caller: &Caller,
@@ -71,10 +71,10 @@ pub(super) async fn answer(
     summary_req.input = Some(Input::Items(items));
     let summary = summarize(state, &model, &summary_req, &signals, &mut diagnostics).await?;
     let item = compaction_item(state, &summary.text)?;
-    let usage = summary
-        .usage
-        .unwrap_or_else(|| super::usage::estimate(&summary.payload, &summary.text));
-    super::admission::charge(
+    let usage = summary.usage.unwrap_or_else(|| {
+        crate::http::responses::emit::usage::estimate(&summary.payload, &summary.text)
+    });
+    crate::http::responses::ingress::admission::charge(
         state,
         caller.key.as_ref(),
         &summary.provider,
@@ -118,7 +118,7 @@ pub(super) async fn answer(
             Ok(caller.framing.event(&name, &event))
         })
         .collect();
-    Ok(super::sse::sse_response(Body::from_stream(
-        futures::stream::iter(frames),
-    )))
+    Ok(crate::http::responses::emit::sse::sse_response(
+        Body::from_stream(futures::stream::iter(frames)),
+    ))
 }

@@ -18,42 +18,42 @@ use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
 use super::abandoned::{charge_abandoned, estimate_used};
 use super::meter::Meter;
-use super::persist::Persist;
-use super::repair::record_repairs;
-use super::rounds::{RoundEnd, Rounds};
-use super::tool_loop::PendingTools;
-use super::tools_pump::Running;
 use super::transport::{self, Framing, PumpLimits, Stop, Wake};
 use super::usage::estimate_missing_usage;
 use crate::error::GatewayError;
+use crate::http::responses::rounds::repair::record_repairs;
+use crate::http::responses::rounds::tool_loop::PendingTools;
+use crate::http::responses::rounds::tools_pump::Running;
+use crate::http::responses::rounds::{RoundEnd, Rounds};
+use crate::http::responses::stored::persist::Persist;
 use crate::platform::time;
 
-use super::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
-use super::decode::restarted;
+use crate::http::responses::dispatch::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
+use crate::http::responses::dispatch::decode::restarted;
 use toolbridge_providers::dialect::Decoder;
 
 /// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
 /// decoder and the assembler, and yields SSE frames.
-pub(super) struct Pump {
+pub(in crate::http::responses) struct Pump {
     pub(super) upstream: UpstreamSse,
     pub(super) decoder: Decoder,
     pub(super) profile: Profile,
-    pub(super) assembler: Option<Assembler>,
-    pub(super) limits: PumpLimits,
+    pub(in crate::http::responses) assembler: Option<Assembler>,
+    pub(in crate::http::responses) limits: PumpLimits,
     /// How events become the transport's messages.
-    pub(super) framing: Framing,
+    pub(in crate::http::responses) framing: Framing,
     /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
     /// need one.
     pub(super) usage_basis: Option<Bytes>,
     /// The rounds besides the first (echoes, the tool loop, re-asks).
-    pub(super) rounds: Rounds,
+    pub(in crate::http::responses) rounds: Rounds,
     /// The provider and upstream model serving the response, for logs.
     pub(super) provider_name: String,
     pub(super) upstream_model: String,
     /// Gateway calls shown as started, to run at the next step.
     pub(super) pending_tools: Option<PendingTools>,
     /// Gateway calls running, polled step by step.
-    pub(super) running: Option<Running>,
+    pub(in crate::http::responses) running: Option<Running>,
     /// Charges the tokens and reports the end on the session, at the end.
     pub(super) meter: Option<Meter>,
     /// Items the gateway shows before the model's output (MCP listings).
@@ -61,7 +61,7 @@ pub(super) struct Pump {
     /// Set when the response is stored at its end.
     pub(super) persist: Option<Persist>,
     /// Where the response's provider state is kept, before its terminal event goes out.
-    pub(super) states: Option<super::provider_state::StateSink>,
+    pub(super) states: Option<crate::http::responses::stored::provider_state::StateSink>,
     /// The final response, between its terminal event and its storing.
     pub(super) final_response: Option<toolbridge_wire::responses::Response>,
     /// The terminal event, held back until the final response is stored (it says whether it
@@ -110,7 +110,7 @@ impl Pump {
             let unsaved = match persist {
                 Some(persist) => persist
                     .save_text(
-                        || super::answer::output_json(&response),
+                        || super::output_json(&response),
                         serialized,
                         &self.request_id,
                     )
@@ -228,7 +228,11 @@ impl Pump {
     }
 
     /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
-    pub(super) fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
+    pub(in crate::http::responses) fn stop(
+        &mut self,
+        stop: Stop,
+        out: Vec<StreamEvent>,
+    ) -> Vec<Bytes> {
         match stop.failure() {
             None => self.cancel(out),
             Some((code, message)) => self.fail(code, message, out),
@@ -236,7 +240,7 @@ impl Pump {
     }
 
     /// `events` in the pump's framing.
-    pub(super) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
+    pub(in crate::http::responses) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
         framed(self.framing, events)
     }
 
@@ -270,7 +274,11 @@ impl Pump {
     }
 
     /// Reads the next round's stream from here on.
-    pub(super) fn switch_to(&mut self, response: reqwest::Response, payload: Bytes) {
+    pub(in crate::http::responses) fn switch_to(
+        &mut self,
+        response: reqwest::Response,
+        payload: Bytes,
+    ) {
         self.upstream = upstream_sse(response);
         self.decoder = restarted(&self.decoder, &self.profile);
         if self.usage_basis.is_some() {
@@ -281,7 +289,11 @@ impl Pump {
     /// Ends the response; `done` says whether the upstream sent its end marker (`[DONE]`,
     /// `message_stop`). Without it and without a finish reason, the answer was cut off
     /// ([`Assembler::finish_unterminated`]).
-    pub(super) fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
+    pub(in crate::http::responses) fn finish(
+        &mut self,
+        mut out: Vec<StreamEvent>,
+        done: bool,
+    ) -> Vec<Bytes> {
         if let Some(mut assembler) = self.assembler.take() {
             self.decoder.finish(&mut self.pending);
             for ev in self.pending.drain(..) {
@@ -318,7 +330,7 @@ impl Pump {
         self.frames(&out)
     }
 
-    pub(super) fn fail(
+    pub(in crate::http::responses) fn fail(
         &mut self,
         code: &str,
         message: String,
@@ -436,7 +448,7 @@ fn joined(mut frames: Vec<Bytes>) -> Option<Bytes> {
 }
 
 /// An SSE answer with `body`: never cached or buffered by a proxy.
-pub(super) fn sse_response(body: Body) -> Response {
+pub(in crate::http::responses) fn sse_response(body: Body) -> Response {
     (
         StatusCode::OK,
         [

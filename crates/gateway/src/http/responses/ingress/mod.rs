@@ -1,6 +1,8 @@
-//! The ingress stage: the body parsed (naming the JSON path of the first problem), the gateway
-//! key admitted (scopes and budget), and a background request split off to `background`. Not
-//! here: anything that reads the store or the route (`prepare`).
+//! The ingress stage: the body parsed (naming the JSON path of the first problem), the gateway key
+//! admitted (scopes and budget: `admission`), and a background request split off to `background`.
+//! Not here: anything that reads the store or the route (`prepare`).
+
+pub(crate) mod admission;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -57,7 +59,7 @@ pub(super) async fn ingress(
     })?;
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
-    let key = crate::http::responses::admission::admit(state, &req).await?;
+    let key = crate::http::responses::ingress::admission::admit(state, &req).await?;
     let answer = if req.background == Some(true) {
         // Boxed: the future of a background start should not make every request's larger.
         Box::pin(start_background(state, req, request_id, key.clone())).await
@@ -65,14 +67,14 @@ pub(super) async fn ingress(
         let caller = Caller {
             key: key.clone(),
             session,
-            framing: super::transport::Framing::Sse,
+            framing: super::emit::transport::Framing::Sse,
             signals,
         };
         respond(state, req, request_id, None, Some(&bytes), caller).await
     };
     if answer.is_err() {
         // Refused before any answer went out: nothing was used, the reservation is returned.
-        crate::http::responses::admission::release(state, key.as_ref()).await;
+        crate::http::responses::ingress::admission::release(state, key.as_ref()).await;
     }
     answer
 }

@@ -10,12 +10,12 @@ use tokio::sync::watch;
 use toolbridge_providers::dialect::Flow;
 use toolbridge_wire::responses::Diagnostic;
 
-use super::chunks::{UpstreamSse, skipped_diagnostic};
 use super::meter::Meter;
-use super::persist::Persist;
 use super::sse;
 use super::transport::{self, Framing, PumpLimits, Wake};
 use crate::error::GatewayError;
+use crate::http::responses::dispatch::chunks::{UpstreamSse, skipped_diagnostic};
+use crate::http::responses::stored::persist::Persist;
 use crate::upstream::{MAX_RESPONSE_BODY, read_capped};
 use toolbridge_providers::responses::reasoning::Sealing;
 use toolbridge_providers::responses::relay::{Relay, whole_restored};

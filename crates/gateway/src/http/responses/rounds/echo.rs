@@ -9,16 +9,16 @@ use toolbridge_providers::dialect::Outgoing;
 use crate::error::GatewayError;
 
 /// The most rounds of provider builtin calls answered within one response.
-pub(super) const MAX_ECHO_ROUNDS: u8 = 4;
+pub(in crate::http::responses) const MAX_ECHO_ROUNDS: u8 = 4;
 
 /// What a response needs to answer provider builtin calls itself (Kimi's `$web_search`): the
 /// request so far, in a dialect that can append echoes, and where to send it again.
-pub(super) struct EchoRounds {
-    pub(super) upstreams: Arc<crate::upstream::Upstreams>,
-    pub(super) provider: crate::config::Provider,
-    pub(super) upstream_model: String,
-    pub(super) outgoing: Outgoing,
-    pub(super) left: u8,
+pub(in crate::http::responses) struct EchoRounds {
+    pub(in crate::http::responses) upstreams: Arc<crate::upstream::Upstreams>,
+    pub(in crate::http::responses) provider: crate::config::Provider,
+    pub(in crate::http::responses) upstream_model: String,
+    pub(in crate::http::responses) outgoing: Outgoing,
+    pub(in crate::http::responses) left: u8,
 }
 
 impl EchoRounds {

@@ -24,7 +24,7 @@ use crate::config::{InvalidCalls, RepairPolicy};
 pub(super) const MAX_REASKS: u8 = 1;
 
 /// One response's repair policy and what is left of its re-asks.
-pub(super) struct RepairRounds {
+pub(in crate::http::responses) struct RepairRounds {
     pub(super) policy: RepairPolicy,
     pub(super) reasks_left: u8,
 }
@@ -40,7 +40,7 @@ pub(super) enum Review {
 }
 
 impl RepairRounds {
-    pub(super) fn new(policy: RepairPolicy) -> Self {
+    pub(in crate::http::responses) fn new(policy: RepairPolicy) -> Self {
         Self {
             policy,
             reasks_left: MAX_REASKS,

@@ -1,6 +1,7 @@
-//! Charging a stream that did not end normally: what it used so far, estimated, when it
-//! failed without reporting usage or when its client went away (providers charge both). The
-//! reservation made at admission is settled with it (see [`crate::http::responses::admission::charge`]).
+//! Charging a stream that did not end normally: what it used so far, estimated, when it failed
+//! without reporting usage or when its client went away (providers charge both). The reservation
+//! made at admission is settled with it (see
+//! [`crate::http::responses::ingress::admission::charge`]).
 //!
 //! Not here: the charge of a stream that ended normally ([`super::meter::Meter::finish`]).
 

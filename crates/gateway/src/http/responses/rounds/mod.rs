@@ -5,15 +5,19 @@
 //! round's events are read (the transports), and what a tool round or a re-ask sends
 //! (`tool_loop`'s `Continuation`, `echo`).
 
+pub(super) mod echo;
+mod found;
+pub(super) mod repair;
+pub(super) mod tool_loop;
+pub(super) mod tools_pump;
+
 use axum::body::Bytes;
 use toolbridge_core::assemble::Assembler;
 use toolbridge_wire::responses::StreamEvent;
 
-use super::echo::EchoRounds;
-use super::repair::{RepairRounds, Review};
-use super::tool_loop::{
-    CallOutcome, Continuation, OUT_OF_STEPS, PendingTools, ToolRounds, ToolRun,
-};
+use self::echo::EchoRounds;
+use self::repair::{RepairRounds, Review};
+use self::tool_loop::{CallOutcome, Continuation, OUT_OF_STEPS, PendingTools, ToolRounds, ToolRun};
 use crate::error::GatewayError;
 use crate::tools::images::Partial;
 

@@ -20,13 +20,13 @@ use serde::Serialize;
 use tokio::sync::watch;
 use toolbridge_wire::responses::{EventKind, StreamEvent};
 
-use super::chunks::{Chunk, UpstreamSse};
+use crate::http::responses::dispatch::chunks::{Chunk, UpstreamSse};
 use crate::upstream::StreamError;
 
 /// Time limits and the stop signals of one stream.
-pub(super) struct PumpLimits {
+pub(in crate::http::responses) struct PumpLimits {
     /// Silence after which a keep-alive goes to the client.
-    pub(super) keepalive: Option<std::time::Duration>,
+    pub(in crate::http::responses) keepalive: Option<std::time::Duration>,
     /// When the stream must end, whatever the upstream does.
     pub(super) deadline: tokio::time::Instant,
     /// Turns true when the gateway must end open streams now.
@@ -54,7 +54,7 @@ pub(super) enum Wake {
 
 /// Why a stream is stopped from outside the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stop {
+pub(in crate::http::responses) enum Stop {
     /// The stream ran past `stream_timeout_secs`.
     Deadline,
     /// The gateway's shutdown grace period ran out.
@@ -140,7 +140,7 @@ pub(super) async fn ready(upstream: &mut UpstreamSse, limits: &PumpLimits) -> Op
 
 /// Runs `step` (a gateway step between upstream rounds) unless the gateway shuts down or the
 /// response is cancelled first.
-pub(super) async fn interruptible<F: Future>(
+pub(in crate::http::responses) async fn interruptible<F: Future>(
     limits: &mut PumpLimits,
     step: F,
 ) -> Result<F::Output, Stop> {
@@ -200,7 +200,7 @@ fn stream_failure(e: &sse_stream::Error) -> (&'static str, String) {
 }
 
 /// Resolves once `signal` is true; never, when its sender is gone (no stop will ever come).
-pub(super) async fn wait_for(signal: &mut watch::Receiver<bool>) {
+pub(in crate::http::responses) async fn wait_for(signal: &mut watch::Receiver<bool>) {
     loop {
         if *signal.borrow_and_update() {
             return;
@@ -359,7 +359,7 @@ mod tests {
         let text: String = (0..n).map(|i| format!("data: {i}\n\n")).collect();
         let bytes = futures::stream::iter([Ok::<_, StreamError>(Bytes::from(text))])
             .chain(futures::stream::pending());
-        super::super::chunks::events(bytes)
+        crate::http::responses::dispatch::chunks::events(bytes)
     }
 
     fn limits() -> (PumpLimits, watch::Sender<bool>) {
