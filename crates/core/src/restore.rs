@@ -106,17 +106,52 @@ pub fn restore(
             Some(operation) => (CallKind::ApplyPatch { operation }, None),
             None => fallback("apply_patch", not_restored("apply_patch", arguments)),
         },
+        Some(Identity::CallFound) => match found_call(names, arguments) {
+            Some((inner, inner_arguments)) => restore(names, &inner, &inner_arguments),
+            None => fallback(
+                provider_name,
+                format!(
+                    "`{provider_name}` was called without the `name` of a tool the search found ({}); it is returned as a function_call",
+                    shorten(arguments)
+                ),
+            ),
+        },
     }
 }
 
+/// A `call_found_tool` call's tool (its provider name, which must be one the plan named; a
+/// dispatcher cannot call itself) and that tool's arguments as text.
+fn found_call(names: &NameMap, arguments: &str) -> Option<(String, String)> {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {
+        return None;
+    };
+    let name = map.get("name")?.as_str()?;
+    let identity = names.identity(name)?;
+    if *identity == Identity::CallFound {
+        return None;
+    }
+    let inner = match map.get("arguments") {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    };
+    Some((name.to_owned(), inner))
+}
+
 fn not_restored(kind: &str, arguments: &str) -> String {
-    let mut shown: String = arguments.chars().take(120).collect();
-    if shown.len() < arguments.len() {
+    format!(
+        "the arguments of a `{kind}` call do not fit its shape ({}); it is returned as a function_call",
+        shorten(arguments)
+    )
+}
+
+/// The first 120 characters of `text`, with an ellipsis when there was more.
+fn shorten(text: &str) -> String {
+    let mut shown: String = text.chars().take(120).collect();
+    if shown.len() < text.len() {
         shown.push('…');
     }
-    format!(
-        "the arguments of a `{kind}` call do not fit its shape ({shown}); it is returned as a function_call"
-    )
+    shown
 }
 
 /// A `tool_search_call`'s arguments object: the model's object, or its text as the `query`.

@@ -81,6 +81,13 @@ fn targets() -> Vec<Target> {
             report: Report::Gemini,
         },
         Target {
+            preset: "deepseek-responses",
+            dialect: "responses",
+            wire: Wire::Responses,
+            rules: Rules::automatic(64, 64),
+            report: Report::Responses,
+        },
+        Target {
             preset: "responses",
             dialect: "responses",
             wire: Wire::Responses,
@@ -226,7 +233,111 @@ fn answers() -> Vec<Answer> {
     ]
 }
 
-/// The output each call gets back, by call id.
+/// One request of a session: what the user says before it (if anything) and the model's answer.
+struct Step {
+    user: Option<&'static str>,
+    answer: Answer,
+}
+
+/// The three-turn coding task and a second task in the same thread.
+fn coding_task() -> Vec<Step> {
+    answers()
+        .into_iter()
+        .enumerate()
+        .map(|(n, answer)| Step {
+            user: match n {
+                0 => Some("The `add` function is wrong; fix it."),
+                4 => Some("Now add a test for it."),
+                _ => None,
+            },
+            answer,
+        })
+        .collect()
+}
+
+/// Codex's client-run `tool_search` and the MCP namespace it finds (its 0.171 shapes).
+fn search_tool() -> Value {
+    json!({"type": "tool_search", "execution": "client",
+        "description": "Search the tools of connected MCP servers.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"},
+            "limit": {"type": "integer"}}, "required": ["query"], "additionalProperties": false}})
+}
+
+fn probe_namespace() -> Value {
+    json!({"type": "namespace", "name": "mcp__probe", "description": "Tools in the mcp__probe namespace.",
+        "tools": [{"type": "function", "name": "add_numbers", "description": "Add two integers.",
+            "strict": false, "defer_loading": true,
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
+                "b": {"type": "integer"}}, "required": ["a", "b"]}}]})
+}
+
+/// A task that finds an MCP tool through `tool_search` mid-session, calls it twice (through
+/// `call_found_tool`, the plan's stable function), and runs a command in between.
+fn search_task() -> Vec<Step> {
+    let reply = |calls: Vec<Call>, text: &str| {
+        let mut a = answers().remove(0);
+        a.reasoning = vec!["Thinking.".to_owned()];
+        a.text = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_owned()]
+        };
+        a.end = if calls.is_empty() {
+            End::Stop
+        } else {
+            End::ToolCalls
+        };
+        a.calls = calls;
+        a
+    };
+    let add = |id: &str, a: u64, b: u64| {
+        call(
+            id,
+            "call_found_tool",
+            false,
+            json!({"name": "mcp__probe__add_numbers", "arguments": {"a": a, "b": b}}),
+        )
+    };
+    vec![
+        Step {
+            user: Some("Add 2 and 3 with the probe server."),
+            answer: reply(
+                vec![call(
+                    "call_ts_1",
+                    "tool_search",
+                    false,
+                    json!({"query": "add numbers"}),
+                )],
+                "",
+            ),
+        },
+        Step {
+            user: None,
+            answer: reply(vec![add("call_add_1", 2, 3)], ""),
+        },
+        Step {
+            user: None,
+            answer: reply(vec![], "2 + 3 = 5."),
+        },
+        Step {
+            user: Some("And 4 and 5, then list the files."),
+            answer: reply(vec![add("call_add_2", 4, 5)], ""),
+        },
+        Step {
+            user: None,
+            answer: reply(
+                vec![call("call_ls", "exec_command", false, json!({"cmd": "ls"}))],
+                "",
+            ),
+        },
+        Step {
+            user: None,
+            answer: reply(vec![], "4 + 5 = 9; the files are listed above."),
+        },
+    ]
+}
+
+/// The output each call gets back, by call id, as Codex sends it.
 fn output_for(item: &Value) -> Option<Value> {
     let id = item["call_id"].as_str()?;
     match item["type"].as_str()? {
@@ -234,6 +345,8 @@ fn output_for(item: &Value) -> Option<Value> {
             "output": format!("output of {id}: ok\n{}", "line of output\n".repeat(20))})),
         "custom_tool_call" => Some(json!({"type": "custom_tool_call_output", "call_id": id,
             "output": "Success. Updated the following files:\nM src/lib.rs\n"})),
+        "tool_search_call" => Some(json!({"type": "tool_search_output", "call_id": id,
+            "status": "completed", "execution": "client", "tools": [probe_namespace()]})),
         _ => None,
     }
 }
@@ -242,19 +355,26 @@ fn user(text: &str) -> Value {
     json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
 }
 
-/// Runs the session; returns the usage the client read for each request.
-async fn session(t: &Target, h: &Harness) -> Vec<Value> {
-    let mut input = vec![user("The `add` function is wrong; fix it.")];
+/// Runs a session with `tools`; returns the usage the client read for each request and the
+/// items the model's calls came back as.
+async fn session(
+    t: &Target,
+    h: &Harness,
+    tools: &Value,
+    steps: Vec<Step>,
+) -> (Vec<Value>, Vec<Value>) {
+    let mut input = Vec::new();
     let mut usages = Vec::new();
-    for (n, answer) in answers().into_iter().enumerate() {
-        if n == 4 {
-            input.push(user("Now add a test for it."));
+    let mut calls = Vec::new();
+    for (n, step) in steps.into_iter().enumerate() {
+        if let Some(text) = step.user {
+            input.push(user(text));
         }
-        h.upstream.push(t.wire.stream(&answer));
+        h.upstream.push(t.wire.stream(&step.answer));
         let body = json!({
             "model": "m",
             "instructions": instructions(),
-            "tools": tools(),
+            "tools": tools,
             "tool_choice": "auto",
             "parallel_tool_calls": false,
             "reasoning": {"effort": "medium", "summary": "auto"},
@@ -283,54 +403,105 @@ async fn session(t: &Target, h: &Harness) -> Vec<Value> {
         for item in response["output"].as_array().unwrap() {
             input.push(item.clone());
             if let Some(output) = output_for(item) {
+                calls.push(item.clone());
                 input.push(output);
             }
         }
     }
-    usages
+    (usages, calls)
+}
+
+/// Runs `steps` against target `t` with a caching fake; asserts the prefix property, the usage
+/// the client read, and the cached share; returns the share.
+async fn measured(t: &Target, tools: &Value, steps: Vec<Step>) -> (f64, Vec<Value>) {
+    let h = gateway(t).await;
+    h.upstream
+        .set_cache(CacheSim::new(t.wire, t.rules, t.report));
+    let (usages, calls) = session(t, &h, tools, steps).await;
+    let bodies: Vec<Value> = h.upstream.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), usages.len(), "{}", t.preset);
+    assert_eq!(
+        prefix_break(t.wire, &bodies),
+        None,
+        "{}: a request does not begin with the one before it",
+        t.preset
+    );
+    let cache = h.upstream.cache().unwrap();
+    for (n, (served, usage)) in cache.served.iter().zip(&usages).enumerate() {
+        let details = &usage["input_tokens_details"];
+        assert_eq!(
+            (
+                usage["input_tokens"].as_u64(),
+                details["cached_tokens"].as_u64(),
+                details["cache_write_tokens"].as_u64()
+            ),
+            (Some(served.input), Some(served.read), Some(served.write)),
+            "{}: request {n}'s usage",
+            t.preset
+        );
+    }
+    let share = cache.share_of_ideal().unwrap();
+    assert!(
+        share >= 0.95,
+        "{}: cached share {share:.3} of a direct client's; served {:?}",
+        t.preset,
+        cache.served
+    );
+    (share, calls)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_reads_what_the_turn_before_wrote_on_every_dialect() {
     let mut table = Vec::new();
     for t in targets() {
-        let h = gateway(&t).await;
-        h.upstream
-            .set_cache(CacheSim::new(t.wire, t.rules, t.report));
-        let usages = session(&t, &h).await;
-        let bodies: Vec<Value> = h.upstream.requests().into_iter().map(|r| r.body).collect();
-        assert_eq!(bodies.len(), usages.len(), "{}", t.preset);
-        assert_eq!(
-            prefix_break(t.wire, &bodies),
-            None,
-            "{}: a request does not begin with the one before it",
-            t.preset
-        );
-        let cache = h.upstream.cache().unwrap();
-        for (n, (served, usage)) in cache.served.iter().zip(&usages).enumerate() {
-            let details = &usage["input_tokens_details"];
-            assert_eq!(
-                (
-                    usage["input_tokens"].as_u64(),
-                    details["cached_tokens"].as_u64(),
-                    details["cache_write_tokens"].as_u64()
-                ),
-                (Some(served.input), Some(served.read), Some(served.write)),
-                "{}: request {n}'s usage",
-                t.preset
-            );
-        }
-        let share = cache.share_of_ideal().unwrap();
-        table.push(format!("{:<10} {share:.3}", t.preset));
-        assert!(
-            share >= 0.95,
-            "{}: cached share {share:.3} of a direct client's; served {:?}",
-            t.preset,
-            cache.served
-        );
+        let (share, _) = measured(&t, &tools(), coding_task()).await;
+        table.push(format!("{:<18} {share:.3}", t.preset));
     }
     eprintln!(
-        "cached share of a direct client's, requests 2..N:\n{}",
+        "coding task, cached share of a direct client's, requests 2..N:\n{}",
+        table.join("\n")
+    );
+}
+
+/// A tool found by `tool_search` mid-session is called without changing the tool list (the
+/// plan's `call_found_tool`), so nothing cached before the search is lost; its calls come back
+/// to the client as the MCP tool's own `function_call`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_found_mid_session_keeps_the_cache_on_every_dialect() {
+    let mut tools = tools();
+    tools.as_array_mut().unwrap().push(search_tool());
+    let mut table = Vec::new();
+    for t in targets().into_iter().filter(|t| t.preset != "responses") {
+        let (share, calls) = measured(&t, &tools, search_task()).await;
+        let added: Vec<(&str, &str, &str)> = calls
+            .iter()
+            .filter(|c| c["type"] == "function_call" && c["name"] == "add_numbers")
+            .map(|c| {
+                (
+                    c["namespace"].as_str().unwrap_or_default(),
+                    c["name"].as_str().unwrap_or_default(),
+                    c["arguments"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            added,
+            [
+                ("mcp__probe", "add_numbers", r#"{"a":2,"b":3}"#),
+                ("mcp__probe", "add_numbers", r#"{"a":4,"b":5}"#)
+            ],
+            "{}: {calls:#?}",
+            t.preset
+        );
+        assert!(
+            calls.iter().any(|c| c["type"] == "tool_search_call"),
+            "{}",
+            t.preset
+        );
+        table.push(format!("{:<18} {share:.3}", t.preset));
+    }
+    eprintln!(
+        "tool_search task, cached share of a direct client's, requests 2..N:\n{}",
         table.join("\n")
     );
 }

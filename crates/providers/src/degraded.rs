@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::CallKind;
+use toolbridge_core::plan::ToolPlan;
 
 /// The call's arguments as a JSON object. Function arguments that are not a JSON object are
 /// wrapped as `{"arguments": "<text>"}` (empty ones become `{}`), for dialects that require an
@@ -32,6 +33,17 @@ pub(crate) fn call_object(kind: &CallKind) -> Value {
             other => json!({"query": other}),
         },
     }
+}
+
+/// An earlier call of a tool the plan reaches through `call_found_tool`: that function's
+/// provider name and the arguments it takes (`name`, and the tool's arguments as an object), in
+/// the one form every turn replays.
+pub(crate) fn dispatched(plan: &ToolPlan, kind: &CallKind) -> Option<(String, Value)> {
+    let (dispatcher, tool) = plan.dispatched(&kind.identity())?;
+    Some((
+        dispatcher.to_owned(),
+        json!({"name": tool, "arguments": call_object(kind)}),
+    ))
 }
 
 /// The call's arguments as text, for dialects that take a string (Chat `arguments`): a function

@@ -45,6 +45,11 @@ pub struct ToolCapabilities {
     /// `shell`, `apply_patch`).
     #[serde(default)]
     pub tool_types: ToolTypes,
+    /// How the tools a client-run `tool_search` found reach the model: declared beside the
+    /// others, or called through one function declared from the first round (the tool list,
+    /// which providers cache before the conversation, then never changes mid-session).
+    #[serde(default)]
+    pub found_tools: FoundTools,
     /// The provider speaks the Responses API itself: every declared tool goes upstream as
     /// declared (native, names unchanged), and `tool_choice` is passed as is. Set for the
     /// `responses` dialect only (the gateway's config enforces it).
@@ -128,10 +133,25 @@ impl Default for ToolCapabilities {
             mcp: None,
             unsupported: UnsupportedPolicy::Ignore,
             tool_types: ToolTypes::default(),
+            found_tools: FoundTools::default(),
             responses_native: false,
             responses: ResponsesTools::default(),
         }
     }
+}
+
+/// How the tools found by a client-run `tool_search` (sent as a function) reach the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundTools {
+    /// Declared as functions once found: the tool list changes, and with it every cached
+    /// prefix that begins with the tools.
+    Declared,
+    /// Called through one function (`call_found_tool`, declared whenever `tool_search` is):
+    /// their schemas arrive in the search's result, their calls are restored as the real
+    /// tools'. The tool list stays the same for the whole session.
+    #[default]
+    Dispatched,
 }
 
 /// Native forms of `web_search`.

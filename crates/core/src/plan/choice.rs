@@ -222,9 +222,14 @@ fn allowed_tools(
                     });
                 }
             },
-            // A client-run `tool_search` sent as a function is allowed as that function.
+            // A client-run `tool_search` sent as a function is allowed as that function, with
+            // `call_found_tool` through which what it finds is called.
             Target::Hosted(kind) => match names.provider_name(&Identity::ToolSearch) {
-                Some(p) if kind == "tool_search" => provider_names.push(p.to_owned()),
+                Some(p) if kind == "tool_search" => {
+                    provider_names.push(p.to_owned());
+                    provider_names
+                        .extend(names.provider_name(&Identity::CallFound).map(str::to_owned));
+                }
                 _ => hosted.push(kind),
             },
         }

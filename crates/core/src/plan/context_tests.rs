@@ -34,6 +34,14 @@ fn probe_namespace() -> Value {
                        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}]}])
 }
 
+/// Found tools declared beside the others, as before `call_found_tool`.
+fn declaring() -> ToolCapabilities {
+    ToolCapabilities {
+        found_tools: FoundTools::Declared,
+        ..ToolCapabilities::default()
+    }
+}
+
 fn upstream_names(plan: &ToolPlan) -> Vec<String> {
     plan.upstream
         .iter()
@@ -73,7 +81,7 @@ fn a_client_tool_search_goes_as_a_function_and_its_call_comes_back_as_tool_searc
     assert_eq!(parameters.value()["required"], json!(["query"]));
     let description = description.as_deref().unwrap();
     assert!(description.starts_with("Search the deferred tools."));
-    assert!(description.contains(TOOL_SEARCH_DESCRIPTION));
+    assert!(description.contains(TOOL_SEARCH_DISPATCHED_DESCRIPTION));
     let (call, diagnostic) = restore(&plan.names, "tool_search", r#"{"query":"add numbers"}"#);
     assert_eq!(
         call,
@@ -152,7 +160,7 @@ fn found_tools_are_planned_after_the_declared_ones_and_restored_with_their_names
         "{output}"
     );
 
-    let plan = plan_request(&req, &ToolCapabilities::default(), &GatewayOffer::default()).unwrap();
+    let plan = plan_request(&req, &declaring(), &GatewayOffer::default()).unwrap();
     assert_eq!(
         upstream_names(&plan),
         ["tool_search", "mcp__probe__add_numbers"]
@@ -184,7 +192,7 @@ fn a_tool_found_twice_is_planned_once_and_a_declared_tool_wins_over_a_found_one(
         search_tool(),
         {"type": "function", "name": "lookup", "description": "declared", "parameters": {"type": "object"}}
     ]}));
-    let plan = plan_request(&req, &ToolCapabilities::default(), &GatewayOffer::default()).unwrap();
+    let plan = plan_request(&req, &declaring(), &GatewayOffer::default()).unwrap();
     assert_eq!(
         upstream_names(&plan),
         ["tool_search", "lookup", "mcp__probe__add_numbers"]
@@ -205,7 +213,7 @@ fn found_tools_past_the_limit_leave_out_the_oldest_with_a_diagnostic() {
     let req = request(json!({"model": "m", "input": input, "tools": [search_tool()]}));
     let caps = ToolCapabilities {
         max_tools: Some(2),
-        ..ToolCapabilities::default()
+        ..declaring()
     };
     let plan = plan_request(&req, &caps, &GatewayOffer::default()).unwrap();
     assert_eq!(upstream_names(&plan), ["tool_search", "new_tool"]);
@@ -288,4 +296,74 @@ fn a_found_tool_with_an_unusable_schema_is_left_out_not_the_request() {
             .iter()
             .any(|d| d.code == "tool_ignored" && d.param.as_deref() == Some("input[2].tools[0]"))
     );
+}
+
+#[test]
+fn found_tools_are_called_through_call_found_tool_and_the_tool_list_never_changes() {
+    let first = request(json!({"model": "m", "input": "add 2 and 3", "tools": [search_tool()]}));
+    let mut input = vec![json!({"role": "user", "content": "add 2 and 3"})];
+    input.extend(searched("call_ts_1", probe_namespace()));
+    let later = request(json!({"model": "m", "input": input, "tools": [search_tool()]}));
+    let caps = ToolCapabilities::default();
+    let before = plan_request(&first, &caps, &GatewayOffer::default()).unwrap();
+    let after = plan_request(&later, &caps, &GatewayOffer::default()).unwrap();
+    // The same tools, the same bytes, before and after the search found one.
+    assert_eq!(upstream_names(&before), ["tool_search", "call_found_tool"]);
+    assert_eq!(before.upstream, after.upstream);
+    let found = after
+        .entries
+        .iter()
+        .find(|e| e.param == "input[2].tools[0].tools[0]")
+        .unwrap();
+    assert_eq!(
+        (found.reason, found.provider_name.as_deref()),
+        (reasons::FOUND_DISPATCHED, Some("mcp__probe__add_numbers"))
+    );
+    let identity = Identity::Function {
+        namespace: Some("mcp__probe".into()),
+        name: "add_numbers".into(),
+    };
+    assert_eq!(
+        after.dispatched(&identity),
+        Some(("call_found_tool", "mcp__probe__add_numbers"))
+    );
+    // The search's result carries what a declaration would have: the parameters.
+    let Turn::ToolResult { output, .. } = &later.turns[2] else {
+        panic!("{:?}", later.turns)
+    };
+    let crate::canonical::ToolOutput::Text(output) = output else {
+        panic!("{output:?}")
+    };
+    assert!(
+        output.contains(r#"parameters: {"type":"object","properties":{"a":{"type":"integer"}"#),
+        "{output}"
+    );
+    // A call through the dispatcher comes back as the found tool's own call.
+    let (call, diagnostic) = restore(
+        &after.names,
+        "call_found_tool",
+        r#"{"name": "mcp__probe__add_numbers", "arguments": {"a": 2, "b": 3}}"#,
+    );
+    assert!(diagnostic.is_none());
+    assert_eq!(
+        call,
+        CallKind::Function {
+            namespace: Some("mcp__probe".into()),
+            name: "add_numbers".into(),
+            arguments: r#"{"a":2,"b":3}"#.into()
+        }
+    );
+    // A name the search did not find (or the dispatcher itself) is not restored silently.
+    for bad in [
+        r#"{"name": "nope", "arguments": {}}"#,
+        r#"{"name": "call_found_tool", "arguments": {}}"#,
+        "not json",
+    ] {
+        let (call, diagnostic) = restore(&after.names, "call_found_tool", bad);
+        assert!(
+            matches!(call, CallKind::Function { ref name, .. } if name == "call_found_tool"),
+            "{call:?}"
+        );
+        assert_eq!(diagnostic.unwrap().code, "call_not_restored");
+    }
 }

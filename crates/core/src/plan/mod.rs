@@ -28,13 +28,16 @@ use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use candidates::Candidate;
 pub use capabilities::{
-    NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
+    FoundTools, NativeFileSearch, NativeMcp, NativeWebSearch, ResponsesTools, ToolCapabilities,
     UnsupportedPolicy,
 };
 pub use context::{FOUND_PARAM, OVER_TOOL_LIMIT};
 pub use names::{NameMap, sanitize};
 pub use native::{NativeMcpServer, NativeSearch, NativeTool};
-pub use search::{TOOL_SEARCH_DESCRIPTION, is_deferred, is_hosted_search, tool_search_parameters};
+pub use search::{
+    CALL_FOUND_TOOL, TOOL_SEARCH_DESCRIPTION, TOOL_SEARCH_DISPATCHED_DESCRIPTION, is_deferred,
+    is_hosted_search, tool_search_parameters,
+};
 pub use tool_types::{ToolTypeDecision, ToolTypes};
 // The planning stages' helpers, for the tool-type decisions (`tool_types`).
 use candidates::ignored;
@@ -72,6 +75,9 @@ pub enum Identity {
     ApplyPatch,
     /// A client-run `tool_search` sent as a function; its calls become `tool_search_call` items.
     ToolSearch,
+    /// The function through which the tools a `tool_search` found are called
+    /// ([`FoundTools::Dispatched`]); each call is restored as the found tool's.
+    CallFound,
     /// A tool the gateway runs itself: a built-in (server `toolbridge`) or an MCP server's.
     Gateway {
         server: String,
@@ -90,6 +96,7 @@ impl Identity {
             Self::Shell => "shell",
             Self::ApplyPatch => "apply_patch",
             Self::ToolSearch => "tool_search",
+            Self::CallFound => search::CALL_FOUND_TOOL,
         }
     }
 
@@ -156,10 +163,25 @@ pub struct ToolPlan {
     /// Provider builtin functions (Kimi's `$web_search`) whose calls the gateway answers itself by
     /// echoing their arguments back, so the provider runs them; never returned to the client.
     pub echo_tools: Vec<String>,
+    /// Tools a `tool_search` found that are called through `call_found_tool` instead of being
+    /// declared ([`FoundTools::Dispatched`]).
+    pub dispatched: Vec<Identity>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
 impl ToolPlan {
+    /// For a tool called through `call_found_tool`: that function's provider name and the
+    /// tool's own, which its calls carry as `name`.
+    pub fn dispatched(&self, identity: &Identity) -> Option<(&str, &str)> {
+        if !self.dispatched.contains(identity) {
+            return None;
+        }
+        Some((
+            self.names.provider_name(&Identity::CallFound)?,
+            self.names.provider_name(identity)?,
+        ))
+    }
+
     /// Whether every tool goes upstream as declared, names unchanged (a native Responses
     /// upstream that takes all of them): the request's tools and calls pass untouched.
     pub fn passes_tools_as_declared(&self) -> bool {
@@ -207,6 +229,10 @@ pub mod reasons {
     pub const GATEWAY_TOOL_SEARCH: &str = "gateway_tool_search";
     /// A tool marked `defer_loading`, offered only once the gateway's `tool_search` finds it.
     pub const DEFERRED: &str = "deferred_until_found";
+    /// A tool a client-run `tool_search` found, called through `call_found_tool`.
+    pub const FOUND_DISPATCHED: &str = "found_tool_dispatched";
+    /// `call_found_tool` itself, declared beside a `tool_search` sent as a function.
+    pub const CALL_FOUND: &str = "call_found_tool";
 }
 
 /// The name of Kimi's builtin web search function.
@@ -293,7 +319,7 @@ fn plan_all(
     let mut flags = Map::new();
     let mut candidates = candidates::declared(tools, caps, offer, &mut flags, &mut diagnostics)?;
     let found = context::candidates(context, caps, &candidates, &mut flags, &mut diagnostics);
-    candidates.extend(found);
+    let dispatched = search::dispatch(&mut candidates, found, caps, context);
     candidates.extend(candidates::offered(offer));
     let mut names = NameMap::allocate(
         candidates
@@ -315,6 +341,7 @@ fn plan_all(
         send_tools: true,
         names: NameMap::default(),
         echo_tools: Vec::new(),
+        dispatched,
         diagnostics,
     };
     let upstream = choice::apply(&mut plan, upstream, tool_choice, caps, &names)?;

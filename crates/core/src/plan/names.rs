@@ -123,6 +123,7 @@ fn kind_word(identity: &Identity) -> &'static str {
         Identity::Shell => "shell tool",
         Identity::ApplyPatch => "apply_patch tool",
         Identity::ToolSearch => "tool_search tool",
+        Identity::CallFound => "call_found_tool function",
         Identity::Gateway { .. } => "gateway tool",
     }
 }

@@ -61,6 +61,7 @@ pub(super) fn plan_passthrough(
         send_tools: true,
         names: NameMap::default(),
         echo_tools: Vec::new(),
+        dispatched: Vec::new(),
         diagnostics: Vec::new(),
     })
 }

@@ -107,6 +107,7 @@ pub(super) fn plan(
     }
     // The searches reach the upstream as the degraded function's calls only when that function
     // is declared; then so must the tools they found.
+    let mut dispatched = Vec::new();
     if found
         .iter()
         .any(|c| c.identity == Some(Identity::ToolSearch))
@@ -118,7 +119,7 @@ pub(super) fn plan(
             .collect();
         let lifted =
             super::context::candidates(&searched, &planned, &found, &mut flags, &mut diagnostics);
-        found.extend(lifted);
+        dispatched = super::search::dispatch(&mut found, lifted, &planned, context);
     }
     let names = NameMap::allocate(
         found
@@ -156,6 +157,7 @@ pub(super) fn plan(
         send_tools: true,
         names,
         echo_tools: Vec::new(),
+        dispatched,
         diagnostics,
     })
 }
@@ -380,6 +382,7 @@ mod tests {
                     Decision::Degraded,
                     reasons::TOOL_SEARCH_AS_FUNCTION
                 ),
+                ("function", Decision::Degraded, reasons::CALL_FOUND),
                 (
                     "future_tool",
                     Decision::Ignored,
@@ -479,7 +482,15 @@ mod tests {
         };
         let mut names = plan_of(&searching);
         names.sort();
-        assert_eq!(names, ["mcp__docs__search", "ns2__x", "tool_search"]);
+        assert_eq!(
+            names,
+            [
+                "call_found_tool",
+                "mcp__docs__search",
+                "ns2__x",
+                "tool_search"
+            ]
+        );
         // Without the search function the search items are not rewritten: nothing is lifted.
         let names = plan_of(&searching[..1]);
         assert_eq!(names, ["ns2__x"]);

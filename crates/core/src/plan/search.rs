@@ -14,12 +14,25 @@ use serde_json::{Map, Value, json};
 use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use super::candidates::{Candidate, unsupported};
-use super::{Decision, Identity, PlanEntry, ToolCapabilities, UpstreamTool, reasons, tool_types};
+use super::{
+    Decision, FoundTools, Identity, PlanEntry, ToolCapabilities, UpstreamTool, reasons, tool_types,
+};
 use crate::Error;
+use crate::canonical::{ContextSource, ContextTool};
 use crate::diagnostics::{TOOL_DEGRADED, diag};
 
 /// What the degraded function tells the model, after the client's own description.
 pub const TOOL_SEARCH_DESCRIPTION: &str = "Search for more tools (for example those of connected MCP servers and plugins) when none of the functions you have fits the task. Describe the capability you need in `query`. The tools found become callable functions in your next step; call them directly then.";
+
+/// What the degraded function tells the model when found tools are called through
+/// [`CALL_FOUND_TOOL`] ([`FoundTools::Dispatched`]).
+pub const TOOL_SEARCH_DISPATCHED_DESCRIPTION: &str = "Search for more tools (for example those of connected MCP servers and plugins) when none of the functions you have fits the task. Describe the capability you need in `query`. The result lists each tool found with its parameters; call one through `call_found_tool` with its `name` and its `arguments`.";
+
+/// The function through which found tools are called ([`FoundTools::Dispatched`]).
+pub const CALL_FOUND_TOOL: &str = "call_found_tool";
+
+/// What `call_found_tool` tells the model.
+const CALL_FOUND_DESCRIPTION: &str = "Calls a tool that `tool_search` found. `name` is the tool's name exactly as the search result lists it; `arguments` are its arguments, as the parameters listed with it say.";
 
 /// The parameters of the degraded function: the client's own when they are an object schema,
 /// else a `query` string (and an optional `limit`).
@@ -128,9 +141,13 @@ pub(super) fn tool_search(
         "`tool_search` is sent as a function; its calls are restored as `tool_search_call` items and the tools found are offered on the next rounds",
     ));
     let parameters = tool_search_parameters_json(map.get("parameters"));
+    let ours = match caps.found_tools {
+        FoundTools::Declared => TOOL_SEARCH_DESCRIPTION,
+        FoundTools::Dispatched => TOOL_SEARCH_DISPATCHED_DESCRIPTION,
+    };
     let description = match map.get("description").and_then(Value::as_str) {
-        Some(own) if !own.trim().is_empty() => format!("{own}\n\n{TOOL_SEARCH_DESCRIPTION}"),
-        _ => TOOL_SEARCH_DESCRIPTION.to_owned(),
+        Some(own) if !own.trim().is_empty() => format!("{own}\n\n{ours}"),
+        _ => ours.to_owned(),
     };
     Ok(vec![Candidate {
         entry: PlanEntry {
@@ -149,4 +166,83 @@ pub(super) fn tool_search(
             strict: None,
         }),
     }])
+}
+
+/// Adds the conversation's tools (`found`, their candidates) to `candidates`. Under
+/// [`FoundTools::Dispatched`], when `tool_search` goes as a function, `call_found_tool` is
+/// declared right after it (from the first round, found tools or not) and the tools a search
+/// found are named but not declared: their calls go through it. Returns the tools so
+/// dispatched.
+pub(super) fn dispatch(
+    candidates: &mut Vec<Candidate>,
+    mut found: Vec<Candidate>,
+    caps: &ToolCapabilities,
+    context: &[ContextTool],
+) -> Vec<Identity> {
+    let search = candidates.iter().position(|c| {
+        c.identity == Some(Identity::ToolSearch)
+            && c.entry.reason == reasons::TOOL_SEARCH_AS_FUNCTION
+    });
+    let Some(at) = search.filter(|_| caps.found_tools == FoundTools::Dispatched) else {
+        candidates.append(&mut found);
+        return Vec::new();
+    };
+    let param = format!("{}.{CALL_FOUND_TOOL}", candidates[at].entry.param);
+    candidates.insert(at + 1, call_found(param));
+    let searched = |param: &str| {
+        context.iter().any(|c| {
+            c.source == ContextSource::Found
+                && param
+                    .strip_prefix(c.param.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+    };
+    let mut dispatched = Vec::new();
+    for c in &mut found {
+        let callable = matches!(
+            c.identity,
+            Some(Identity::Function { .. } | Identity::Custom { .. })
+        );
+        if callable && searched(&c.entry.param) && c.upstream.take().is_some() {
+            c.entry.reason = reasons::FOUND_DISPATCHED;
+            dispatched.extend(c.identity.clone());
+        }
+    }
+    candidates.append(&mut found);
+    dispatched
+}
+
+/// The candidate of `call_found_tool`.
+fn call_found(param: String) -> Candidate {
+    static PARAMETERS: std::sync::LazyLock<toolbridge_wire::RawJson> = std::sync::LazyLock::new(
+        || {
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name, as the search result lists it."},
+                    "arguments": {"type": "object", "description": "The tool's arguments."}
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": false
+            })
+            .into()
+        },
+    );
+    Candidate {
+        entry: PlanEntry {
+            param,
+            kind: "function".to_owned(),
+            name: Some(CALL_FOUND_TOOL.to_owned()),
+            decision: Decision::Degraded,
+            reason: reasons::CALL_FOUND,
+            provider_name: None,
+        },
+        identity: Some(Identity::CallFound),
+        upstream: Some(UpstreamTool::Function {
+            name: CALL_FOUND_TOOL.to_owned(),
+            description: Some(CALL_FOUND_DESCRIPTION.to_owned()),
+            parameters: PARAMETERS.clone(),
+            strict: None,
+        }),
+    }
 }

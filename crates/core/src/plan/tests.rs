@@ -127,6 +127,13 @@ fn every_tool_type_on_a_functions_only_provider() {
                 reasons::TOOL_SEARCH_AS_FUNCTION,
                 n("tool_search")
             ),
+            // Declared with the search, for the tools it will find.
+            (
+                "tools[9].call_found_tool".into(),
+                Decision::Degraded,
+                reasons::CALL_FOUND,
+                n("call_found_tool")
+            ),
             (
                 "tools[10]".into(),
                 Decision::Ignored,
@@ -147,7 +154,7 @@ fn every_tool_type_on_a_functions_only_provider() {
             ),
         ]
     );
-    assert_eq!(plan.upstream.len(), 7);
+    assert_eq!(plan.upstream.len(), 8);
     assert!(
         plan.upstream
             .iter()
@@ -522,7 +529,15 @@ fn allowed_tools_name_degraded_tools_by_the_names_sent_upstream() {
             UpstreamTool::Native(_) => String::new(),
         })
         .collect();
-    assert_eq!(names, ["apply_patch", "mcp__docs__search", "tool_search"]);
+    assert_eq!(
+        names,
+        [
+            "apply_patch",
+            "mcp__docs__search",
+            "tool_search",
+            "call_found_tool"
+        ]
+    );
     let native = ToolCapabilities {
         choice_allowed_tools: true,
         ..ToolCapabilities::default()
@@ -535,6 +550,7 @@ fn allowed_tools_name_degraded_tools_by_the_names_sent_upstream() {
                 {"type": "function", "function": {"name": "apply_patch"}},
                 {"type": "function", "function": {"name": "mcp__docs__search"}},
                 {"type": "function", "function": {"name": "tool_search"}},
+                {"type": "function", "function": {"name": "call_found_tool"}},
             ]}})
         )
     );

@@ -243,15 +243,19 @@ fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) ->
     for call in &turn.tool_calls {
         let identity = call.kind.identity();
         // A call to a tool this request no longer declares keeps a provider-safe form of its name.
-        let name = plan
-            .names
-            .provider_name(&identity)
-            .map(str::to_owned)
-            .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools));
+        let (name, input) = crate::degraded::dispatched(plan, &call.kind).unwrap_or_else(|| {
+            (
+                plan.names
+                    .provider_name(&identity)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools)),
+                crate::degraded::call_object(&call.kind),
+            )
+        });
         blocks.push(ContentBlock::ToolUse(ToolUseBlock {
             id: call.call_id.clone(),
             name,
-            input: crate::degraded::call_object(&call.kind),
+            input,
             extra: Map::new(),
         }));
     }

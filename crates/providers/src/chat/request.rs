@@ -180,18 +180,20 @@ fn assistant(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> ChatMe
                 let identity = c.kind.identity();
                 // A call to a tool this request no longer declares keeps a provider-safe form
                 // of its own name.
-                let name = plan
-                    .names
-                    .provider_name(&identity)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools));
+                let (name, arguments) = match crate::degraded::dispatched(plan, &c.kind) {
+                    Some((name, arguments)) => (name, arguments.to_string()),
+                    None => (
+                        plan.names
+                            .provider_name(&identity)
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| sanitize(identity.declared_name(), &profile.tools)),
+                        crate::degraded::call_text(&c.kind),
+                    ),
+                };
                 ChatToolCall {
                     id: c.call_id.clone(),
                     kind: "function".to_owned(),
-                    function: ChatFunctionCall {
-                        name,
-                        arguments: crate::degraded::call_text(&c.kind),
-                    },
+                    function: ChatFunctionCall { name, arguments },
                 }
             })
             .collect()

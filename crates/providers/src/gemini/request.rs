@@ -224,11 +224,17 @@ fn model_parts(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) -> Vec<
         parts.push(Part::text(text.clone()));
     }
     for (i, call) in turn.tool_calls.iter().enumerate() {
+        let (name, args) = crate::degraded::dispatched(plan, &call.kind).unwrap_or_else(|| {
+            (
+                call_name(&call.kind, plan, profile),
+                crate::degraded::call_object(&call.kind),
+            )
+        });
         parts.push(Part {
             function_call: Some(FunctionCall {
                 id: None,
-                name: call_name(&call.kind, plan, profile),
-                args: Some(crate::degraded::call_object(&call.kind)),
+                name,
+                args: Some(args),
             }),
             // Gemini signs a step's first function call; the signature comes back on it.
             thought_signature: (i == 0).then(|| turn.reasoning_signature.clone()).flatten(),

@@ -4,7 +4,8 @@
 //! namespace member under its flattened name, without `namespace`), and its output as a
 //! `function_call_output`; a `tool_search_call` to a `tool_search` sent as a function is that
 //! function's call, and its `tool_search_output` the text a translated request gives the model
-//! (the tools it found are declared by the plan). The inverse of `restore`; every other item
+//! (the tools it found are declared by the plan, or called through `call_found_tool`, whose
+//! calls the found tools' are written as). The inverse of `restore`; every other item
 //! passes untouched.
 
 use std::collections::HashSet;
@@ -48,6 +49,17 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
                     namespace: text("namespace"),
                     name: text("name").unwrap_or_default(),
                 };
+                let found = CallKind::Function {
+                    namespace: text("namespace"),
+                    name: text("name").unwrap_or_default(),
+                    arguments: text("arguments").unwrap_or_default(),
+                };
+                if let Some((name, arguments)) = crate::degraded::dispatched(plan, &found) {
+                    map.insert("name".to_owned(), json!(name));
+                    map.insert("arguments".to_owned(), json!(arguments.to_string()));
+                    map.remove("namespace");
+                    continue;
+                }
                 if let Some(name) = provider(&identity)
                     && (identity.declared_name() != name || text("namespace").is_some())
                 {

@@ -2,7 +2,7 @@
 //! `function_call` whose name the plan gave a degraded tool comes back as the item the client
 //! declared — a `custom` tool's `custom_tool_call` (input unwrapped), a `local_shell_call`,
 //! `shell_call` or `apply_patch_call`, a flattened namespace member's `function_call` with
-//! `namespace` and `name`. Only those items and their events are rewritten; every other event,
+//! `namespace` and `name`, a call through `call_found_tool` as the found tool's `function_call`. Only those items and their events are rewritten; every other event,
 //! item and field passes untouched.
 //!
 //! A namespace member streams as it comes (only its names change). A call whose item type
@@ -156,6 +156,24 @@ impl Restorer {
                 index,
                 json!({"item_id": item_id, "input": input}),
             ));
+        } else if let Some(Value::String(arguments)) = added.get_mut("arguments") {
+            // A function call (one made through `call_found_tool`): its arguments as one delta.
+            let arguments = std::mem::take(arguments);
+            out.push(event(
+                "response.output_item.added",
+                index,
+                json!({"item": added}),
+            ));
+            out.push(event(
+                "response.function_call_arguments.delta",
+                index,
+                json!({"item_id": item_id, "delta": arguments}),
+            ));
+            out.push(event(
+                "response.function_call_arguments.done",
+                index,
+                json!({"item_id": item_id, "arguments": arguments}),
+            ));
         } else {
             out.push(event(
                 "response.output_item.added",
@@ -203,11 +221,13 @@ impl Restorer {
             CallKind::Function {
                 namespace,
                 name,
-                arguments: _,
+                arguments,
             } => {
-                // The item as it came, named as declared.
+                // The item as it came, named as declared (and, for a call through
+                // `call_found_tool`, with the found tool's own arguments).
                 let mut same = item.clone();
                 same.insert("name".to_owned(), json!(name));
+                same.insert("arguments".to_owned(), json!(arguments));
                 if let Some(ns) = namespace {
                     same.insert("namespace".to_owned(), json!(ns));
                 }

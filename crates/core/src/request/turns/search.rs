@@ -76,9 +76,12 @@ impl Reducer {
     }
 }
 
-/// What the model reads as a search's result: the functions it can call now, under the names the
-/// plan gives them (`namespace__name`), with their descriptions' first lines. A native Responses
-/// upstream that does not take `tool_search` reads the same text as the output of its function.
+/// What the model reads as a search's result: the tools it can call now, under the names the
+/// plan gives them (`namespace__name`), with their descriptions' first lines and their
+/// parameters (which a tool called through `call_found_tool` has nowhere else). A native
+/// Responses upstream that does not take `tool_search` reads the same text as the output of its
+/// function. The text depends on the tools alone, so a replayed search reads the same every
+/// turn.
 pub fn found_text(tools: &[Tool]) -> String {
     let mut lines = Vec::new();
     for tool in tools {
@@ -94,27 +97,36 @@ pub fn found_text(tools: &[Tool]) -> String {
     if lines.is_empty() {
         return "No tools matched the search.".to_owned();
     }
-    format!(
-        "These tools are now available; call them like any other function:\n{}",
-        lines.join("\n")
-    )
+    format!("These tools were found:\n{}", lines.join("\n"))
 }
 
 fn found_line(namespace: Option<&str>, tool: &Tool) -> String {
-    let (name, description) = match tool {
-        Tool::Function(f) => (f.name.as_str(), f.description.as_deref()),
-        Tool::Custom(c) => (c.name.as_str(), c.description.as_deref()),
-        other => (other.kind(), None),
+    let (name, description, parameters) = match tool {
+        Tool::Function(f) => (
+            f.name.as_str(),
+            f.description.as_deref(),
+            f.parameters.as_ref().map(|p| p.text().to_owned()),
+        ),
+        Tool::Custom(c) => (
+            c.name.as_str(),
+            c.description.as_deref(),
+            Some(r#"{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}"#.to_owned()),
+        ),
+        other => (other.kind(), None, None),
     };
     let name = match namespace {
         Some(ns) => format!("{ns}__{name}"),
         None => name.to_owned(),
     };
-    match description
+    let mut line = match description
         .and_then(|d| d.lines().next())
         .filter(|d| !d.is_empty())
     {
         Some(first) => format!("- {name}: {first}"),
         None => format!("- {name}"),
+    };
+    if let Some(parameters) = parameters {
+        line.push_str(&format!("\n  parameters: {parameters}"));
     }
+    line
 }
