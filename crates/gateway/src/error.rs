@@ -91,6 +91,10 @@ pub enum GatewayError {
     ResponseNotFound(String),
     #[error("conversation `{0}` was not found")]
     ConversationNotFound(String),
+    #[error(
+        "no turns of session `{0}` are in the cache ledger (none were answered, they expired, or the gateway keeps no store)"
+    )]
+    CacheSessionNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
     #[error("this gateway key may not use the model `{model}`")]
@@ -152,6 +156,7 @@ impl GatewayError {
             Self::ItemReferenceNotFound { .. } => "item_reference_not_found",
             Self::ResponseNotFound(_) => "response_not_found",
             Self::ConversationNotFound(_) => "conversation_not_found",
+            Self::CacheSessionNotFound(_) => "cache_session_not_found",
             Self::Store(_) => "store_unavailable",
             Self::ModelNotAllowed { .. } => "model_not_allowed",
             Self::ToolNotAllowed { .. } => "tool_not_allowed",
@@ -170,7 +175,8 @@ impl GatewayError {
             Self::ModelNotFound { .. }
             | Self::RouteNotFound(_)
             | Self::ResponseNotFound(_)
-            | Self::ConversationNotFound(_) => 404,
+            | Self::ConversationNotFound(_)
+            | Self::CacheSessionNotFound(_) => 404,
             Self::PreviousResponseNotFound(_) | Self::ItemReferenceNotFound { .. } => 400,
             Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
@@ -222,6 +228,7 @@ impl GatewayError {
                     Self::ConversationNotFound(_) => {
                         ("invalid_request_error", Some("conversation"))
                     }
+                    Self::CacheSessionNotFound(_) => ("invalid_request_error", Some("session_id")),
                     Self::Rejected(500..) => ("server_error", None),
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)

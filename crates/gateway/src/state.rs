@@ -59,6 +59,10 @@ pub struct Shared {
     pub(crate) sessions: EventBus,
     /// Request captures (`[capture]`); `None` when storage is off.
     pub(crate) captures: Option<Arc<dyn CaptureStore>>,
+    /// The prompt-cache ledger: its writer, and the store it reads from; `None` when storage
+    /// is off.
+    pub(crate) cache_ledger: Option<Arc<crate::platform::cache_ledger::LedgerWriter>>,
+    pub(crate) cache_turns: Option<Arc<dyn toolbridge_store::CacheLedger>>,
     /// Provider state by `call_id` (signatures a later turn must send back); `None` when
     /// storage is off (sealed `encrypted_content` is then the only way back).
     pub(crate) provider_states: Option<Arc<dyn ProviderStateStore>>,
@@ -82,6 +86,7 @@ impl AppState {
     pub async fn new(config: Config) -> Result<(Self, watch::Sender<bool>), String> {
         let mut key_store: Option<Arc<dyn KeyStore>> = None;
         let mut captures: Option<Arc<dyn CaptureStore>> = None;
+        let mut cache_turns: Option<Arc<dyn toolbridge_store::CacheLedger>> = None;
         let mut provider_states: Option<Arc<dyn ProviderStateStore>> = None;
         let store: Option<Arc<dyn ResponseStore>> = match &config.store_url {
             None => None,
@@ -107,6 +112,7 @@ impl AppState {
                 }
                 key_store = Some(Arc::new(store.clone()));
                 captures = Some(Arc::new(store.clone()));
+                cache_turns = Some(Arc::new(store.clone()));
                 provider_states = Some(Arc::new(store.clone()));
                 Some(Arc::new(store))
             }
@@ -148,6 +154,10 @@ impl AppState {
                 limits: Arc::new(limits),
                 sessions,
                 captures,
+                cache_ledger: cache_turns.clone().map(|store| {
+                    Arc::new(crate::platform::cache_ledger::LedgerWriter::start(store))
+                }),
+                cache_turns,
                 provider_states,
                 schema_cache: Arc::default(),
             })),

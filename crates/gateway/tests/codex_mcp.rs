@@ -3,9 +3,10 @@
 //! tools only behind `tool_search` (`execution: "client"`): the gateway offers `tool_search` as a
 //! function, the model (a fake upstream in the dialect's real wire format) calls it, the gateway
 //! shows Codex a `tool_search_call`, Codex answers with a `tool_search_output` holding the
-//! server's namespace, the gateway lifts those tools into the next round's tool list, the model
-//! calls `mcp__kit__add`, the gateway restores it as a `function_call` with `namespace` and
-//! `name`, Codex runs it on the MCP server (approved by the server's
+//! server's namespace, the gateway names those tools in the search's result with their
+//! parameters (the tool list stays the same: a provider's cached prefix is kept), the model
+//! calls `mcp__kit__add` through `call_found_tool`, the gateway restores it as a `function_call`
+//! with `namespace` and `name`, Codex runs it on the MCP server (approved by the server's
 //! `default_tools_approval_mode`, as `exec` needs), and the final answer carries its result.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
@@ -45,7 +46,8 @@ fn offered(body: &Value) -> Vec<String> {
     names
 }
 
-/// The model: search for tools, call the one found, then answer with its result.
+/// The model: search for tools, call the one found (through `call_found_tool` once the search's
+/// result names it), then answer with its result.
 fn script(wire: Wire, request: &Recorded) -> Reply {
     let body = &request.body;
     let text = body.to_string();
@@ -74,8 +76,12 @@ fn script(wire: Wire, request: &Recorded) -> Reply {
             calls: Vec::new(),
             ..call("", "", json!({}))
         }
-    } else if offered.iter().any(|n| n == FOUND_NAME) {
-        call("call_add", FOUND_NAME, json!({"a": A, "b": B}))
+    } else if text.contains(FOUND_NAME) && offered.iter().any(|n| n == "call_found_tool") {
+        call(
+            "call_add",
+            "call_found_tool",
+            json!({"name": FOUND_NAME, "arguments": {"a": A, "b": B}}),
+        )
     } else if offered.iter().any(|n| n == "tool_search") {
         call(
             "call_search",
@@ -190,18 +196,19 @@ async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
         !first.iter().any(|n| n.starts_with("mcp__kit")),
         "{first:?}"
     );
-    // Round two: the found tools were lifted into the tool list, and the search went back as
-    // the degraded call with its result.
+    // Round two: the tool list is the first round's (found tools are called through
+    // `call_found_tool`, declared from the start), and the search went back as the degraded
+    // call with its result, which names the found tool with its parameters.
     let second = offered(&all[1].body);
-    assert!(second.iter().any(|n| n == FOUND_NAME), "{second:?}");
+    assert_eq!(second, first);
+    assert!(second.iter().any(|n| n == "call_found_tool"), "{second:?}");
+    assert_eq!(all[1].body["tools"], all[0].body["tools"]);
     let history = all[1].body.to_string();
-    assert!(
-        history.contains("These tools are now available"),
-        "{history}"
-    );
-    // Round three: the sum came from the MCP server, which Codex ran.
+    assert!(history.contains("These tools were found"), "{history}");
+    assert!(history.contains(FOUND_NAME), "{history}");
+    // Round three: the sum came from the MCP server, which Codex ran; still the same tools.
     assert!(all[2].body.to_string().contains(SUM));
-    assert!(offered(&all[2].body).iter().any(|n| n == FOUND_NAME));
+    assert_eq!(all[2].body["tools"], all[0].body["tools"]);
     // Codex saw a real MCP tool call (its JSON events name the server and the tool).
     let ran = stdout
         .lines()

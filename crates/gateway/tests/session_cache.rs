@@ -505,3 +505,87 @@ async fn a_tool_found_mid_session_keeps_the_cache_on_every_dialect() {
         table.join("\n")
     );
 }
+
+/// The operator's view of a session: the cache ledger has one row per answer, with what the
+/// provider reported, over HTTP (`GET /v1/cache/sessions/{id}`) and from the command line
+/// (`toolbridge cache SESSION`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_report_shows_each_turn_as_the_provider_billed_it() {
+    let t = targets()
+        .into_iter()
+        .find(|t| t.preset == "anthropic")
+        .unwrap();
+    let h = gateway(&t).await;
+    h.upstream
+        .set_cache(CacheSim::new(t.wire, t.rules, t.report));
+    let steps = coding_task();
+    let n = steps.len();
+    session(&t, &h, &tools(), steps).await;
+    let served = h.upstream.cache().unwrap().served;
+    // The ledger is written beside the answers: wait for its rows.
+    let url = h.url("/v1/cache/sessions/thread-1");
+    let mut report = Value::Null;
+    for _ in 0..100 {
+        let response = h.client.get(&url).send().await.unwrap();
+        if response.status() == 200 {
+            report = response.json().await.unwrap();
+            if report["turns"].as_array().is_some_and(|t| t.len() == n) {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let turns = report["turns"].as_array().expect("the report's turns");
+    assert_eq!(turns.len(), n, "{report:#}");
+    for (turn, s) in turns.iter().zip(&served) {
+        assert_eq!(turn["input_tokens"], s.input);
+        assert_eq!(turn["cached_tokens"], s.read);
+        assert_eq!(turn["cache_write_tokens"], s.write);
+        assert_eq!(turn["provider"], "up");
+    }
+    let later: Vec<_> = served[1..].iter().collect();
+    let share = later.iter().map(|s| s.read).sum::<u64>() as f64
+        / later.iter().map(|s| s.input).sum::<u64>() as f64;
+    let reported = report["total"]["cached_share_after_first"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (reported - share).abs() < 0.001,
+        "{reported} against {share}"
+    );
+    assert!(reported > 0.8, "{report:#}");
+    // Another session has no report.
+    let missing = h
+        .client
+        .get(h.url("/v1/cache/sessions/thread-2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "cache_session_not_found");
+    // The command line reads the same ledger from the store.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolbridge"))
+        .args(["cache", "thread-1", "--json"])
+        .env("TOOLBRIDGE_STORE_URL", &h.store_url)
+        .env("TOOLBRIDGE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+        .env_remove("TOOLBRIDGE_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, report);
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_toolbridge"))
+        .args(["cache", "thread-1"])
+        .env("TOOLBRIDGE_STORE_URL", &h.store_url)
+        .env("TOOLBRIDGE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+        .env_remove("TOOLBRIDGE_CONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("total: {n} turns")), "{text}");
+}

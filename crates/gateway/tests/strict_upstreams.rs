@@ -490,12 +490,14 @@ fn found_call_answer() -> Answer {
     Answer {
         reasoning: Vec::new(),
         text: Vec::new(),
+        // Through `call_found_tool`: found tools are not declared (the tool list stays the
+        // first round's).
         calls: vec![Call {
             id: "call_f".to_owned(),
-            name: "mcp__docs__search".to_owned(),
+            name: "call_found_tool".to_owned(),
             namespace: None,
             custom: false,
-            arguments: json!({"q": "install"}),
+            arguments: json!({"name": "mcp__docs__search", "arguments": {"q": "install"}}),
         }],
         end: End::ToolCalls,
         usage: Usage {
@@ -508,7 +510,7 @@ fn found_call_answer() -> Answer {
 }
 
 /// The echoed search reached the upstream as its function's call and output, and the tools it
-/// found are declared, flattened.
+/// found are named in that output (called through `call_found_tool`, declared from the start).
 fn check_search_sent(sent: &Value) {
     let tools: Vec<&str> = sent["tools"]
         .as_array()
@@ -518,7 +520,7 @@ fn check_search_sent(sent: &Value) {
         .collect();
     assert_eq!(
         tools,
-        ["exec_command", "tool_search", "mcp__docs__search"],
+        ["exec_command", "tool_search", "call_found_tool"],
         "{sent:#}"
     );
     let input = &sent["input"];
@@ -548,6 +550,7 @@ async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_
     assert_eq!(call["type"], "function_call", "{body:#}");
     assert_eq!(call["namespace"], "mcp__docs");
     assert_eq!(call["name"], "search");
+    assert_eq!(call["arguments"], r#"{"q":"install"}"#);
     h.check_response(&body);
 }
 
@@ -562,6 +565,17 @@ async fn an_echoed_tool_search_reaches_a_strict_native_upstream_as_its_function_
     assert_eq!(last["type"], "response.completed", "{last:#}");
     assert_eq!(last["response"]["output"][0]["namespace"], "mcp__docs");
     assert_eq!(last["response"]["output"][0]["name"], "search");
+    assert_eq!(
+        last["response"]["output"][0]["arguments"],
+        r#"{"q":"install"}"#
+    );
+    // The arguments streamed are the found tool's own.
+    let streamed: String = events
+        .iter()
+        .filter(|e| e.data["type"] == "response.function_call_arguments.delta")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(streamed, r#"{"q":"install"}"#);
 }
 
 #[tokio::test]

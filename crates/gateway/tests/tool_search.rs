@@ -164,7 +164,12 @@ async fn found_tools_are_offered_next_round_and_their_calls_keep_the_namespace()
     for &(preset, wire) in TARGETS {
         for stream in [false, true] {
             let h = harness(preset).await;
-            let answer = call("mcp__probe__add_numbers", json!({"a": 2, "b": 3}));
+            // The model calls the found tool through `call_found_tool`, as the search's result
+            // tells it.
+            let answer = call(
+                "call_found_tool",
+                json!({"name": "mcp__probe__add_numbers", "arguments": {"a": 2, "b": 3}}),
+            );
             h.upstream.push(if stream {
                 wire.stream(&answer)
             } else {
@@ -191,9 +196,10 @@ async fn found_tools_are_offered_next_round_and_their_calls_keep_the_namespace()
             );
             let upstream = h.upstream.last_body();
             let names = offered(&upstream);
+            // The tool list is the first round's: found tools are not declared.
             assert_eq!(
                 names,
-                ["exec_command", "tool_search", "mcp__probe__add_numbers"],
+                ["exec_command", "tool_search", "call_found_tool"],
                 "{preset}"
             );
             // Gemini pairs a result with its call by name.
@@ -239,8 +245,12 @@ async fn found_tools_stay_on_the_chain_with_previous_response_id() {
     let call_id = first["output"][0]["call_id"].as_str().unwrap().to_owned();
     // Turn two answers the search; turn three only answers the call: the found tools come
     // from the stored chain.
-    h.upstream
-        .push(wire.whole(&call("mcp__probe__add_numbers", json!({"a": 2, "b": 3}))));
+    let mut add = call(
+        "call_found_tool",
+        json!({"name": "mcp__probe__add_numbers", "arguments": {"a": 2, "b": 3}}),
+    );
+    add.calls[0].id = "call_2".to_owned();
+    h.upstream.push(wire.whole(&add));
     let output_item = probe_search(&call_id).remove(1);
     let (status, second) = h
         .post_json(&json!({"model": "m", "previous_response_id": first["id"], "input": [output_item], "tools": codex_tools(), "store": true}))
@@ -262,10 +272,23 @@ async fn found_tools_stay_on_the_chain_with_previous_response_id() {
         )
         .await;
     assert_eq!(status, 200, "{third}");
-    let names = offered(&h.upstream.last_body());
-    assert!(
-        names.contains(&"mcp__probe__add_numbers".to_owned()),
-        "{names:?}"
+    assert_eq!(h.upstream.requests().len(), 3, "{second:#}\n{third:#}");
+    let sent = h.upstream.last_body();
+    let names = offered(&sent);
+    assert!(names.contains(&"call_found_tool".to_owned()), "{names:?}");
+    // The call replays through `call_found_tool`, naming the found tool the stored chain
+    // carries.
+    let replayed = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .find(|c| c["function"]["name"] == "call_found_tool")
+        .unwrap_or_else(|| panic!("{sent:#}"));
+    assert_eq!(
+        serde_json::from_str::<Value>(replayed["function"]["arguments"].as_str().unwrap()).unwrap(),
+        json!({"name": "mcp__probe__add_numbers", "arguments": {"a": 2, "b": 3}})
     );
 }
 

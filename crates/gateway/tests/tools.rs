@@ -69,7 +69,9 @@ async fn the_provider_sees_functions_only_and_every_decision_is_reported() {
             "exec_command",
             "apply_patch",
             "multi_agent_v1__close_agent",
-            "tool_search"
+            "tool_search",
+            // Declared with the search, for the tools it will find.
+            "call_found_tool"
         ]
     );
     assert_eq!(sent["tool_choice"], "auto");

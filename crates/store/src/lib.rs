@@ -30,6 +30,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+mod cache_turns;
 mod captures;
 mod chain;
 mod checkpoint;
@@ -46,6 +47,7 @@ mod sql;
 mod sweeps;
 mod tenant;
 mod writer;
+pub use cache_turns::{CacheLedger, CacheTurn, MAX_REPORTED_TURNS};
 pub use captures::CaptureStore;
 pub use guard::{StoreHealth, StoreOptions};
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};

@@ -77,6 +77,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     )",
     "CREATE INDEX IF NOT EXISTS toolbridge_provider_states_expires ON toolbridge_provider_states (expires_at)",
     "CREATE INDEX IF NOT EXISTS toolbridge_provider_states_age ON toolbridge_provider_states (tenant, created_at)",
+    // The prompt-cache ledger (`cache_turns`).
+    "CREATE TABLE IF NOT EXISTS toolbridge_cache_turns (
+        tenant TEXT NOT NULL,
+        session TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        cached_tokens BIGINT NOT NULL,
+        cache_write_tokens BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS toolbridge_cache_turns_session ON toolbridge_cache_turns (session, at)",
+    "CREATE INDEX IF NOT EXISTS toolbridge_cache_turns_expires ON toolbridge_cache_turns (expires_at)",
 ];
 
 impl SqlStore {

@@ -300,7 +300,16 @@ fn tool_row(
         Ok(p) => {
             // A namespace has an entry per member after its own; the members say what
             // reaches the provider. The gateway's own functions come after the declared tools.
-            let entry = p.entries.iter().rfind(|e| e.param.starts_with("tools["));
+            // `call_found_tool`, declared beside a `tool_search` sent as a function, is said
+            // after the search's own row.
+            let entry = p.entries.iter().rfind(|e| {
+                e.param.starts_with("tools[")
+                    && e.reason != toolbridge_core::plan::reasons::CALL_FOUND
+            });
+            let dispatcher = p
+                .entries
+                .iter()
+                .any(|e| e.reason == toolbridge_core::plan::reasons::CALL_FOUND);
             let line = match entry {
                 Some(e) => format!(
                     "{:<9} as {:<24} ({})",
@@ -313,11 +322,14 @@ fn tool_row(
                 ),
                 None => "nothing planned".to_owned(),
             };
-            let flags = if p.request_flags.is_empty() {
+            let mut flags = if p.request_flags.is_empty() {
                 String::new()
             } else {
                 format!(" + request fields {}", Value::Object(p.request_flags))
             };
+            if dispatcher {
+                flags.push_str(" + call_found_tool for the tools it finds");
+            }
             format!("  {kind:<22} {line}{flags}\n")
         }
         Err(e) => format!("  {kind:<22} {:<9} ({})\n", "rejected", e.code()),

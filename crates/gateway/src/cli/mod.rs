@@ -85,6 +85,18 @@ pub enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// A session's prompt-cache report from the store's cache ledger (every tenant's): each
+    /// upstream answer's provider, input tokens, cache reads and writes and cached share.
+    /// `SESSION` is the session's `prompt_cache_key` (Codex's thread id), conversation id or
+    /// Codex `session-id`.
+    Cache {
+        session: String,
+        /// Print the report as JSON (the `GET /v1/cache/sessions/{id}` body).
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "TOOLBRIDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Internal: run one jq query for the json tool's isolated mode (a JSON request on stdin, a
     /// JSON answer on stdout). The gateway starts its own binary with this under a memory limit.
     #[command(hide = true, name = "jq-worker")]

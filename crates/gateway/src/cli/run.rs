@@ -35,6 +35,11 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Keys { command } => keys(command),
+        Command::Cache {
+            session,
+            json,
+            config,
+        } => cache_report(config.as_deref(), &session, json),
         Command::Healthcheck { url } => match crate::cli::healthcheck(&url) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -115,6 +120,41 @@ fn trace_show(config: Option<&std::path::Path>, request_id: &str) -> ExitCode {
     match runtime.block_on(crate::platform::ops::trace_show(&config, request_id)) {
         Ok(text) => {
             print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `toolbridge cache SESSION`: the session's cache report, as text or JSON.
+fn cache_report(config: Option<&std::path::Path>, session: &str, json: bool) -> ExitCode {
+    let config = match load(config, None) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(crate::platform::cache_ledger::read_report(&config, session)) {
+        Ok(report) if json => {
+            println!("{report:#}");
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            print!("{}", crate::platform::cache_ledger::report_text(&report));
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -154,6 +154,12 @@ pub struct ProviderFile {
     pub base_url: String,
     /// The environment variable holding the upstream API key.
     pub api_key_env: Option<String>,
+    /// More environment variables holding keys (accounts) of the same provider: with several
+    /// keys, each session keeps one, chosen from its cache key (the key decides, so every
+    /// gateway process chooses the same); the keys set in the environment, after
+    /// `api_key_env`'s.
+    #[serde(default)]
+    pub api_key_envs: Vec<String>,
     /// The preset the profile starts from; by default the dialect's own (`generic` for Chat,
     /// `anthropic`, `gemini`).
     #[serde(default)]

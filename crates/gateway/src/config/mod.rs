@@ -149,6 +149,7 @@ impl Config {
                 dialect: file::default_dialect(),
                 base_url,
                 api_key_env: Some("TOOLBRIDGE_UPSTREAM_API_KEY".to_owned()),
+                api_key_envs: Vec::new(),
                 preset: env("TOOLBRIDGE_UPSTREAM_PRESET"),
                 profile: ProfilePatch::default(),
                 request_timeout_secs: None,

@@ -65,6 +65,9 @@ pub struct Provider {
     pub base_url: String,
     /// The upstream API key, read from the environment at load time. Never logged.
     pub api_key: Option<String>,
+    /// Every key of the provider (`api_key` first, then `api_key_envs`'): a session keeps one
+    /// ([`Self::key_for`]). Never logged.
+    pub api_keys: Vec<String>,
     pub profile: Profile,
     /// The profile of each model with its own patch (`models.<name>.profile`), resolved at load.
     pub model_profiles: BTreeMap<String, Profile>,
@@ -81,6 +84,22 @@ pub struct Provider {
     pub repair: RepairPolicy,
 }
 
+impl Provider {
+    /// The key a session with `affinity` sends: with several keys, the one its affinity ranks
+    /// highest (rendezvous hashing: the same in every process, and a key added or removed moves
+    /// only the sessions it must).
+    pub(crate) fn key_for(&self, affinity: crate::upstream::Affinity) -> Option<&str> {
+        if self.api_keys.len() <= 1 {
+            return self.api_key.as_deref();
+        }
+        self.api_keys
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, _)| affinity.rank(*i))
+            .map(|(_, key)| key.as_str())
+    }
+}
+
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Provider")
@@ -89,10 +108,10 @@ impl std::fmt::Debug for Provider {
             .field("base_url", &self.base_url)
             .field(
                 "api_key",
-                &if self.api_key.is_some() {
-                    "[redacted]"
-                } else {
-                    "none"
+                &match self.api_keys.len() {
+                    0 => "none".to_owned(),
+                    1 => "[redacted]".to_owned(),
+                    n => format!("[{n} redacted]"),
                 },
             )
             .field("profile", &self.profile.name)
@@ -175,10 +194,13 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         let field = at(&format!("models.{model}.profile"));
         model_profiles.insert(model.clone(), resolve(&[&p.profile, &m.profile], field)?);
     }
-    let api_key = match &p.api_key_env {
-        Some(var) => env(var).filter(|k| !k.is_empty()),
-        None => None,
-    };
+    let api_keys: Vec<String> = p
+        .api_key_env
+        .iter()
+        .chain(&p.api_key_envs)
+        .filter_map(|var| env(var).filter(|k| !k.is_empty()))
+        .collect();
+    let api_key = api_keys.first().cloned();
     let secs = |v: Option<u64>, default: u64| Duration::from_secs(v.unwrap_or(default));
     let policy = |field: &str, value: Option<&String>, default: InvalidCalls, allowed: &[&str]| {
         match value {
@@ -213,6 +235,7 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
         dialect,
         base_url: url,
         api_key,
+        api_keys,
         profile,
         model_profiles,
         models: p.models,

@@ -1,6 +1,6 @@
 //! The HTTP face of the gateway: [`app`] builds the whole router, for `main` and for tests
 //! alike, from one router per route module (`responses`, `stored`, `conversations`, `models`,
-//! `search`, `sessions`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
+//! `search`, `sessions`, `cache`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
 //! see [`crate::platform::auth`] and [`crate::platform::limits`]), plus `/healthz` and the
 //! metrics route. Every error answer is OpenAI's JSON, the router's own included
 //! ([`json_errors`]).
@@ -9,6 +9,7 @@
 //! ([`crate::state`]) imports nothing from it; the route modules are the only callers of the
 //! pipeline in [`responses`].
 
+mod cache;
 pub(crate) mod conversations;
 mod health;
 pub(crate) mod json_errors;
@@ -41,6 +42,7 @@ pub fn app(state: AppState) -> Router {
         .merge(models::router())
         .merge(search::router())
         .merge(sessions::router())
+        .merge(cache::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     // Codex's base URL may lack `/v1`: the WebSocket mode answers there too, behind the same key.
     let websocket = responses::websocket_router()

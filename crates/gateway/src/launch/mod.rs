@@ -51,6 +51,7 @@ pub(crate) async fn serve_reloadable(
         std::time::Duration::from_secs(5),
     ));
     let captures = state.captures.clone();
+    let cache_turns = state.cache_turns.clone();
     let provider_states = state.provider_states.clone();
     if let Some(store) = state.store.clone() {
         // In the background: a heartbeat (so other processes know this one's runs are alive),
@@ -95,6 +96,15 @@ pub(crate) async fn serve_reloadable(
                             Ok(0) => {}
                             Ok(n) => tracing::info!(purged = n, "expired request captures deleted"),
                             Err(e) => tracing::warn!("purging expired captures failed: {e}"),
+                        }
+                    }
+                    if let Some(turns) = &cache_turns {
+                        match turns.purge_cache_turns(now).await {
+                            Ok(0) => {}
+                            Ok(n) => {
+                                tracing::info!(purged = n, "expired cache ledger turns deleted")
+                            }
+                            Err(e) => tracing::warn!("purging the cache ledger failed: {e}"),
                         }
                     }
                 }

@@ -1,4 +1,5 @@
-//! What every route stands on and no route owns: gateway keys and their scopes (`auth`),
+//! What every route stands on and no route owns: gateway keys and their scopes (`auth`), the
+//! prompt-cache ledger's writer (`cache_ledger`),
 //! per-minute limits (`limits`), observability (`ops`: metrics, logs, traces, captures, config
 //! reload), the session side channel (`sessions`), sealing of reasoning blobs (`seal`), the
 //! server itself (`serve`: accept loop, connection and body limits, graceful shutdown), the
@@ -8,6 +9,7 @@
 //! layers that need the application take the parts they use as arguments.
 
 pub(crate) mod auth;
+pub(crate) mod cache_ledger;
 pub(crate) mod ids;
 pub(crate) mod inflight;
 pub(crate) mod limits;

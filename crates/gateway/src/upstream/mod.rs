@@ -1,6 +1,8 @@
 //! Talking HTTP to upstream providers: one pooled client per provider, request sending, error
 //! answers mapped before any byte goes to the client, and bounded bodies.
 
+mod affinity;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +15,8 @@ use toolbridge_providers::dialect::{Auth, HttpShape};
 
 use crate::config::{Config, Provider};
 use crate::error::GatewayError;
+
+pub(crate) use affinity::{Affinity, session_key};
 
 /// The most of an upstream error body we read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -121,13 +125,14 @@ impl Upstreams {
         model: &str,
         payload: &Bytes,
         stream: bool,
+        affinity: Affinity,
     ) -> Result<reqwest::Response, GatewayError> {
         let client = self.clients.get(&provider.name).ok_or_else(|| {
             GatewayError::UpstreamUnreachable(format!("no client for provider `{}`", provider.name))
         })?;
         crate::platform::ops::observe::capture_upstream(&provider.name, payload);
         let span = crate::platform::ops::telemetry::stage_span!("upstream", provider = %provider.name, model = %model, stream);
-        self.send_retrying(client, provider, model, payload, stream)
+        self.send_retrying(client, provider, model, payload, stream, affinity)
             .instrument(span)
             .await
     }
@@ -142,6 +147,7 @@ impl Upstreams {
         provider: &Provider,
         model: &str,
         payload: &Bytes,
+        affinity: Affinity,
     ) -> Result<Vec<u8>, GatewayError> {
         let mut waited = Duration::ZERO;
         let mut attempt = 0u32;
@@ -169,7 +175,7 @@ impl Upstreams {
             tokio::time::sleep(wait).await;
             waited += wait;
             attempt += 1;
-            response = self.send(provider, model, payload, false).await?;
+            response = self.send(provider, model, payload, false, affinity).await?;
         }
     }
 
@@ -180,12 +186,13 @@ impl Upstreams {
         model: &str,
         payload: &Bytes,
         stream: bool,
+        affinity: Affinity,
     ) -> Result<reqwest::Response, GatewayError> {
         let mut waited = Duration::ZERO;
         let mut attempt = 0u32;
         loop {
             let result = self
-                .send_once(client, provider, model, stream, payload.clone())
+                .send_once(client, provider, model, stream, payload.clone(), affinity)
                 .await;
             let error = match result {
                 Ok(response) => return Ok(response),
@@ -227,6 +234,7 @@ impl Upstreams {
         model: &str,
         stream: bool,
         payload: bytes::Bytes,
+        affinity: Affinity,
     ) -> Result<reqwest::Response, GatewayError> {
         let dialect = provider.dialect;
         let shape = dialect.http(model, stream);
@@ -245,7 +253,7 @@ impl Upstreams {
         } else {
             request = request.timeout(provider.request_timeout);
         }
-        request = with_auth(request, &shape, provider.api_key.as_deref());
+        request = with_auth(request, &shape, provider.key_for(affinity));
         if let Some((parent, state)) = crate::platform::ops::telemetry::outgoing() {
             request = request.header("traceparent", parent);
             if let Some(state) = state {

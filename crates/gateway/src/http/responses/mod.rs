@@ -196,11 +196,15 @@ struct Prepared<'a> {
     display: ReasoningDisplay,
     /// The route's provider, then its fallbacks (looked up once).
     targets: Vec<crate::config::Target<'a>>,
+    /// Which of a provider's keys the request's session keeps (`upstream::affinity`).
+    affinity: crate::upstream::Affinity,
 }
 
 /// The route stage's hand-off: the request for one target.
 struct Routed<'a> {
     provider: &'a crate::config::Provider,
+    /// Which of the provider's keys every round of the answer sends.
+    affinity: crate::upstream::Affinity,
     upstream_model: String,
     profile: Profile,
     /// Whether the gateway offered tools of its own (then it runs the tool loop).

@@ -233,13 +233,31 @@ pub(super) async fn summarize(
         )
         .payload(),
     );
+    // The session's key, as its turns send (a compaction is one of its requests).
+    let affinity = crate::upstream::session_key(req.prompt_cache_key.as_deref(), None, None)
+        .map_or_else(
+            crate::upstream::Affinity::spread,
+            crate::upstream::Affinity::of,
+        );
     let upstream = state
         .upstreams
-        .send(target.provider, &target.upstream_model, &payload, false)
+        .send(
+            target.provider,
+            &target.upstream_model,
+            &payload,
+            false,
+            affinity,
+        )
         .await?;
     let body = state
         .upstreams
-        .read_whole(upstream, target.provider, &target.upstream_model, &payload)
+        .read_whole(
+            upstream,
+            target.provider,
+            &target.upstream_model,
+            &payload,
+            affinity,
+        )
         .await?;
     let events = decode_whole(dialect, &profile, &body, diagnostics)?;
     let mut summary = String::new();

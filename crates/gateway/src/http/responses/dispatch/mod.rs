@@ -89,7 +89,13 @@ async fn send(state: &AppState, routed: &Routed<'_>) -> Result<Answer, GatewayEr
     let stream = routed.outgoing.stream();
     let upstream = state
         .upstreams
-        .send(provider, &routed.upstream_model, &routed.payload, stream)
+        .send(
+            provider,
+            &routed.upstream_model,
+            &routed.payload,
+            stream,
+            routed.affinity,
+        )
         .await?;
     if stream {
         decode::peek(upstream, provider.dialect, &routed.profile)

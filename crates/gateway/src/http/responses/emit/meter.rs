@@ -17,6 +17,9 @@ use crate::platform::sessions::{MediaRef, ResponseInfo, SessionEvent, ToolInfo};
 struct Ended<'a> {
     status: &'a str,
     input_tokens: u64,
+    /// Of the input, what the provider's cache read and wrote.
+    cached_tokens: u64,
+    cache_write_tokens: u64,
     output_tokens: u64,
     /// `None` when the response reports no usage.
     total_tokens: Option<u64>,
@@ -29,6 +32,9 @@ pub(in crate::http::responses) struct Meter {
     key: Option<Authenticated>,
     provider: String,
     session: Option<String>,
+    /// The session whose cache ledger records this response (`platform::cache_ledger`), and
+    /// its tenant.
+    cache_session: Option<(toolbridge_store::Tenant, String)>,
     response_id: String,
     /// The model label (a route pattern, bounded).
     model: String,
@@ -42,7 +48,7 @@ impl Meter {
         state: &AppState,
         key: Option<Authenticated>,
         (provider, model): (&str, &str),
-        session: Option<String>,
+        (session, cache_session): (Option<String>, Option<(toolbridge_store::Tenant, String)>),
         response_id: &str,
     ) -> Self {
         let model = crate::platform::ops::metrics::model_label(&state.config, model);
@@ -57,6 +63,7 @@ impl Meter {
             key,
             provider: provider.to_owned(),
             session,
+            cache_session: cache_session.filter(|_| state.cache_ledger.is_some()),
             response_id: response_id.to_owned(),
         };
         meter.publish(SessionEvent::ResponseStarted(ResponseInfo::new(
@@ -74,6 +81,12 @@ impl Meter {
         let ended = Ended {
             status: response["status"].as_str().unwrap_or("unknown"),
             input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+            cached_tokens: usage["input_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+            cache_write_tokens: usage["input_tokens_details"]["cache_write_tokens"]
+                .as_u64()
+                .unwrap_or(0),
             output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
             total_tokens: usage["total_tokens"].as_u64(),
         };
@@ -97,6 +110,8 @@ impl Meter {
         let ended = Ended {
             status: response.status.as_str(),
             input_tokens: usage.map_or(0, |u| u.input_tokens),
+            cached_tokens: usage.map_or(0, |u| u.input_tokens_details.cached_tokens),
+            cache_write_tokens: usage.map_or(0, |u| u.input_tokens_details.cache_write_tokens),
             output_tokens: usage.map_or(0, |u| u.output_tokens),
             total_tokens: usage.map(|u| u.total_tokens),
         };
@@ -108,9 +123,30 @@ impl Meter {
         crate::platform::ops::metrics::tokens(
             &self.provider,
             &self.model,
-            ended.input_tokens,
-            ended.output_tokens,
+            crate::platform::ops::metrics::TokenCounts {
+                input: ended.input_tokens,
+                cached: ended.cached_tokens,
+                cache_write: ended.cache_write_tokens,
+                output: ended.output_tokens,
+            },
         );
+        if let (Some((tenant, session)), Some(ledger), Some(_)) = (
+            &self.cache_session,
+            &self.state.cache_ledger,
+            ended.total_tokens,
+        ) {
+            ledger.record(toolbridge_store::CacheTurn {
+                tenant: tenant.clone(),
+                session: session.clone(),
+                at: i64::try_from(time::now_ms()).unwrap_or(i64::MAX),
+                provider: self.provider.clone(),
+                model: self.model.clone(),
+                input_tokens: ended.input_tokens,
+                cached_tokens: ended.cached_tokens,
+                cache_write_tokens: ended.cache_write_tokens,
+                expires_at: time::now() + crate::platform::cache_ledger::KEPT.as_secs() as i64,
+            });
+        }
         if let Some(ctx) = &self.observed {
             ctx.write_capture_json(text, 200).await;
         }

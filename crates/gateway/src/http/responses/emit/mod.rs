@@ -106,14 +106,20 @@ fn setup(
             stored,
         },
     };
+    let conversation = toolbridge_core::assemble::conversation_id(&prepared.req);
+    let cache_session = crate::upstream::session_key(
+        prepared.req.prompt_cache_key.as_deref(),
+        conversation.as_deref(),
+        caller.session.as_deref(),
+    )
+    .map(|key| (prepared.tenant.clone(), key.to_owned()));
     let meter = Meter::start(
         state,
         caller.key.clone(),
         (&dispatched.routed.provider.name, &prepared.canonical.model),
-        caller.session.clone(),
+        (caller.session.clone(), cache_session),
         &meta.id,
     );
-    let conversation = toolbridge_core::assemble::conversation_id(&prepared.req);
     let persist = match &state.store {
         Some(store) if stored || conversation.is_some() => Some(Persist {
             store: store.clone(),
@@ -224,6 +230,7 @@ fn assembled<'a>(
                 Some(Box::new(EchoRounds {
                     upstreams: state.upstreams.clone(),
                     provider: provider.clone(),
+                    affinity: routed.affinity,
                     upstream_model: routed.upstream_model.clone(),
                     outgoing: routed.outgoing,
                     left: MAX_ECHO_ROUNDS,
@@ -280,6 +287,7 @@ fn assembled<'a>(
         Box::new(Continuation {
             upstreams: state.upstreams.clone(),
             provider: provider.clone(),
+            affinity: routed.affinity,
             profile: routed.profile.clone(),
             upstream_model: routed.upstream_model.clone(),
             req: Arc::clone(&req),
@@ -325,6 +333,7 @@ fn assembled<'a>(
         upstream_model: routed.upstream_model,
         payload: routed.payload,
         upstreams: state.upstreams.clone(),
+        affinity: routed.affinity,
     };
     (assembled, req)
 }
@@ -341,6 +350,7 @@ struct Assembled<'a> {
     /// The request as sent, to send again when a whole answer breaks off mid-body.
     payload: axum::body::Bytes,
     upstreams: Arc<crate::upstream::Upstreams>,
+    affinity: crate::upstream::Affinity,
 }
 
 /// A streamed answer: the pump, its first snapshot stored first.
@@ -414,6 +424,7 @@ async fn whole(
         upstream_model,
         payload,
         upstreams,
+        affinity,
     } = assembled;
     for item in prelude {
         assembler.gateway_item(item, &mut Vec::new());
@@ -434,7 +445,7 @@ async fn whole(
             &profile,
             usage_basis,
             rounds,
-            Resend { upstreams: &upstreams, provider, model: &upstream_model, payload },
+            Resend { upstreams: &upstreams, provider, model: &upstream_model, payload, affinity },
         ) => response?,
     };
     record_repairs(

@@ -19,6 +19,7 @@ pub(super) struct Resend<'a> {
     pub(super) model: &'a str,
     /// The round's request as sent.
     pub(super) payload: Bytes,
+    pub(super) affinity: crate::upstream::Affinity,
 }
 
 /// A whole answer, round after round (each round's body read to its end, a cut one sent again:
@@ -39,7 +40,13 @@ pub(super) async fn sync_response(
     loop {
         let body = resend
             .upstreams
-            .read_whole(upstream, resend.provider, resend.model, &resend.payload)
+            .read_whole(
+                upstream,
+                resend.provider,
+                resend.model,
+                &resend.payload,
+                resend.affinity,
+            )
             .await?;
         crate::platform::ops::telemetry::stage_span!("reconstruct", stream = false).in_scope(
             || {

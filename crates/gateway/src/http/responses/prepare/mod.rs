@@ -73,6 +73,16 @@ pub(super) async fn prepare<'a>(
         super::stored::provider_state::fill(state, &tenant, &mut canonical.turns).await;
     }
     let display = ReasoningDisplay::for_request(&req);
+    let conversation = toolbridge_core::assemble::conversation_id(&req);
+    let affinity = crate::upstream::session_key(
+        req.prompt_cache_key.as_deref(),
+        conversation.as_deref(),
+        caller.session.as_deref(),
+    )
+    .map_or_else(
+        crate::upstream::Affinity::spread,
+        crate::upstream::Affinity::of,
+    );
     let prepared = Prepared {
         req,
         canonical,
@@ -84,6 +94,7 @@ pub(super) async fn prepare<'a>(
         tenant,
         display,
         targets,
+        affinity,
     };
     Ok((prepared, raw))
 }

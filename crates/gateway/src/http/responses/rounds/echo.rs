@@ -16,6 +16,7 @@ pub(in crate::http::responses) const MAX_ECHO_ROUNDS: u8 = 4;
 pub(in crate::http::responses) struct EchoRounds {
     pub(in crate::http::responses) upstreams: Arc<crate::upstream::Upstreams>,
     pub(in crate::http::responses) provider: crate::config::Provider,
+    pub(in crate::http::responses) affinity: crate::upstream::Affinity,
     pub(in crate::http::responses) upstream_model: String,
     pub(in crate::http::responses) outgoing: Outgoing,
     pub(in crate::http::responses) left: u8,
@@ -43,6 +44,7 @@ impl EchoRounds {
                 &self.upstream_model,
                 &payload,
                 self.outgoing.stream(),
+                self.affinity,
             )
             .await?;
         Ok((response, payload))

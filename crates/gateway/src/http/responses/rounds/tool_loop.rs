@@ -54,6 +54,8 @@ pub(super) const OUT_OF_STEPS: &str = "max_tool_calls";
 pub(in crate::http::responses) struct Continuation {
     pub(in crate::http::responses) upstreams: Arc<crate::upstream::Upstreams>,
     pub(in crate::http::responses) provider: crate::config::Provider,
+    /// Which of the provider's keys every round sends (the first round's).
+    pub(in crate::http::responses) affinity: crate::upstream::Affinity,
     pub(in crate::http::responses) profile: Profile,
     pub(in crate::http::responses) upstream_model: String,
     /// The client's request (its non-history fields are read by the translators).
@@ -105,6 +107,7 @@ impl Continuation {
                 &self.upstream_model,
                 &payload,
                 outgoing.stream(),
+                self.affinity,
             )
             .await?;
         Ok((response, payload))

@@ -146,6 +146,7 @@ pub(super) fn route<'a>(
     let usage_basis = outgoing.estimates_usage().then(|| payload.clone());
     Ok(Routed {
         provider,
+        affinity: prepared.affinity,
         upstream_model: upstream_model.clone(),
         profile,
         gateway_tools_offered: !offer.tools.is_empty(),

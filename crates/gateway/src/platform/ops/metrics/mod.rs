@@ -33,6 +33,7 @@ pub(crate) mod names {
     pub(crate) const UPSTREAM_LATENCY: &str = "toolbridge_upstream_latency_seconds";
     pub(crate) const OVERHEAD: &str = "toolbridge_overhead_seconds";
     pub(crate) const TOKENS: &str = "toolbridge_tokens_total";
+    pub(crate) const CACHE_TOKENS: &str = "toolbridge_cache_tokens_total";
     pub(crate) const PLAN_DECISIONS: &str = "toolbridge_tool_plan_decisions_total";
     pub(crate) const REPAIRS: &str = "toolbridge_repairs_total";
     pub(crate) const TOOL_LOOP_STEPS: &str = "toolbridge_tool_loop_steps_total";
@@ -158,6 +159,10 @@ fn describe() {
     );
     describe_counter!(names::TOKENS, "Tokens in and out, by provider and model.");
     describe_counter!(
+        names::CACHE_TOKENS,
+        "Input tokens the provider's prompt cache read or wrote, by provider and model."
+    );
+    describe_counter!(
         names::PLAN_DECISIONS,
         "Tool-plan decisions by tool type and decision."
     );
@@ -274,21 +279,35 @@ pub(crate) fn upstream(provider: &str, status: Option<u16>, elapsed: Duration) {
     }
 }
 
-/// A finished response's tokens.
-pub(crate) fn tokens(provider: &str, model: &str, input: u64, output: u64) {
+/// A finished response's tokens: input (of which cache reads and writes) and output.
+pub(crate) struct TokenCounts {
+    pub(crate) input: u64,
+    pub(crate) cached: u64,
+    pub(crate) cache_write: u64,
+    pub(crate) output: u64,
+}
+
+/// A finished response's tokens, by provider and model: `toolbridge_tokens_total` by direction,
+/// and the provider cache's part of the input in `toolbridge_cache_tokens_total` by kind
+/// (`read`, `write`).
+pub(crate) fn tokens(provider: &str, model: &str, t: TokenCounts) {
     if enabled() {
-        static HANDLES: Handles<2, (Counter, Counter)> = Handles::new();
+        static HANDLES: Handles<2, [Counter; 4]> = Handles::new();
         HANDLES.with(
             [provider, model],
             |[provider, model]| {
-                (
+                [
                     counter!(names::TOKENS, "provider" => provider.clone(), "model" => model.clone(), "direction" => "input"),
-                    counter!(names::TOKENS, "provider" => provider, "model" => model, "direction" => "output"),
-                )
+                    counter!(names::TOKENS, "provider" => provider.clone(), "model" => model.clone(), "direction" => "output"),
+                    counter!(names::CACHE_TOKENS, "provider" => provider.clone(), "model" => model.clone(), "kind" => "read"),
+                    counter!(names::CACHE_TOKENS, "provider" => provider, "model" => model, "kind" => "write"),
+                ]
             },
-            |(tokens_in, tokens_out)| {
-                tokens_in.increment(input);
-                tokens_out.increment(output);
+            |[tokens_in, tokens_out, read, write]| {
+                tokens_in.increment(t.input);
+                tokens_out.increment(t.output);
+                read.increment(t.cached);
+                write.increment(t.cache_write);
             },
         );
     }
