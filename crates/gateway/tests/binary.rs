@@ -194,6 +194,44 @@ provider = "main"
     .await;
 }
 
+/// Issue 44: `toolbridge check | head` panicked ("failed printing to stdout: Broken pipe") when
+/// the reader had gone; every printing command now ends quietly and successfully instead.
+#[tokio::test]
+async fn printing_commands_end_quietly_when_stdout_is_a_closed_pipe() {
+    bounded(async {
+        let dir = TempDir::new("binary-closed-stdout");
+        let request = dir.write("request.json", r#"{"model":"m","input":"hi"}"#);
+        let request = request.to_str().unwrap();
+        let commands: [&[&str]; 4] = [
+            &["check"],
+            &["providers"],
+            &["plan", "--provider", "openai", request],
+            &["keys", "hash"],
+        ];
+        for args in commands {
+            // The reading end is closed before the child writes, as `head` closes it after its
+            // lines: every write to stdout then fails with EPIPE.
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            let mut cmd = toolbridge();
+            cmd.args(args)
+                .env("TOOLBRIDGE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::piped());
+            // Spawned, not `output()`, which would pipe stdout to this process instead.
+            let child = cmd.spawn().expect("the binary runs");
+            let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+                .await
+                .expect("the binary did not exit in time")
+                .expect("the binary ends");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+            assert!(out.status.success(), "{args:?}: {}\n{stderr}", out.status);
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn check_rejects_an_unknown_preset_naming_the_field() {
     bounded(async {

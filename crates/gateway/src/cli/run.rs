@@ -24,11 +24,7 @@ pub fn main() -> ExitCode {
         // One jq query, JSON over stdin/stdout, for the json tool's isolated mode.
         Command::JqWorker => std::process::exit(toolbridge_tools::builtins::jq_worker_main()),
         Command::Check { config } => match load(config.as_deref(), None) {
-            Ok(config) => {
-                print!("{}", describe(&config));
-                println!("config ok");
-                ExitCode::SUCCESS
-            }
+            Ok(config) => print_out(&format!("{}config ok\n", describe(&config))),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE
@@ -118,10 +114,7 @@ fn trace_show(config: Option<&std::path::Path>, request_id: &str) -> ExitCode {
         }
     };
     match runtime.block_on(crate::platform::ops::trace_show(&config, request_id)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(text) => print_out(&text),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -211,10 +204,7 @@ fn keys(command: KeysCommand) -> ExitCode {
         }
     });
     match result {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(text) => print_out(&text),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -264,10 +254,7 @@ fn plan(
         }
     };
     match crate::cli::plan_report(&body, &profile, dialect, model) {
-        Ok(report) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
+        Ok(report) => print_out(&report),
         Err(e) => {
             eprintln!("{e}");
             ExitCode::FAILURE
@@ -334,6 +321,24 @@ fn providers(
         .iter()
         .map(|(profile, dialect)| super::matrix::report(profile, *dialect, served))
         .collect();
-    print!("{}", reports.join("\n"));
-    ExitCode::SUCCESS
+    print_out(&reports.join("\n"))
+}
+
+/// Writes a command's whole output to stdout. A reader that went away (`toolbridge check |
+/// head`: EPIPE) is a normal end, not a failure: the rest of the output is not wanted.
+/// `print!` would panic there, since Rust ignores SIGPIPE and the write fails instead.
+fn print_out(text: &str) -> ExitCode {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
