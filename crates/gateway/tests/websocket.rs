@@ -545,3 +545,141 @@ provider = "main"
     .await
     .expect("the test finishes in time");
 }
+
+/// A raw TCP connection upgraded to a WebSocket on `/v1/responses`: frames no client library
+/// would send (broken ones) go out as bytes.
+async fn raw_socket(gateway: &GatewayProcess) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(gateway.addr())
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /v1/responses HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        gateway.addr()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tcp.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    tcp
+}
+
+/// A client frame: `first` is the FIN/RSV/opcode byte; masked (with a zero key, so the payload
+/// goes as written) unless `masked` is false. `length` overrides the declared payload length.
+fn raw_frame(first: u8, payload: &[u8], masked: bool, length: Option<u64>) -> Vec<u8> {
+    let mask = if masked { 0x80 } else { 0 };
+    let length = length.unwrap_or(payload.len() as u64);
+    let mut frame = vec![first];
+    if length < 126 {
+        frame.push(mask | length as u8);
+    } else if length <= u64::from(u16::MAX) {
+        frame.push(mask | 126);
+        frame.extend_from_slice(&(length as u16).to_be_bytes());
+    } else {
+        frame.push(mask | 127);
+        frame.extend_from_slice(&length.to_be_bytes());
+    }
+    if masked {
+        frame.extend_from_slice(&[0, 0, 0, 0]);
+    }
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// The next server frame: its opcode and payload; `None` when the connection ends first.
+async fn raw_next(tcp: &mut tokio::net::TcpStream) -> Option<(u8, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 2];
+    tcp.read_exact(&mut head).await.ok()?;
+    let mut length = u64::from(head[1] & 0x7f);
+    if length == 126 {
+        let mut n = [0u8; 2];
+        tcp.read_exact(&mut n).await.ok()?;
+        length = u64::from(u16::from_be_bytes(n));
+    } else if length == 127 {
+        let mut n = [0u8; 8];
+        tcp.read_exact(&mut n).await.ok()?;
+        length = u64::from_be_bytes(n);
+    }
+    let mut payload = vec![0u8; usize::try_from(length).unwrap()];
+    tcp.read_exact(&mut payload).await.ok()?;
+    Some((head[0] & 0x0f, payload))
+}
+
+/// Issue 44: a frame the WebSocket protocol cannot read dropped the connection with no close
+/// frame; each now gets a close frame with the code RFC 6455 names and a reason.
+#[tokio::test]
+async fn a_frame_the_protocol_cannot_read_is_answered_with_a_close_frame_and_its_code() {
+    use tokio::io::AsyncWriteExt;
+    tokio::time::timeout(TEST_LIMIT, async {
+        let upstream = FakeUpstream::start().await;
+        let gateway = start(&upstream, None).await;
+        let cases: [(&str, Vec<u8>, u16); 4] = [
+            (
+                "reserved bits set",
+                raw_frame(0xC1, b"{}", true, None),
+                1002,
+            ),
+            (
+                "an unmasked client frame",
+                raw_frame(0x81, b"{}", false, None),
+                1002,
+            ),
+            (
+                "a text frame that is not UTF-8",
+                raw_frame(0x81, &[0xff, 0xfe], true, None),
+                1007,
+            ),
+            // 64 MiB declared, over the 32 MiB body limit: refused from the header alone.
+            (
+                "a message over the limit",
+                raw_frame(0x81, b"", true, Some(64 << 20)),
+                1009,
+            ),
+        ];
+        for (case, frame, code) in cases {
+            let mut tcp = raw_socket(&gateway).await;
+            tcp.write_all(&frame).await.unwrap();
+            let close = tokio::time::timeout(Duration::from_secs(20), raw_next(&mut tcp))
+                .await
+                .expect("an answer in time");
+            let Some((0x8, payload)) = close else {
+                panic!("{case}: no close frame, got {close:?}");
+            };
+            assert_eq!(u16::from_be_bytes([payload[0], payload[1]]), code, "{case}");
+            assert!(payload.len() > 2, "{case}: the close frame has no reason");
+        }
+
+        // A binary frame is an `error` event, and the socket stays open for the next frame.
+        let mut tcp = raw_socket(&gateway).await;
+        tcp.write_all(&raw_frame(0x82, b"\x00\x01", true, None))
+            .await
+            .unwrap();
+        let (opcode, payload) = raw_next(&mut tcp).await.expect("an error event");
+        assert_eq!(opcode, 0x1);
+        let event: Value = serde_json::from_slice(&payload).unwrap();
+        assert_eq!(event["error"]["code"], "invalid_frame", "{event}");
+        tcp.write_all(&raw_frame(
+            0x81,
+            b"{\"type\":\"response.cancel\"}",
+            true,
+            None,
+        ))
+        .await
+        .unwrap();
+        let (_, payload) = raw_next(&mut tcp).await.expect("the socket stays open");
+        let event: Value = serde_json::from_slice(&payload).unwrap();
+        assert_eq!(event["error"]["code"], "unknown_event_type", "{event}");
+    })
+    .await
+    .expect("the test ran past its time limit");
+}

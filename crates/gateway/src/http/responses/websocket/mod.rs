@@ -9,7 +9,9 @@
 //!   polls every running response (`running`), so nothing is spawned per response.
 //! - A bad frame is answered with an `error` event in the spec's envelope
 //!   (`{"type":"error","status":…,"error":{"type","code","message","param"}}`) and the socket
-//!   stays usable.
+//!   stays usable (a binary frame too). A frame the WebSocket protocol itself cannot read (a
+//!   malformed frame, a text frame that is not UTF-8, a message over the body limit) ends the
+//!   socket with a close frame saying why (1002, 1007, 1009).
 //! - `store: false` chains are expanded from the connection's own state (`chains`); a prewarm
 //!   (`generate: false`) is answered by the gateway and starts a chain (`frame`).
 //! - Each response is observed as an HTTP request is: its own request id, span and capture.
@@ -132,6 +134,8 @@ enum End {
     Limit,
     /// The gateway is shutting down.
     Shutdown,
+    /// Reading the socket failed: the client broke the protocol, or went away.
+    Broken(axum::Error),
 }
 
 /// One socket's state.
@@ -183,7 +187,8 @@ impl Connection {
                     None => Ok(()),
                 },
                 message = self.rx.next() => match message {
-                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return End::Client,
+                    None | Some(Ok(Message::Close(_))) => return End::Client,
+                    Some(Err(error)) => return End::Broken(error),
                     // A socket that is ending starts nothing new: its close frame tells the
                     // client to open another.
                     Some(Ok(_)) if ending.is_some() => Ok(()),
@@ -221,8 +226,13 @@ impl Connection {
 
     /// Ends the socket: the limit's error event first, then a close frame.
     async fn close(&mut self, end: End) {
-        let reason = match end {
+        let (code, reason) = match end {
             End::Client => return,
+            End::Broken(error) => match broken_close(&error) {
+                Some(close) => close,
+                // The client went away: there is no one to tell.
+                None => return,
+            },
             End::Limit => {
                 let error = error_event(
                     400,
@@ -232,12 +242,12 @@ impl Connection {
                     None,
                 );
                 let _ = self.send_json(&error).await;
-                "connection limit reached"
+                (1001, "connection limit reached")
             }
-            End::Shutdown => "the gateway is shutting down",
+            End::Shutdown => (1001, "the gateway is shutting down"),
         };
         let close = Message::Close(Some(CloseFrame {
-            code: 1001,
+            code,
             reason: reason.into(),
         }));
         let _ = self.tx.send(close).await;
@@ -258,6 +268,26 @@ impl Connection {
         };
         counter!(names::WEBSOCKET_FRAMES, "direction" => "out").increment(1);
         self.tx.send(Message::Text(text)).await
+    }
+}
+
+/// The close frame (code and reason) that answers a socket whose reading failed, as RFC 6455
+/// (7.4.1) names them: a frame too large for the body limit (1009), a text frame that is not
+/// UTF-8 (1007), any other broken frame (1002). `None` when the client is gone (the connection
+/// reset or closed without a close frame): nothing can be sent. Without it the socket was
+/// dropped silently and the client could not tell a protocol error from a network failure.
+fn broken_close(error: &axum::Error) -> Option<(u16, &'static str)> {
+    use tungstenite::Error as WsError;
+    use tungstenite::error::ProtocolError;
+    let error = std::error::Error::source(error)?.downcast_ref::<WsError>()?;
+    match error {
+        WsError::Capacity(_) => Some((1009, "the message is larger than the body limit")),
+        WsError::Utf8(_) => Some((1007, "a text frame is not valid UTF-8")),
+        WsError::Protocol(
+            ProtocolError::ResetWithoutClosingHandshake | ProtocolError::ReceivedAfterClosing,
+        ) => None,
+        WsError::Protocol(_) => Some((1002, "the frame breaks the WebSocket protocol")),
+        _ => None,
     }
 }
 
