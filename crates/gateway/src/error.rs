@@ -65,6 +65,15 @@ pub enum GatewayError {
     Rejected(u16),
     #[error("the request must be `application/json`")]
     UnsupportedMediaType,
+    /// A `Content-Length` that is not one non-negative integer: refused by the HTTP parser
+    /// before any route sees the request (`platform/serve/accept`).
+    #[error(
+        "the Content-Length header `{0}` is not a valid length: it must be one non-negative integer"
+    )]
+    InvalidContentLength(String),
+    /// Another request head the HTTP parser refused (its status: 400, 414 or 431).
+    #[error("{}", malformed_head_message(*.0))]
+    MalformedHead(u16),
     #[error("the request body's Content-Encoding `{0}` is not supported (gzip, br, zstd, deflate)")]
     UnsupportedEncoding(String),
     #[error("the upstream provider could not be reached: {0}")]
@@ -146,6 +155,12 @@ impl GatewayError {
                 _ => "invalid_request",
             },
             Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::InvalidContentLength(_) => "invalid_content_length",
+            Self::MalformedHead(status) => match status {
+                414 => "uri_too_long",
+                431 => "request_header_fields_too_large",
+                _ => "invalid_request_head",
+            },
             Self::UnsupportedEncoding(_) => "unsupported_content_encoding",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamTimeout => "upstream_timeout",
@@ -183,7 +198,8 @@ impl GatewayError {
             Self::BodyUnreadable(_) => 400,
             Self::BodyTimeout { .. } => 408,
             Self::MethodNotAllowed { .. } => 405,
-            Self::Rejected(status) => *status,
+            Self::Rejected(status) | Self::MalformedHead(status) => *status,
+            Self::InvalidContentLength(_) => 400,
             Self::UnsupportedMediaType | Self::UnsupportedEncoding(_) => 415,
             Self::UpstreamUnreachable(_) | Self::UpstreamBodyCut(_) | Self::InvalidToolCall(_) => {
                 502
@@ -236,6 +252,8 @@ impl GatewayError {
                     | Self::MethodNotAllowed { .. }
                     | Self::Rejected(_)
                     | Self::UnsupportedMediaType
+                    | Self::InvalidContentLength(_)
+                    | Self::MalformedHead(_)
                     | Self::UnsupportedEncoding(_)
                     | Self::RouteNotFound(_) => ("invalid_request_error", None),
                     Self::SearchUnavailable => ("invalid_request_error", Some("commands")),
@@ -341,6 +359,16 @@ fn rejected_message(status: u16) -> &'static str {
         422 => "the request body could not be processed",
         500.. => "the gateway failed to answer the request",
         _ => "the request is malformed: its path, query string or body could not be read",
+    }
+}
+
+fn malformed_head_message(status: u16) -> &'static str {
+    match status {
+        414 => "the request's URI is too long",
+        431 => "the request's headers are too large",
+        _ => {
+            "the request head could not be parsed: its request line or a header (such as Transfer-Encoding) is malformed"
+        }
     }
 }
 

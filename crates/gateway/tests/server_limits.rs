@@ -161,6 +161,50 @@ async fn a_content_length_over_the_limit_is_a_413_without_the_body() {
     assert!(h.upstream.requests().is_empty());
 }
 
+/// Issue 44: a malformed `Content-Length` was refused by the HTTP parser with a 400 whose body
+/// was empty; it is now OpenAI's JSON with a stable code, as is any head the parser refuses.
+#[tokio::test]
+async fn a_malformed_content_length_or_head_is_a_json_400() {
+    let h = gateway("", "").await;
+    let cases: [(&[u8], u16, &str); 5] = [
+        (b"content-length: abc\r\n", 400, "invalid_content_length"),
+        (b"content-length: -1\r\n", 400, "invalid_content_length"),
+        (b"content-length: 5, 6\r\n", 400, "invalid_content_length"),
+        (
+            b"content-length: 2\r\ncontent-length: 3\r\n",
+            400,
+            "invalid_content_length",
+        ),
+        (b"transfer-encoding: gzip\r\n", 400, "invalid_request_head"),
+    ];
+    for (headers, status, code) in cases {
+        let mut tcp = TcpStream::connect(h.addr).await.unwrap();
+        let mut request =
+            b"POST /v1/responses HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                .to_vec();
+        request.extend_from_slice(headers);
+        request.extend_from_slice(b"\r\n{}");
+        tcp.write_all(&request).await.unwrap();
+        let (got, head, body) = read_answer(&mut tcp).await;
+        let case = String::from_utf8_lossy(headers);
+        assert_eq!(got, status, "{case}: {head}");
+        assert!(
+            head.to_ascii_lowercase().contains("application/json"),
+            "{case}: {head}"
+        );
+        let body: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{case}: not JSON ({e}): {body:?}"));
+        assert_error(&body, code, None);
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    }
+    // A well-formed request on a connection that came after still gets its own answer.
+    h.upstream.push(answer("ok"));
+    let (status, _) = h
+        .post_json(&json!({"model": "m", "input": "hi", "store": false}))
+        .await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test]
 async fn a_body_that_stalls_is_a_408_at_the_body_read_timeout() {
     let h = gateway("", "body_read_timeout_secs = 1").await;
