@@ -9,6 +9,7 @@
 //! outputs in `request/content.rs`) and the tools' schemas (`request/parameters.rs`).
 
 mod content;
+mod metadata;
 mod parameters;
 mod turns;
 mod validate;
@@ -17,6 +18,7 @@ use toolbridge_wire::responses::{CreateResponse, Input};
 
 use crate::Error;
 use crate::canonical::{CanonicalRequest, Turn, UserPart};
+pub use metadata::{MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_CHARS, check_metadata};
 use turns::Reducer;
 pub use turns::found_text;
 use validate::{output_contract, params};

@@ -204,3 +204,109 @@ async fn a_conversation_item_with_a_wrong_type_deep_inside_names_the_leaf_field(
     let body: Value = response.json().await.unwrap();
     assert_refused(&body, "invalid_json", "items[1].content[1].type");
 }
+
+/// POSTs `text` as written (a duplicate key cannot be built as a `Value`) to `path`.
+async fn post_text(h: &Harness, path: &str, text: &str) -> (u16, Value) {
+    let response = h
+        .client
+        .post(h.url(path))
+        .header("content-type", "application/json")
+        .body(text.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// Issue 44: a key repeated inside an input item was accepted (the last one won) while a
+/// repeated top-level field was refused; a repeat at any depth is now refused, at its path.
+#[tokio::test]
+async fn a_key_repeated_at_any_depth_is_refused_at_its_path() {
+    let h = Harness::with_preset("generic").await;
+    let cases = [
+        (
+            r#"{"model":"m","input":[{"type":"message","role":"user","role":"assistant","content":"hi"}]}"#,
+            "input[0].role",
+        ),
+        (
+            r#"{"model":"m","input":[{"role":"user","content":"hi","role":"assistant"}]}"#,
+            "input[0].role",
+        ),
+        (
+            r#"{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","x":1,"x":2}]}]}"#,
+            "input[0].content[0].x",
+        ),
+        (
+            r#"{"model":"m","input":"hi","metadata":{"k":"a","k":"b"}}"#,
+            "metadata.k",
+        ),
+        (
+            r#"{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","type":"string"}}]}"#,
+            "tools[0].parameters.type",
+        ),
+        (r#"{"model":"m","input":"hi","extra":1,"extra":2}"#, "extra"),
+    ];
+    for (text, param) in cases {
+        let (status, body) = post_text(&h, "/v1/responses", text).await;
+        assert_eq!(status, 400, "{text} → {body}");
+        assert_refused(&body, "invalid_json", param);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("duplicate"), "{message}");
+    }
+    assert!(h.upstream.requests().is_empty(), "nothing went upstream");
+}
+
+/// Issue 44: `metadata` was unbounded (10 000 keys were stored); past OpenAI's bounds (16 keys,
+/// keys of 64 characters, values of 512) it is refused, naming `metadata` and the key, on
+/// `/v1/responses` and on `/v1/conversations`.
+#[tokio::test]
+async fn metadata_past_openais_bounds_is_refused_naming_the_field() {
+    let h = Harness::with_preset("generic").await;
+    let many: serde_json::Map<String, Value> =
+        (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases = [
+        (json!(many), "metadata", "16 keys"),
+        (json!({"k".repeat(65): "v"}), "metadata", "65 characters"),
+        (
+            json!({"note": "v".repeat(513)}),
+            "metadata.note",
+            "513 characters",
+        ),
+    ];
+    for (metadata, param, says) in cases {
+        let request = json!({"model": "m", "input": "hi", "metadata": metadata});
+        let (status, body) = h.post_json(&request).await;
+        assert_eq!(status, 400, "{body}");
+        assert_refused(&body, "invalid_value", param);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && message.contains("metadata"),
+            "{message}"
+        );
+
+        let (status, body) = h
+            .post_path_json("/v1/conversations", &json!({"metadata": metadata}))
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert_refused(&body, "invalid_value", param);
+    }
+    assert!(h.upstream.requests().is_empty(), "nothing went upstream");
+
+    // At the bounds, both pass.
+    let most: serde_json::Map<String, Value> = (0..16)
+        .map(|i| (format!("{i:0>64}"), json!("v".repeat(512))))
+        .collect();
+    h.upstream
+        .push(Reply::json(toolbridge_testkit::chat::completion(
+            "ok", "stop",
+        )));
+    let (status, body) = h
+        .post_json(&json!({"model": "m", "input": "hi", "store": false, "metadata": most}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = h
+        .post_path_json("/v1/conversations", &json!({"metadata": most}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+}

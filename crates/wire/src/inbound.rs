@@ -24,8 +24,10 @@ use serde_json::{Map, Value};
 
 use crate::responses::{ContentPart, Input, InputItem, MessageContent, Tool};
 
+mod duplicates;
 mod fields;
 
+pub use duplicates::duplicate_key;
 use fields::Key;
 
 impl<'de> Deserialize<'de> for Input {
@@ -424,11 +426,12 @@ pub fn explain(tracked: &str, message: &str) -> (Option<String>, String) {
     (join_path(tracked, deeper.as_deref()), plain(message))
 }
 
-/// The field a "missing field `x`" error is about: the leaf of its path, where path tracking
-/// stops at the object that lacks it.
+/// The field a "missing field `x`" or "duplicate field `x`" error is about: the leaf of its
+/// path, where path tracking stops at the object that lacks or repeats it.
 fn missing_field(message: &str) -> Option<String> {
     message
         .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("duplicate field `"))
         .and_then(|rest| rest.split_once('`'))
         .map(|(field, _)| field.to_owned())
 }

@@ -89,6 +89,18 @@ async fn run(result: impl std::future::Future<Output = Result<Value, GatewayErro
     }
 }
 
+/// A conversation request's body: a JSON object, with no key repeated at any depth.
+fn parse_object(body: &[u8]) -> Result<Map<String, Value>, GatewayError> {
+    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|e| {
+        GatewayError::Request(toolbridge_core::Error::InvalidJson {
+            param: None,
+            message: format!("the request body is not a JSON object: {e}"),
+        })
+    })?;
+    crate::http::responses::ingress::refuse_duplicate_keys(&String::from_utf8_lossy(body))?;
+    Ok(object)
+}
+
 /// `POST /v1/conversations` with optional `items` and `metadata`.
 /// The conversation routes.
 pub(crate) fn router() -> Router<AppState> {
@@ -112,17 +124,26 @@ pub(crate) async fn create(
         let body: Map<String, Value> = if body.is_empty() {
             Map::new()
         } else {
-            serde_json::from_slice(&body).map_err(|e| {
-                GatewayError::Request(toolbridge_core::Error::InvalidJson {
-                    param: None,
-                    message: format!("the request body is not a JSON object: {e}"),
-                })
-            })?
+            parse_object(&body)?
+        };
+        let metadata = match body.get("metadata") {
+            None | Some(Value::Null) => json!({}),
+            Some(Value::Object(metadata)) => {
+                toolbridge_core::request::check_metadata(metadata)?;
+                Value::Object(metadata.clone())
+            }
+            Some(_) => {
+                return Err(GatewayError::Request(toolbridge_core::Error::InvalidJson {
+                    param: Some("metadata".to_owned()),
+                    message: "invalid request body at `metadata`: expected an object of strings"
+                        .to_owned(),
+                }));
+            }
         };
         let conversation = Conversation {
             id: ids::new("conv"),
             created_at: time::now(),
-            metadata: body.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            metadata,
         };
         let items = items(body.get("items"))?;
         store(&state, &conversation.id)?
@@ -174,12 +195,7 @@ pub(crate) async fn add_items(
         let tenant = crate::platform::auth::current_tenant();
         let body =
             body.map_err(|r| GatewayError::from_body_rejection(&r, state.config.body_limit))?;
-        let body: Map<String, Value> = serde_json::from_slice(&body).map_err(|e| {
-            GatewayError::Request(toolbridge_core::Error::InvalidJson {
-                param: None,
-                message: format!("the request body is not a JSON object: {e}"),
-            })
-        })?;
+        let body = parse_object(&body)?;
         let items = items(body.get("items"))?;
         if !store(&state, &id)?
             .append_conversation_items(&tenant, &id, &items)

@@ -343,3 +343,41 @@ fn chat_answers_keep_unknown_keys_drop_bookkeeping_and_read_null_choices_as_none
             .contains("duplicate field `id`")
     );
 }
+
+#[test]
+fn a_key_repeated_at_any_depth_is_found_with_its_path() {
+    use super::duplicate_key;
+    let found = |text: &str| duplicate_key(text).map(|(path, key)| format!("{path} {key}"));
+    assert_eq!(
+        found(r#"{"model":"a","input":[{"a":1},{"b":[1,{"c":2}]}]}"#),
+        None
+    );
+    // Issue 44: a repeat inside an input item was accepted (the last one won).
+    assert_eq!(
+        found(r#"{"input":[{"type":"message","role":"user","role":"assistant","content":"x"}]}"#)
+            .as_deref(),
+        Some("input[0].role role")
+    );
+    assert_eq!(found(r#"{"a":1,"a":2}"#).as_deref(), Some("a a"));
+    assert_eq!(
+        found(r#"{"input":[1,[2,{"x":{"k":1,"j":{},"k":2}}]]}"#).as_deref(),
+        Some("input[1][1].x.k k")
+    );
+    assert_eq!(
+        found(r#"{"metadata":{"k":"a","\u006b":"b"}}"#).as_deref(),
+        Some("metadata.k k")
+    );
+    // Keys of sibling objects, and text that looks like keys inside strings, are not repeats.
+    assert_eq!(
+        found(r#"{"a":{"k":1},"b":{"k":1},"c":"\"k\":1,\"k\":2","d":"\\"}"#),
+        None
+    );
+    // A large object (past the linear look) still finds its repeat.
+    let mut many: Vec<String> = (0..100).map(|i| format!("\"k{i}\":{i}")).collect();
+    assert_eq!(found(&format!("{{{}}}", many.join(","))), None);
+    many.push("\"k7\":0".to_owned());
+    assert_eq!(
+        found(&format!("{{\"tools\":[{{{}}}]}}", many.join(","))).as_deref(),
+        Some("tools[0].k7 k7")
+    );
+}

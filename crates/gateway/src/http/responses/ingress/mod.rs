@@ -24,7 +24,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Er
     if let Ok(text) = std::str::from_utf8(bytes)
         && let Ok(req) = serde_json::from_str::<CreateResponse>(text)
     {
-        return Ok(req);
+        refuse_duplicate_keys(text)?;
+        return checked(req);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
@@ -42,7 +43,31 @@ pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Er
         param: None,
         message: format!("the request body has trailing data: {e}"),
     })?;
+    refuse_duplicate_keys(&String::from_utf8_lossy(bytes))?;
+    checked(req)
+}
+
+/// The bounds of what a parsed request carries into the store and back out on every read
+/// (`metadata`), checked before anything else looks at it: a background request is stored
+/// before its normalisation.
+fn checked(req: CreateResponse) -> Result<CreateResponse, toolbridge_core::Error> {
+    if let Some(metadata) = &req.metadata {
+        toolbridge_core::request::check_metadata(metadata)?;
+    }
     Ok(req)
+}
+
+/// Refuses a body with a key repeated in any object, naming its path. The typed parse refuses
+/// a named field given twice; a key it keeps whole (`extra`, `metadata`, an unknown item) would
+/// otherwise keep its last value silently (`wire::inbound::duplicate_key`).
+pub(crate) fn refuse_duplicate_keys(text: &str) -> Result<(), toolbridge_core::Error> {
+    match toolbridge_wire::inbound::duplicate_key(text) {
+        None => Ok(()),
+        Some((path, key)) => Err(toolbridge_core::Error::InvalidJson {
+            message: format!("invalid request body at `{path}`: duplicate field `{key}`"),
+            param: Some(path),
+        }),
+    }
 }
 
 /// Parses and admits the request, then serves it (or starts it in the background). A request
