@@ -142,14 +142,8 @@ fn cache_report(config: Option<&std::path::Path>, session: &str, json: bool) -> 
         }
     };
     match runtime.block_on(crate::platform::cache_ledger::read_report(&config, session)) {
-        Ok(report) if json => {
-            println!("{report:#}");
-            ExitCode::SUCCESS
-        }
-        Ok(report) => {
-            print!("{}", crate::platform::cache_ledger::report_text(&report));
-            ExitCode::SUCCESS
-        }
+        Ok(report) if json => print_out(&format!("{report:#}\n")),
+        Ok(report) => print_out(&crate::platform::cache_ledger::report_text(&report)),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
