@@ -2,10 +2,13 @@
 //! dialect, against fake providers that cache by each provider's documented rules
 //! (`toolbridge_testkit::cache`) and report reads and writes in their own fields.
 //!
-//! - A shell task of seven requests (five commands Codex runs, then the answer), on a Chat
+//! - A shell task of six requests (five commands Codex runs, then the answer), on a Chat
 //!   preset, Anthropic, Gemini and a native Responses upstream.
 //! - A task that finds an MCP tool through `tool_search` mid-session and calls it three times,
-//!   with a command between (seven requests), on a Chat preset, Anthropic and Gemini.
+//!   with a command between (six requests), on a Chat preset, Anthropic and Gemini.
+//! - A task Codex compacts in the middle (its context window set small): Codex's compaction
+//!   request (the history without the tools) and the turn after it (from the summary) are cold
+//!   for any client; every other request begins with the one before.
 //!
 //! Each asserts that every upstream body begins with the one before it (the provider's cached
 //! prefix is never broken) and that requests 2..N are served from the cache at 95% or more of
@@ -331,4 +334,98 @@ async fn a_codex_task_that_finds_an_mcp_tool_keeps_the_cache() {
         "Codex MCP task, cached share of a direct client's:\n{}",
         table.join("\n")
     );
+}
+
+const SUMMARY: &str = "HANDOFF: three echo commands ran; run two more, then say they ran.";
+const COMPACTED_DONE: &str = "All commands ran, before and after the compaction.";
+
+/// The compaction task: commands until Codex compacts (its window is small), the summary for
+/// the compaction request, then two more commands from the summary and the answer.
+fn compaction_script(wire: Wire, request: &Recorded) -> Option<Reply> {
+    let text = request.body.to_string();
+    let step = results(&request.body);
+    let reply = if text.contains("CONTEXT CHECKPOINT COMPACTION") {
+        answer(Vec::new(), SUMMARY)
+    } else if text.contains("HANDOFF:") {
+        if step < 2 {
+            answer(
+                vec![call(
+                    step + 10,
+                    "exec_command",
+                    json!({"cmd": format!("echo after-{step}")}),
+                )],
+                "",
+            )
+        } else {
+            answer(Vec::new(), COMPACTED_DONE)
+        }
+    } else {
+        answer(
+            vec![call(
+                step,
+                "exec_command",
+                json!({"cmd": format!("echo before-{step}")}),
+            )],
+            "",
+        )
+    };
+    Some(wire.stream(&reply))
+}
+
+#[tokio::test]
+async fn a_codex_task_compacted_midway_keeps_the_cache_around_the_compaction() {
+    let Some(codex) = toolbridge_testkit::tools::codex_0171() else {
+        return;
+    };
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let t = anthropic();
+    let upstream = FakeUpstream::start().await;
+    let wire = t.wire;
+    upstream.set_gate(Arc::new(move |r: &Recorded| compaction_script(wire, r)));
+    upstream.set_cache(CacheSim::new(t.wire, t.rules, t.report));
+    let scratch = Scratch::new("codex-cache-compaction");
+    let gateway = start_gateway(&upstream, &scratch, &t).await;
+    let mut exec = CodexExec::new(&codex, &scratch.0.join("codex"), gateway.url("/v1"));
+    exec.provider = "stream_max_retries = 0".to_owned();
+    // Codex's first request is about 9,500 tokens by the fake's count (its instructions and
+    // tools), and each command adds about 80: it compacts after a few commands.
+    exec.top = "model_context_window = 40000\nmodel_auto_compact_token_limit = 9700".to_owned();
+    let run = exec
+        .run("Run echo commands until told to stop, then say they ran.")
+        .await;
+    let context = || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}\ngateway:\n{}",
+            run.stdout,
+            run.stderr,
+            gateway.stderr()
+        )
+    };
+    assert_eq!(run.last_message.trim(), COMPACTED_DONE, "{}", context());
+    let bodies: Vec<Value> = upstream.requests().into_iter().map(|r| r.body).collect();
+    let compaction = bodies
+        .iter()
+        .position(|b| b.to_string().contains("CONTEXT CHECKPOINT COMPACTION"))
+        .unwrap_or_else(|| panic!("no compaction request; {}", context()));
+    assert!(compaction >= 2, "{compaction}; {}", context());
+    assert!(
+        bodies.len() >= compaction + 3,
+        "{} requests; {}",
+        bodies.len(),
+        context()
+    );
+    // Before the compaction, and from the summary on, each body begins with the one before.
+    // The compaction request itself is Codex's rewrite: it carries the history without the
+    // tools, so no client reads its prefix from the cache (the share's denominator says so).
+    assert_eq!(prefix_break(t.wire, &bodies[..compaction]), None);
+    assert_eq!(prefix_break(t.wire, &bodies[compaction + 1..]), None);
+    let cache = upstream.cache().unwrap();
+    let share = cache.share_of_ideal().unwrap();
+    eprintln!(
+        "Codex task compacted at request {compaction} of {}: cached share {share:.3} of a direct client's; served {:?}",
+        bodies.len(),
+        cache.served
+    );
+    assert!(share >= 0.95, "{share:.3}: {:?}", cache.served);
+    gateway.kill().await;
 }

@@ -17,8 +17,8 @@
 //!   read and the last mark is reported written. When the provider does both (Qwen), a request
 //!   with a mark uses the explicit cache only, one without uses the automatic one.
 //!
-//! [`ideal_reads`] is what the same provider would serve a client that talks to it directly and
-//! only appends to its conversation: each request reads all of the one before it.
+//! [`CacheSim::ideal_reads`] is what the same provider would serve a client that talks to it
+//! directly: each request reads the longest prefix it shares with an earlier one.
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -100,6 +100,8 @@ pub struct CacheSim {
     written: HashSet<u64>,
     /// What each request served got, in order.
     pub served: Vec<Served>,
+    /// Each request's prefixes (chain hash, tokens up to there), in order.
+    prefixes: Vec<Vec<(u64, u64)>>,
 }
 
 impl CacheSim {
@@ -111,6 +113,7 @@ impl CacheSim {
             kept: HashSet::new(),
             written: HashSet::new(),
             served: Vec::new(),
+            prefixes: Vec::new(),
         }
     }
 
@@ -140,6 +143,8 @@ impl CacheSim {
             ..served
         };
         self.served.push(served);
+        self.prefixes
+            .push(chain.iter().copied().zip(sums.iter().copied()).collect());
         served
     }
 
@@ -187,7 +192,7 @@ impl CacheSim {
     /// The cached share over requests 2..N: what was read against what [`ideal_reads`] says a
     /// direct client would have read. `None` with fewer than two requests.
     pub fn share_of_ideal(&self) -> Option<f64> {
-        let ideal: u64 = ideal_reads(&self.served, self.rules).iter().skip(1).sum();
+        let ideal: u64 = self.ideal_reads().iter().skip(1).sum();
         let read: u64 = self.served.iter().skip(1).map(|s| s.read).sum();
         (self.served.len() >= 2 && ideal > 0).then(|| read as f64 / ideal as f64)
     }
@@ -208,23 +213,36 @@ impl CacheSim {
     }
 }
 
-/// What a client talking to the provider directly, appending to its conversation each turn,
-/// would read: request N reads all of request N-1 (rounded as the rules round), never more
-/// than it sends.
-pub fn ideal_reads(served: &[Served], rules: Rules) -> Vec<u64> {
-    let (unit, min) = match (rules.breakpoints, rules.automatic) {
-        (_, Some((unit, min))) => (unit, min),
-        (Some((min, _)), None) => (0, min),
-        (None, None) => return vec![0; served.len()],
-    };
-    let mut out = vec![0];
-    for pair in served.windows(2) {
-        let prefix = pair[0].input.min(pair[1].input);
-        let prefix = round_down(prefix, unit);
-        out.push(if prefix >= min.max(1) { prefix } else { 0 });
+impl CacheSim {
+    /// What the same cache serves a client that talks to the provider directly: each request
+    /// reads the longest prefix it shares with any earlier one (rounded as the rules round) —
+    /// all of the one before when the conversation only grew, less where the client itself
+    /// rewrote it (a compaction). Only the prefix property (`prefix_break`) tells whether a
+    /// bridge kept what the client kept; this is the share's denominator.
+    pub fn ideal_reads(&self) -> Vec<u64> {
+        let (unit, min) = match (self.rules.breakpoints, self.rules.automatic) {
+            (_, Some((unit, min))) => (unit, min),
+            (Some((min, _)), None) => (0, min),
+            (None, None) => return vec![0; self.prefixes.len()],
+        };
+        let shared = |a: &[(u64, u64)], b: &[(u64, u64)]| {
+            a.iter()
+                .zip(b)
+                .take_while(|(x, y)| x.0 == y.0)
+                .last()
+                .map_or(0, |(x, _)| x.1)
+        };
+        (0..self.prefixes.len())
+            .map(|i| {
+                let best = (0..i)
+                    .map(|j| shared(&self.prefixes[i], &self.prefixes[j]))
+                    .max()
+                    .unwrap_or(0);
+                let best = round_down(best, unit);
+                if best >= min.max(1) { best } else { 0 }
+            })
+            .collect()
     }
-    out.truncate(served.len());
-    out
 }
 
 /// `tokens` rounded down to a whole number of `unit`s (as they are when `unit` is 0).
