@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolbridge_testkit::cache::{CacheSim, Report, Rules, prefix_break};
 use toolbridge_testkit::codex::CodexExec;
-use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
+use toolbridge_testkit::dialects::{Answer, Call, Wire};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 struct Target {
@@ -98,25 +98,7 @@ fn results(body: &Value) -> usize {
 }
 
 fn answer(calls: Vec<Call>, text: &str) -> Answer {
-    Answer {
-        reasoning: Vec::new(),
-        text: if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![text.to_owned()]
-        },
-        end: if calls.is_empty() {
-            End::Stop
-        } else {
-            End::ToolCalls
-        },
-        calls,
-        usage: Usage {
-            input: 100,
-            output: 10,
-            ..Usage::default()
-        },
-    }
+    Answer::of(calls, text)
 }
 
 fn call(step: usize, name: &str, arguments: Value) -> Call {

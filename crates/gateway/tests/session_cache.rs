@@ -21,7 +21,7 @@ mod common;
 use common::Harness;
 use serde_json::{Value, json};
 use toolbridge_testkit::cache::{CacheSim, Report, Rules, prefix_break};
-use toolbridge_testkit::dialects::{Answer, Call, End, Usage, Wire};
+use toolbridge_testkit::dialects::{Answer, Call, Wire};
 
 /// One provider as a session sees it.
 struct Target {
@@ -155,23 +155,7 @@ fn answers() -> Vec<Answer> {
     let thinking = |s: &str| vec![s.to_owned()];
     let answer = |reasoning: Vec<String>, text: &str, calls: Vec<Call>| Answer {
         reasoning,
-        text: if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![text.to_owned()]
-        },
-        end: if calls.is_empty() {
-            End::Stop
-        } else {
-            End::ToolCalls
-        },
-        calls,
-        usage: Usage {
-            input: 10,
-            cached: 0,
-            output: 20,
-            reasoning: 0,
-        },
+        ..Answer::of(calls, text)
     };
     let patch =
         "*** Begin Patch\n*** Update File: src/lib.rs\n@@\n-    a - b\n+    a + b\n*** End Patch\n";
@@ -274,21 +258,9 @@ fn probe_namespace() -> Value {
 /// A task that finds an MCP tool through `tool_search` mid-session, calls it twice (through
 /// `call_found_tool`, the plan's stable function), and runs a command in between.
 fn search_task() -> Vec<Step> {
-    let reply = |calls: Vec<Call>, text: &str| {
-        let mut a = answers().remove(0);
-        a.reasoning = vec!["Thinking.".to_owned()];
-        a.text = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![text.to_owned()]
-        };
-        a.end = if calls.is_empty() {
-            End::Stop
-        } else {
-            End::ToolCalls
-        };
-        a.calls = calls;
-        a
+    let reply = |calls: Vec<Call>, text: &str| Answer {
+        reasoning: vec!["Thinking.".to_owned()],
+        ..Answer::of(calls, text)
     };
     let add = |id: &str, a: u64, b: u64| {
         call(

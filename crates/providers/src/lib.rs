@@ -107,6 +107,8 @@
 //! ```
 
 pub mod anthropic;
+#[cfg(test)]
+mod cache_tests;
 pub mod chat;
 mod degraded;
 pub mod dialect;

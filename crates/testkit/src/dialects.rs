@@ -114,6 +114,32 @@ pub struct Answer {
     pub usage: Usage,
 }
 
+impl Answer {
+    /// An answer of `text` (none when empty) and `calls`, ending with the calls when there are
+    /// any: no reasoning, a small usage (a caching fake replaces it).
+    pub fn of(calls: Vec<Call>, text: &str) -> Self {
+        Self {
+            reasoning: Vec::new(),
+            text: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![text.to_owned()]
+            },
+            end: if calls.is_empty() {
+                End::Stop
+            } else {
+                End::ToolCalls
+            },
+            calls,
+            usage: Usage {
+                input: 100,
+                output: 10,
+                ..Usage::default()
+            },
+        }
+    }
+}
+
 /// A rate limit (429) or server error (500) answered before the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HttpFailure {

@@ -96,34 +96,30 @@ pub fn main() -> ExitCode {
 
 /// `toolbridge trace show ID`.
 fn trace_show(config: Option<&std::path::Path>, request_id: &str) -> ExitCode {
-    let config = match load(config, None) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(crate::platform::ops::trace_show(&config, request_id)) {
-        Ok(text) => print_out(&text),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    store_command(config, |config| async move {
+        crate::platform::ops::trace_show(&config, request_id).await
+    })
 }
 
 /// `toolbridge cache SESSION`: the session's cache report, as text or JSON.
 fn cache_report(config: Option<&std::path::Path>, session: &str, json: bool) -> ExitCode {
+    store_command(config, |config| async move {
+        let report = crate::platform::cache_ledger::read_report(&config, session).await?;
+        Ok(if json {
+            format!("{report:#}\n")
+        } else {
+            crate::platform::cache_ledger::report_text(&report)
+        })
+    })
+}
+
+/// A command that reads the configured store: the config loaded, `read` run on a runtime of
+/// its own, and its text printed (or its error said).
+fn store_command<F, Fut>(config: Option<&std::path::Path>, read: F) -> ExitCode
+where
+    F: FnOnce(crate::Config) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
     let config = match load(config, None) {
         Ok(c) => c,
         Err(e) => {
@@ -141,9 +137,8 @@ fn cache_report(config: Option<&std::path::Path>, session: &str, json: bool) -> 
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crate::platform::cache_ledger::read_report(&config, session)) {
-        Ok(report) if json => print_out(&format!("{report:#}\n")),
-        Ok(report) => print_out(&crate::platform::cache_ledger::report_text(&report)),
+    match runtime.block_on(read(config)) {
+        Ok(text) => print_out(&text),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

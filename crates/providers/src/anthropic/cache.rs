@@ -176,31 +176,12 @@ fn has_mark(block: &ContentBlock) -> bool {
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
-    use toolbridge_core::plan::plan;
-    use toolbridge_core::request::{Limits, normalize};
-    use toolbridge_wire::responses::CreateResponse;
 
+    use crate::cache_tests::tool_loop;
     use crate::profile::{Profile, ProfilePatch};
 
     fn translate(body: Value, patch: &str) -> Value {
-        let req: CreateResponse = serde_json::from_value(body).unwrap();
-        let canonical = normalize(&req, &Limits::default()).unwrap();
-        let patch = ProfilePatch::parse(patch).unwrap();
-        let profile = Profile::resolve("anthropic", &[&patch]).unwrap();
-        let plan = plan(&canonical.tools, None, &profile.tools).unwrap();
-        let out = super::super::request::build(&canonical, &plan, &profile, "m", &mut Vec::new());
-        serde_json::to_value(out).unwrap()
-    }
-
-    /// A tool loop's second request: instructions, a tool, the task, a call and its result.
-    fn tool_loop() -> Value {
-        json!({"model": "m", "instructions": "Be terse.",
-        "tools": [{"type": "function", "name": "exec", "parameters": {"type": "object"}}],
-        "input": [
-            {"role": "user", "content": "List the files."},
-            {"type": "function_call", "call_id": "c1", "name": "exec", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c1", "output": "a.txt"}
-        ]})
+        crate::cache_tests::translate("anthropic", patch, body)
     }
 
     fn marked(v: &Value) -> Vec<String> {

@@ -94,30 +94,12 @@ fn mark_last(message: &mut ChatMessage, mark: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
-    use toolbridge_core::plan::plan;
-    use toolbridge_core::request::{Limits, normalize};
     use toolbridge_wire::chat::ChatUsage;
-    use toolbridge_wire::responses::CreateResponse;
 
-    use crate::profile::Profile;
+    use crate::cache_tests::tool_loop;
 
     fn translate(preset: &str, body: Value) -> Value {
-        let req: CreateResponse = serde_json::from_value(body).unwrap();
-        let canonical = normalize(&req, &Limits::default()).unwrap();
-        let profile = Profile::preset(preset).unwrap();
-        let plan = plan(&canonical.tools, None, &profile.tools).unwrap();
-        let out = super::super::request::build(&canonical, &plan, &profile, "m", &mut Vec::new());
-        serde_json::to_value(out).unwrap()
-    }
-
-    fn tool_loop() -> Value {
-        json!({"model": "m", "instructions": "Be terse.",
-        "tools": [{"type": "function", "name": "exec", "parameters": {"type": "object"}}],
-        "input": [
-            {"role": "user", "content": "List the files."},
-            {"type": "function_call", "call_id": "c1", "name": "exec", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c1", "output": "a.txt"}
-        ]})
+        crate::cache_tests::translate(preset, "", body)
     }
 
     #[test]
