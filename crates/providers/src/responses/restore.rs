@@ -138,48 +138,32 @@ impl Restorer {
         let mut added = done.clone();
         added.insert("status".to_owned(), json!("in_progress"));
         let item_id = done.get("id").cloned().unwrap_or(Value::Null);
+        // A custom tool's input, or the arguments of a call made through `call_found_tool`,
+        // as one delta and its done event between the item's two.
+        let streamed = [
+            ("input", "response.custom_tool_call_input"),
+            ("arguments", "response.function_call_arguments"),
+        ]
+        .into_iter()
+        .find_map(|(field, events)| match added.get_mut(field) {
+            Some(Value::String(text)) => Some((field, events, std::mem::take(text))),
+            _ => None,
+        });
         let mut out = Vec::with_capacity(4);
-        if let Some(Value::String(input)) = added.get_mut("input") {
-            let input = std::mem::take(input);
+        out.push(event(
+            "response.output_item.added",
+            index,
+            json!({"item": added}),
+        ));
+        if let Some((field, events, text)) = streamed {
             out.push(event(
-                "response.output_item.added",
+                &format!("{events}.delta"),
                 index,
-                json!({"item": added}),
+                json!({"item_id": item_id, "delta": text}),
             ));
-            out.push(event(
-                "response.custom_tool_call_input.delta",
-                index,
-                json!({"item_id": item_id, "delta": input}),
-            ));
-            out.push(event(
-                "response.custom_tool_call_input.done",
-                index,
-                json!({"item_id": item_id, "input": input}),
-            ));
-        } else if let Some(Value::String(arguments)) = added.get_mut("arguments") {
-            // A function call (one made through `call_found_tool`): its arguments as one delta.
-            let arguments = std::mem::take(arguments);
-            out.push(event(
-                "response.output_item.added",
-                index,
-                json!({"item": added}),
-            ));
-            out.push(event(
-                "response.function_call_arguments.delta",
-                index,
-                json!({"item_id": item_id, "delta": arguments}),
-            ));
-            out.push(event(
-                "response.function_call_arguments.done",
-                index,
-                json!({"item_id": item_id, "arguments": arguments}),
-            ));
-        } else {
-            out.push(event(
-                "response.output_item.added",
-                index,
-                json!({"item": added}),
-            ));
+            let mut done = json!({"item_id": item_id});
+            done[field] = json!(text);
+            out.push(event(&format!("{events}.done"), index, done));
         }
         out.push(event(
             "response.output_item.done",
