@@ -26,6 +26,9 @@ pub struct CanonicalRequest {
     pub stream: bool,
     /// Decisions made while normalising.
     pub diagnostics: Vec<Diagnostic>,
+    /// The user turns (indices into `turns`) the client ended with an explicit cache breakpoint
+    /// (OpenAI's `prompt_cache_breakpoint`); dialects with breakpoints mark them first.
+    pub cache_marks: Vec<usize>,
 }
 
 /// Sampling and limit parameters.

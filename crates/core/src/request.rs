@@ -55,6 +55,7 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
     let mut diagnostics = Vec::new();
     let mut turns = Vec::new();
     let mut context_tools = Vec::new();
+    let mut cache_marks = Vec::new();
     if let Some(instructions) = &req.instructions
         && !instructions.is_empty()
     {
@@ -87,10 +88,12 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
             for (i, item) in items.iter().enumerate() {
                 reducer.item(i, item)?;
             }
-            let (reduced, found, lifted) = reducer.finish();
-            turns.extend(reduced);
-            diagnostics.extend(found);
-            context_tools = lifted;
+            let reduced = reducer.finish();
+            let offset = turns.len();
+            cache_marks = reduced.cache_marks.iter().map(|m| m + offset).collect();
+            turns.extend(reduced.turns);
+            diagnostics.extend(reduced.diagnostics);
+            context_tools = reduced.context_tools;
         }
     }
     if !turns.iter().any(|t| !matches!(t, Turn::System { .. })) {
@@ -136,5 +139,6 @@ pub fn normalize(req: &CreateResponse, limits: &Limits) -> Result<CanonicalReque
         output,
         stream: req.stream.unwrap_or(false),
         diagnostics,
+        cache_marks,
     })
 }

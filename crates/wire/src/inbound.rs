@@ -244,6 +244,8 @@ impl ByType for ContentPart {
 struct TextPart {
     #[serde(deserialize_with = "crate::raw::text")]
     text: String,
+    #[serde(default)]
+    prompt_cache_breakpoint: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -262,9 +264,13 @@ struct RefusalPart {
 /// A part of type `kind` read from the rest of `map` (its `type` taken).
 fn part_of_kind<'de, A: MapAccess<'de>>(kind: &str, map: A) -> Result<ContentPart, A::Error> {
     Ok(match kind {
-        "input_text" => ContentPart::InputText {
-            text: typed_in_place::<TextPart, A>(map)?.text,
-        },
+        "input_text" => {
+            let part = typed_in_place::<TextPart, A>(map)?;
+            ContentPart::InputText {
+                text: part.text,
+                prompt_cache_breakpoint: part.prompt_cache_breakpoint,
+            }
+        }
         "output_text" => {
             let part: OutputTextPart = typed_in_place(map)?;
             ContentPart::OutputText {
@@ -285,9 +291,13 @@ fn buffered_part<E: serde::de::Error>(
     mut map: Map<String, Value>,
 ) -> Result<ContentPart, E> {
     Ok(match kind.as_str() {
-        "input_text" => ContentPart::InputText {
-            text: typed::<TextPart, E>(map)?.text,
-        },
+        "input_text" => {
+            let part = typed::<TextPart, E>(map)?;
+            ContentPart::InputText {
+                text: part.text,
+                prompt_cache_breakpoint: part.prompt_cache_breakpoint,
+            }
+        }
         "output_text" => {
             let part: OutputTextPart = typed(map)?;
             ContentPart::OutputText {

@@ -126,9 +126,8 @@ pub(super) fn plain_text(i: usize, content: &MessageContent) -> Result<String, E
                 parts
                     .iter()
                     .map(|part| match part {
-                        ContentPart::InputText { text } | ContentPart::OutputText { text, .. } => {
-                            text.len()
-                        }
+                        ContentPart::InputText { text, .. }
+                        | ContentPart::OutputText { text, .. } => text.len(),
                         ContentPart::Refusal { refusal } => refusal.len(),
                         ContentPart::Other(_) => 0,
                     })
@@ -136,7 +135,7 @@ pub(super) fn plain_text(i: usize, content: &MessageContent) -> Result<String, E
             );
             for (j, part) in parts.iter().enumerate() {
                 match part {
-                    ContentPart::InputText { text: t }
+                    ContentPart::InputText { text: t, .. }
                     | ContentPart::OutputText { text: t, .. } => text.push_str(t),
                     ContentPart::Refusal { refusal } => text.push_str(refusal),
                     ContentPart::Other(map) => {
@@ -155,6 +154,22 @@ pub(super) fn plain_text(i: usize, content: &MessageContent) -> Result<String, E
     }
 }
 
+/// Whether a message's content carries the client's explicit cache breakpoint (OpenAI's
+/// `prompt_cache_breakpoint` on a text, image or file part).
+pub(super) fn marks_cache(content: &MessageContent) -> bool {
+    let MessageContent::Parts(parts) = content else {
+        return false;
+    };
+    parts.iter().any(|part| match part {
+        ContentPart::InputText {
+            prompt_cache_breakpoint,
+            ..
+        } => prompt_cache_breakpoint.is_some(),
+        ContentPart::Other(map) => map.contains_key("prompt_cache_breakpoint"),
+        _ => false,
+    })
+}
+
 pub(super) fn user_parts(i: usize, content: &MessageContent) -> Result<Vec<UserPart>, Error> {
     match content {
         MessageContent::Text(t) => Ok(vec![UserPart::Text(t.clone())]),
@@ -162,7 +177,7 @@ pub(super) fn user_parts(i: usize, content: &MessageContent) -> Result<Vec<UserP
             let mut out = Vec::with_capacity(parts.len());
             for (j, part) in parts.iter().enumerate() {
                 match part {
-                    ContentPart::InputText { text } | ContentPart::OutputText { text, .. } => {
+                    ContentPart::InputText { text, .. } | ContentPart::OutputText { text, .. } => {
                         out.push(UserPart::Text(text.clone()))
                     }
                     ContentPart::Refusal { refusal } => out.push(UserPart::Text(refusal.clone())),

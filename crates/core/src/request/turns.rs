@@ -10,7 +10,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 use toolbridge_wire::responses::{Diagnostic, InputItem, McpCallItem, MessageItem, ReasoningItem};
 
-use super::content::{output_text, plain_text, shell_output_text, tool_output, user_parts};
+use super::content::{
+    marks_cache, output_text, plain_text, shell_output_text, tool_output, user_parts,
+};
 use crate::Error;
 use crate::canonical::{
     AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, ToolOutput, Turn,
@@ -60,6 +62,17 @@ pub(super) struct Reducer {
     context_tools: Vec<ContextTool>,
     /// The call id of the last `tool_search_call`, for an output that names none.
     last_search: Option<String>,
+    /// The user turns after which the client placed an explicit cache breakpoint.
+    cache_marks: Vec<usize>,
+}
+
+/// What the reducer made of the input items.
+pub(super) struct Reduced {
+    pub(super) turns: Vec<Turn>,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    pub(super) context_tools: Vec<ContextTool>,
+    /// Indices into `turns` (see [`crate::canonical::CanonicalRequest::cache_marks`]).
+    pub(super) cache_marks: Vec<usize>,
 }
 
 impl Reducer {
@@ -265,6 +278,9 @@ impl Reducer {
             "user" => {
                 let parts = user_parts(i, &m.content)?;
                 self.other_turn(Turn::User { parts });
+                if marks_cache(&m.content) {
+                    self.cache_marks.push(self.turns.len() - 1);
+                }
             }
             "assistant" => {
                 let text = plain_text(i, &m.content)?;
@@ -409,9 +425,14 @@ impl Reducer {
         }
     }
 
-    pub(super) fn finish(mut self) -> (Vec<Turn>, Vec<Diagnostic>, Vec<ContextTool>) {
+    pub(super) fn finish(mut self) -> Reduced {
         self.flush();
         self.answer_pending();
-        (self.turns, self.diagnostics, self.context_tools)
+        Reduced {
+            turns: self.turns,
+            diagnostics: self.diagnostics,
+            context_tools: self.context_tools,
+            cache_marks: self.cache_marks,
+        }
     }
 }

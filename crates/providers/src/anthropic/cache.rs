@@ -5,8 +5,9 @@
 //! then system, then messages. A Responses client sets no mark (Codex sends none), so without
 //! the gateway's marks every turn of a session pays for its whole prompt.
 //!
-//! Where the marks go, in this order while the profile's limit allows (the client's own marks
-//! count first):
+//! The client's own marks come first: OpenAI's `prompt_cache_breakpoint` on a user message
+//! becomes a mark on that turn's last block. Then the gateway's, in this order while the
+//! profile's limit allows:
 //! 1. the last block of the last message: this request's whole prompt is written, so the next
 //!    request, which begins with it, reads it;
 //! 2. the end of the system prompt (or the last tool when there is none): tools and
@@ -30,9 +31,24 @@ use crate::profile::CachePlan;
 
 const FIELD: &str = "cache_control";
 
-/// Places the gateway's breakpoints on `out` as `plan` says (nothing when the provider takes
-/// none, the plan leaves placing off, or the request asks for automatic caching itself).
+/// Marks the end of a user turn the client ended with a cache breakpoint (OpenAI's
+/// `prompt_cache_breakpoint`), when the provider takes marks.
+pub(super) fn mark_client(message: &mut Message, plan: &CachePlan) {
+    if plan.max_breakpoints > 0 {
+        mark_message(message, &plan.mark());
+    }
+}
+
+/// Places the gateway's breakpoints on `out` as `plan` says, after the client's: of the
+/// client's, the latest are kept within the provider's limit (a conversation may carry more
+/// than one request may write); then the gateway's fill what is left, unless the plan leaves
+/// placing off or the request asks for automatic caching itself.
 pub(super) fn place(out: &mut MessagesRequest, plan: &CachePlan) {
+    let max = usize::from(plan.max_breakpoints);
+    if max == 0 {
+        return;
+    }
+    unmark_earliest(out, marks(out).saturating_sub(max));
     if !plan.places() || out.extra.contains_key(FIELD) {
         return;
     }
@@ -40,7 +56,7 @@ pub(super) fn place(out: &mut MessagesRequest, plan: &CachePlan) {
     // whichever turn's marks it carries.
     as_blocks(out);
     let mark = plan.mark();
-    let mut left = usize::from(plan.max_breakpoints).saturating_sub(marks(out));
+    let mut left = max.saturating_sub(marks(out));
     let last = out.messages.len().checked_sub(1);
     let previous_end = previous_end(&out.messages);
     for target in [last, None, previous_end] {
@@ -87,6 +103,30 @@ fn marks(out: &MessagesRequest) -> usize {
         })
         .sum::<usize>();
     tools + system + messages
+}
+
+/// Takes the first `n` marks off, in prefix order (tools, system, messages).
+fn unmark_earliest(out: &mut MessagesRequest, mut n: usize) {
+    let tools = out.tools.iter_mut().flatten().map(|t| &mut t.extra);
+    let system = match &mut out.system {
+        Some(System::Blocks(blocks)) => Some(blocks.iter_mut().filter_map(extra_of)),
+        _ => None,
+    };
+    let messages = out.messages.iter_mut().flat_map(|m| match &mut m.content {
+        MessageContent::Blocks(blocks) => Some(blocks.iter_mut().filter_map(extra_of)),
+        MessageContent::Text(_) => None,
+    });
+    for extra in tools
+        .chain(system.into_iter().flatten())
+        .chain(messages.flatten())
+    {
+        if n == 0 {
+            return;
+        }
+        if extra.remove(FIELD).is_some() {
+            n -= 1;
+        }
+    }
 }
 
 /// The index of the user message before the last assistant message, when there is one.
@@ -258,5 +298,62 @@ mod tests {
         assert_eq!(marks.len(), 2, "{marks:?}");
         assert!(marks[0].starts_with(".messages[0].content[0]"), "{marks:?}");
         assert!(marks[1].starts_with(".tools[1]"), "{marks:?}");
+    }
+
+    /// A user message with OpenAI's explicit breakpoint on its last part.
+    fn marked_user(text: &str) -> Value {
+        json!({"role": "user", "content": [
+            {"type": "input_text", "text": text, "prompt_cache_breakpoint": {"mode": "explicit"}}
+        ]})
+    }
+
+    #[test]
+    fn the_clients_breakpoints_come_first_and_the_latest_are_kept_within_the_limit() {
+        // One client mark: it is kept, and the gateway's fill the rest.
+        let mut body = tool_loop();
+        body["input"][0] = marked_user("List the files.");
+        body["input"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "user", "content": "Thanks."}));
+        let out = translate(body, "");
+        let marks = marked(&out);
+        assert!(marks.len() <= 4, "{marks:?}");
+        assert!(
+            marks
+                .iter()
+                .any(|m| m.starts_with(".messages[0].content[0]")),
+            "{marks:?}"
+        );
+        // Placing off: only the client's mark.
+        let mut body = tool_loop();
+        body["input"][0] = marked_user("List the files.");
+        let only = translate(body, "[cache]\nplace_breakpoints = false");
+        assert_eq!(marked(&only).len(), 1, "{only}");
+        // Six marked turns: the latest four are kept.
+        let mut input = Vec::new();
+        for n in 0..6 {
+            input.push(marked_user(&format!("question {n}")));
+            input.push(json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": format!("answer {n}")}]}));
+        }
+        input.push(json!({"role": "user", "content": "last"}));
+        let out = translate(
+            json!({"model": "m", "input": input}),
+            "[cache]\nplace_breakpoints = false",
+        );
+        let marks = marked(&out);
+        assert_eq!(
+            marks
+                .iter()
+                .map(|m| m.split(' ').next().unwrap())
+                .collect::<Vec<_>>(),
+            [
+                ".messages[4].content[0]",
+                ".messages[6].content[0]",
+                ".messages[8].content[0]",
+                ".messages[10].content[0]"
+            ]
+        );
     }
 }

@@ -63,15 +63,17 @@ pub fn build(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> MessagesRequest {
     let mut system = system_text(&req.turns, diagnostics);
+    let messages = messages(req, plan, profile, diagnostics);
     output_contract(&req.output, &mut system, diagnostics);
     let mut out = MessagesRequest {
         model: upstream_model.to_owned(),
         system: (!system.is_empty()).then_some(System::Text(system)),
-        messages: messages(&req.turns, plan, profile, diagnostics),
+        messages: Vec::new(),
         max_tokens: DEFAULT_MAX_TOKENS,
         stream: req.stream,
         ..MessagesRequest::default()
     };
+    out.messages = messages;
     if out.messages.first().is_some_and(|m| m.role != "user") {
         out.messages.insert(
             0,
@@ -130,12 +132,15 @@ fn system_text(turns: &[Turn], diagnostics: &mut Vec<Diagnostic>) -> String {
     parts.join("\n\n")
 }
 
+/// The messages; a user turn the client ended with a cache breakpoint has its last block
+/// marked (where the provider takes marks).
 fn messages(
-    turns: &[Turn],
+    req: &CanonicalRequest,
     plan: &ToolPlan,
     profile: &Profile,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Message> {
+    let turns = &req.turns;
     let mut out: Vec<Message> = Vec::with_capacity(turns.len());
     let mut results = super::tool_result::ToolResults::default();
     for (i, turn) in turns.iter().enumerate() {
@@ -167,6 +172,11 @@ fn messages(
                 role: role.to_owned(),
                 content: MessageContent::Blocks(blocks),
             }),
+        }
+        if req.cache_marks.contains(&i)
+            && let Some(message) = out.last_mut()
+        {
+            super::cache::mark_client(message, &profile.cache);
         }
     }
     out

@@ -16,8 +16,32 @@ use crate::profile::CachePlan;
 
 const FIELD: &str = "cache_control";
 
-/// Places the gateway's breakpoints on `messages` as `plan` says.
+/// Marks the end of a user turn the client ended with a cache breakpoint (OpenAI's
+/// `prompt_cache_breakpoint`), when the provider takes marks.
+pub(super) fn mark_client(message: &mut ChatMessage, plan: &CachePlan) {
+    if plan.max_breakpoints > 0 {
+        as_parts(message);
+        mark_last(message, &plan.mark());
+    }
+}
+
+/// Places the gateway's breakpoints on `messages` as `plan` says, after the client's: of the
+/// client's, the latest are kept within the provider's limit.
 pub(super) fn place(messages: &mut [ChatMessage], plan: &CachePlan) {
+    let max = usize::from(plan.max_breakpoints);
+    let mut over = marks(messages).saturating_sub(max);
+    for part in messages
+        .iter_mut()
+        .filter_map(|m| m.content.as_mut()?.as_array_mut())
+        .flatten()
+    {
+        if over == 0 {
+            break;
+        }
+        if part.as_object_mut().and_then(|p| p.remove(FIELD)).is_some() {
+            over -= 1;
+        }
+    }
     if !plan.places() {
         return;
     }
@@ -27,7 +51,7 @@ pub(super) fn place(messages: &mut [ChatMessage], plan: &CachePlan) {
         as_parts(m);
     }
     let mark = plan.mark();
-    let mut left = usize::from(plan.max_breakpoints).saturating_sub(marks(messages));
+    let mut left = max.saturating_sub(marks(messages));
     let markable = |m: &ChatMessage| m.role != "assistant";
     let last = messages.iter().rposition(markable);
     let system = messages.iter().rposition(|m| m.role == "system");
@@ -171,6 +195,23 @@ mod tests {
                 json!({"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 90}})
             ),
             (100, 10, 90)
+        );
+    }
+
+    #[test]
+    fn a_clients_breakpoint_reaches_qwen_and_not_an_automatic_cache() {
+        let mut body = tool_loop();
+        body["input"][0] = json!({"role": "user", "content": [{"type": "input_text",
+            "text": "List the files.", "prompt_cache_breakpoint": {"mode": "explicit"}}]});
+        let qwen = translate("qwen", body.clone());
+        assert_eq!(
+            qwen["messages"][1]["content"],
+            json!([{"type": "text", "text": "List the files.", "cache_control": {"type": "ephemeral"}}])
+        );
+        let deepseek = translate("deepseek", body);
+        assert!(
+            !deepseek.to_string().contains("cache_control"),
+            "{deepseek}"
         );
     }
 }

@@ -25,7 +25,7 @@ pub fn build(
     upstream_model: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> ChatRequest {
-    let mut messages = messages(&req.turns, plan, profile, diagnostics);
+    let mut messages = messages(req, plan, profile, diagnostics);
     let response_format = output_contract(&req.output, profile, &mut messages, diagnostics);
     let mut out = ChatRequest {
         model: upstream_model.to_owned(),
@@ -52,17 +52,20 @@ pub fn build(
     out
 }
 
+/// The messages; a user turn the client ended with a cache breakpoint has its last part marked
+/// (where the provider takes marks).
 fn messages(
-    turns: &[Turn],
+    req: &CanonicalRequest,
     plan: &ToolPlan,
     profile: &Profile,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<ChatMessage> {
+    let turns = &req.turns;
     let mut out: Vec<ChatMessage> = Vec::with_capacity(turns.len());
     let mut mapped_developer = false;
     let mut merged = false;
     let mut results = super::tool_result::ToolResults::default();
-    for turn in turns {
+    for (i, turn) in turns.iter().enumerate() {
         if !matches!(turn, Turn::ToolResult { .. }) {
             results.flush(&mut out);
         }
@@ -90,11 +93,17 @@ fn messages(
                     ..ChatMessage::default()
                 });
             }
-            Turn::User { parts } => out.push(ChatMessage {
-                role: "user".to_owned(),
-                content: Some(user_content(parts)),
-                ..ChatMessage::default()
-            }),
+            Turn::User { parts } => {
+                let mut message = ChatMessage {
+                    role: "user".to_owned(),
+                    content: Some(user_content(parts)),
+                    ..ChatMessage::default()
+                };
+                if req.cache_marks.contains(&i) {
+                    super::cache::mark_client(&mut message, &profile.cache);
+                }
+                out.push(message);
+            }
             Turn::Assistant(turn) => {
                 let mut message = assistant(turn, plan, profile);
                 let replay = match profile.reasoning_replay {

@@ -26,6 +26,7 @@ fn request_with(turns: Vec<Turn>) -> CanonicalRequest {
         output: OutputContract::Text,
         stream: true,
         diagnostics: Vec::new(),
+        cache_marks: Vec::new(),
     }
 }
 

@@ -184,7 +184,7 @@ fn unknown_types_and_fields_still_pass_through() {
     assert!(
         matches!(&parts[0], ContentPart::Other(m) if m["type"] == "input_audio" && m["data"] == 5)
     );
-    assert!(matches!(&parts[1], ContentPart::InputText { text } if text == "hi"));
+    assert!(matches!(&parts[1], ContentPart::InputText { text, .. } if text == "hi"));
     assert_eq!(
         parsed.tools.as_ref().map(|t| t[0].kind()),
         Some("computer_use")

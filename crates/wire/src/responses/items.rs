@@ -130,6 +130,10 @@ pub enum MessageContent {
 pub enum ContentPart {
     InputText {
         text: String,
+        /// OpenAI's explicit cache breakpoint (`{"mode": "explicit"}`): the client marks the end
+        /// of a prefix to cache here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_cache_breakpoint: Option<Value>,
     },
     OutputText {
         text: String,

@@ -301,7 +301,10 @@ pub(super) fn user(text: String) -> InputItem {
     InputItem::Message(MessageItem {
         id: None,
         role: "user".to_owned(),
-        content: MessageContent::Parts(vec![ContentPart::InputText { text }]),
+        content: MessageContent::Parts(vec![ContentPart::InputText {
+            text,
+            prompt_cache_breakpoint: None,
+        }]),
         status: None,
         extra: Map::new(),
     })

@@ -218,13 +218,19 @@ pub(super) fn with_note(
             text.push_str("\n\n");
             text.push_str(note);
         }
-        _ => canonical.turns.insert(
-            0,
-            Turn::System {
-                text: note.to_owned(),
-                developer: false,
-            },
-        ),
+        _ => {
+            canonical.turns.insert(
+                0,
+                Turn::System {
+                    text: note.to_owned(),
+                    developer: false,
+                },
+            );
+            // The client's cache marks name turns: one more is before them now.
+            for mark in &mut canonical.cache_marks {
+                *mark += 1;
+            }
+        }
     }
     canonical
 }
