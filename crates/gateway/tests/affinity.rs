@@ -2,7 +2,8 @@
 //! processes share one PostgreSQL store (a chain continued on the other process works) and one
 //! provider with three keys (accounts, each with a cache of its own). Every request of a
 //! session — whichever process takes it — goes out with the same key, chosen from the
-//! session's `prompt_cache_key`; sessions spread over the keys. A route's fallback is taken only
+//! session's `prompt_cache_key`, or for a `previous_response_id` chain without one from its
+//! first stored item; sessions spread over the keys. A route's fallback is taken only
 //! while its first choice fails, and the response says so (`upstream_fallback`); once the first
 //! choice answers again the session is back on it.
 
@@ -137,11 +138,32 @@ async fn a_session_keeps_its_key_across_processes_and_falls_back_only_while_its_
                 .insert(bearer(sent));
         }
     }
+    // Chains without a `prompt_cache_key` (an SDK's `previous_response_id` turns): each is one
+    // session, named by its first stored item, from its first turn on.
+    for c in 0..4 {
+        let session = format!("chain-{c}");
+        let mut previous: Option<String> = None;
+        for turn in 0..3 {
+            let before = main.requests().len();
+            let mut body = json!({"model": "m", "input": format!("chain {c} turn {turn}"),
+                "store": true});
+            if let Some(id) = &previous {
+                body["previous_response_id"] = json!(id);
+            }
+            let response = post(&client, &gateways[(c + turn) % 2], &body).await;
+            previous = Some(response["id"].as_str().unwrap().to_owned());
+            let sent = &main.requests()[before];
+            keys_of
+                .entry(session.clone())
+                .or_default()
+                .insert(bearer(sent));
+        }
+    }
     for (session, keys) in &keys_of {
         assert_eq!(keys.len(), 1, "{session} used {keys:?}");
     }
     let used: BTreeSet<&String> = keys_of.values().flatten().collect();
-    assert!(used.len() >= 2, "eight sessions all on {used:?}");
+    assert!(used.len() >= 2, "twelve sessions all on {used:?}");
     assert!(used.iter().all(|k| KEYS.contains(&k.as_str())), "{used:?}");
     assert!(
         backup.requests().is_empty(),

@@ -3,7 +3,8 @@
 //! A provider's prompt cache is per account (and, behind pooled relays, per `metadata.user_id`),
 //! so a session that moves between keys starts a cold cache. The key is chosen from the
 //! session's own key — the client's `prompt_cache_key` (Codex sends its thread id), else its
-//! conversation, else Codex's `session-id` header — by a hash, not by process memory: every
+//! conversation or `previous_response_id` chain (`prepare::chain_root`), else Codex's
+//! `session-id` header — by a hash, not by process memory: every
 //! gateway process sends a session's requests, and every round of one response, with the same
 //! key. A request with no session spreads by its response id instead.
 

@@ -107,12 +107,10 @@ fn setup(
         },
     };
     let conversation = toolbridge_core::assemble::conversation_id(&prepared.req);
-    let cache_session = crate::upstream::session_key(
-        prepared.req.prompt_cache_key.as_deref(),
-        conversation.as_deref(),
-        caller.session.as_deref(),
-    )
-    .map(|key| (prepared.tenant.clone(), key.to_owned()));
+    let cache_session = prepared
+        .session
+        .clone()
+        .map(|key| (prepared.tenant.clone(), key));
     let meter = Meter::start(
         state,
         caller.key.clone(),

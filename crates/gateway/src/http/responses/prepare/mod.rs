@@ -15,7 +15,7 @@ use toolbridge_core::reasoning::{ReasoningDisplay, open_sealed};
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Raw;
 use toolbridge_store::Tenant;
-use toolbridge_wire::responses::{CreateResponse, Diagnostic};
+use toolbridge_wire::responses::{CreateResponse, Diagnostic, Input, InputItem};
 
 use self::request_mcp::{connect_request_mcp, resolve_approvals};
 use super::route::{known_list, lookup};
@@ -73,13 +73,15 @@ pub(super) async fn prepare<'a>(
         super::stored::provider_state::fill(state, &tenant, &mut canonical.turns).await;
     }
     let display = ReasoningDisplay::for_request(&req);
-    let conversation = toolbridge_core::assemble::conversation_id(&req);
-    let affinity = crate::upstream::session_key(
+    let conversation =
+        toolbridge_core::assemble::conversation_id(&req).or_else(|| chain_root(&req, &turn_items));
+    let session = crate::upstream::session_key(
         req.prompt_cache_key.as_deref(),
         conversation.as_deref(),
         caller.session.as_deref(),
     )
-    .map_or_else(
+    .map(str::to_owned);
+    let affinity = session.as_deref().map_or_else(
         crate::upstream::Affinity::spread,
         crate::upstream::Affinity::of,
     );
@@ -95,8 +97,25 @@ pub(super) async fn prepare<'a>(
         display,
         targets,
         affinity,
+        session,
     };
     Ok((prepared, raw))
+}
+
+/// A chain of `previous_response_id`s is one session, named by its first stored item: the first
+/// item of the history for a request that continues one, this turn's first item (as it will be
+/// stored) for a stored request that may start one.
+fn chain_root(req: &CreateResponse, turn_items: &[serde_json::Value]) -> Option<String> {
+    if req.previous_response_id.is_none() {
+        return turn_items.first()?.get("id")?.as_str().map(str::to_owned);
+    }
+    match &req.input {
+        Some(Input::Items(items)) => match items.first()? {
+            InputItem::Message(m) => m.id.clone(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The request's history (`previous_response_id`, item references, a conversation) and its
