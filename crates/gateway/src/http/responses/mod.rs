@@ -198,8 +198,9 @@ struct Prepared<'a> {
     targets: Vec<crate::config::Target<'a>>,
     /// Which of a provider's keys the request's session keeps (`upstream::affinity`).
     affinity: crate::upstream::Affinity,
-    /// The request's session for the cache: its `prompt_cache_key`, else its conversation or
-    /// the first item of its `previous_response_id` chain, else the client's session header.
+    /// The request's session for the cache ledger: its `prompt_cache_key`, else its
+    /// conversation or the first item of the `previous_response_id` chain it continues, else
+    /// the client's session header.
     session: Option<String>,
 }
 

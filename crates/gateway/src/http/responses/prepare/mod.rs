@@ -73,11 +73,16 @@ pub(super) async fn prepare<'a>(
         super::stored::provider_state::fill(state, &tenant, &mut canonical.turns).await;
     }
     let display = ReasoningDisplay::for_request(&req);
-    let conversation =
-        toolbridge_core::assemble::conversation_id(&req).or_else(|| chain_root(&req, &turn_items));
+    let conversation = toolbridge_core::assemble::conversation_id(&req);
+    let named = req.prompt_cache_key.is_some()
+        || conversation.is_some()
+        || req.previous_response_id.is_some()
+        || caller.session.is_some();
     let session = crate::upstream::session_key(
         req.prompt_cache_key.as_deref(),
-        conversation.as_deref(),
+        conversation
+            .or_else(|| chain_root(&req, &turn_items))
+            .as_deref(),
         caller.session.as_deref(),
     )
     .map(str::to_owned);
@@ -85,6 +90,9 @@ pub(super) async fn prepare<'a>(
         crate::upstream::Affinity::spread,
         crate::upstream::Affinity::of,
     );
+    // The ledger records the sessions a client named and the chains it continues, not every
+    // stored request that might start one.
+    let session = session.filter(|_| named);
     let prepared = Prepared {
         req,
         canonical,
