@@ -31,6 +31,15 @@ pub async fn serve_on(
 
 /// Serves like [`serve_on`]; with a `loader`, SIGHUP reloads the config (see
 /// [`reload`]).
+/// Logs one purge of expired rows: how many `what` went, or why it failed.
+fn purged(what: &str, result: Result<u64, toolbridge_store::StoreError>) {
+    match result {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(purged = n, "expired {what} deleted"),
+        Err(e) => tracing::warn!("purging expired {what} failed: {e}"),
+    }
+}
+
 pub(crate) async fn serve_reloadable(
     listener: TcpListener,
     config: Config,
@@ -79,33 +88,15 @@ pub(crate) async fn serve_reloadable(
                     Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
                 }
                 if ticks % 20 == 1 {
-                    match store.purge_expired(now).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!(purged = n, "expired stored responses deleted"),
-                        Err(e) => tracing::warn!("purging expired responses failed: {e}"),
-                    }
+                    purged("stored responses", store.purge_expired(now).await);
                     if let Some(states) = &provider_states {
-                        match states.purge_provider_states(now).await {
-                            Ok(0) => {}
-                            Ok(n) => tracing::info!(purged = n, "expired provider states deleted"),
-                            Err(e) => tracing::warn!("purging expired provider states failed: {e}"),
-                        }
+                        purged("provider states", states.purge_provider_states(now).await);
                     }
                     if let Some(captures) = &captures {
-                        match captures.purge_captures(now).await {
-                            Ok(0) => {}
-                            Ok(n) => tracing::info!(purged = n, "expired request captures deleted"),
-                            Err(e) => tracing::warn!("purging expired captures failed: {e}"),
-                        }
+                        purged("request captures", captures.purge_captures(now).await);
                     }
                     if let Some(turns) = &cache_turns {
-                        match turns.purge_cache_turns(now).await {
-                            Ok(0) => {}
-                            Ok(n) => {
-                                tracing::info!(purged = n, "expired cache ledger turns deleted")
-                            }
-                            Err(e) => tracing::warn!("purging the cache ledger failed: {e}"),
-                        }
+                        purged("cache ledger turns", turns.purge_cache_turns(now).await);
                     }
                 }
             }

@@ -272,6 +272,38 @@ fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) ->
     blocks
 }
 
+/// `metadata.user_id`: the end user when the client names one, else the session's
+/// `prompt_cache_key` where the profile keeps sessions by it (one account, and so one cache,
+/// behind pooled relays); a key that goes nowhere is dropped.
+fn user_id<'a>(
+    p: &'a toolbridge_core::canonical::Params,
+    profile: &Profile,
+    out: &mut MessagesRequest,
+    dropped: &mut Vec<&'a str>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let affinity = profile.cache.affinity == CacheAffinity::MetadataUserId;
+    if p.prompt_cache_key.is_some() && (p.end_user.is_some() || !affinity) {
+        dropped.push("prompt_cache_key");
+    }
+    let user = match (&p.end_user, &p.prompt_cache_key) {
+        (Some(user), _) => user,
+        (None, Some(key)) if affinity => {
+            diagnostics.push(diag(
+                PARAM_RENAMED,
+                Some("prompt_cache_key"),
+                "Anthropic keeps a session on one cache by `metadata.user_id`; the key was sent there",
+            ));
+            key
+        }
+        _ => return,
+    };
+    out.metadata = Some(Metadata {
+        user_id: Some(user.clone()),
+        extra: Map::new(),
+    });
+}
+
 fn params(
     req: &CanonicalRequest,
     profile: &Profile,
@@ -289,30 +321,10 @@ fn params(
     if p.top_logprobs.is_some_and(|n| n > 0) {
         dropped.push("top_logprobs");
     }
-    let affinity = profile.cache.affinity == CacheAffinity::MetadataUserId;
-    if p.prompt_cache_key.is_some() && (p.end_user.is_some() || !affinity) {
-        dropped.push("prompt_cache_key");
-    }
     if !p.stop.is_empty() {
         out.stop_sequences = Some(p.stop.clone());
     }
-    if let Some(user) = &p.end_user {
-        out.metadata = Some(Metadata {
-            user_id: Some(user.clone()),
-            extra: Map::new(),
-        });
-    } else if let Some(key) = p.prompt_cache_key.as_ref().filter(|_| affinity) {
-        // The session's key keeps it on one account (and so one cache) behind pooled relays.
-        out.metadata = Some(Metadata {
-            user_id: Some(key.clone()),
-            extra: Map::new(),
-        });
-        diagnostics.push(diag(
-            PARAM_RENAMED,
-            Some("prompt_cache_key"),
-            "Anthropic keeps a session on one cache by `metadata.user_id`; the key was sent there",
-        ));
-    }
+    user_id(p, profile, out, &mut dropped, diagnostics);
     let budget = p.reasoning_effort.as_deref().and_then(thinking_budget);
     out.max_tokens = match (p.max_output_tokens, budget) {
         (Some(max), _) => max,

@@ -16,6 +16,27 @@ use toolbridge_core::plan::{Identity, ToolPlan, UpstreamTool};
 use toolbridge_core::request::found_text;
 use toolbridge_wire::responses::Tool;
 
+/// An item that is a `function_call` of a tool the plan reaches through `call_found_tool`,
+/// rewritten as that function's call; whether it was one.
+fn through_dispatcher(map: &mut Map<String, Value>, plan: &ToolPlan) -> bool {
+    if map.get("type").and_then(Value::as_str) != Some("function_call") {
+        return false;
+    }
+    let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    let found = CallKind::Function {
+        namespace: text("namespace"),
+        name: text("name").unwrap_or_default(),
+        arguments: text("arguments").unwrap_or_default(),
+    };
+    let Some((name, arguments)) = crate::degraded::dispatched(plan, &found) else {
+        return false;
+    };
+    map.insert("name".to_owned(), json!(name));
+    map.insert("arguments".to_owned(), json!(arguments.to_string()));
+    map.remove("namespace");
+    true
+}
+
 /// Rewrites `items` for `plan` (a plan that changed some tool's form).
 pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
     let functions: HashSet<&str> = plan
@@ -37,6 +58,9 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
     let mut last_search: Option<String> = None;
     for (index, item) in items.iter_mut().enumerate() {
         let Value::Object(map) = item else { continue };
+        if through_dispatcher(map, plan) {
+            continue;
+        }
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
         let call_id = text("call_id")
@@ -49,17 +73,6 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
                     namespace: text("namespace"),
                     name: text("name").unwrap_or_default(),
                 };
-                let found = CallKind::Function {
-                    namespace: text("namespace"),
-                    name: text("name").unwrap_or_default(),
-                    arguments: text("arguments").unwrap_or_default(),
-                };
-                if let Some((name, arguments)) = crate::degraded::dispatched(plan, &found) {
-                    map.insert("name".to_owned(), json!(name));
-                    map.insert("arguments".to_owned(), json!(arguments.to_string()));
-                    map.remove("namespace");
-                    continue;
-                }
                 if let Some(name) = provider(&identity)
                     && (identity.declared_name() != name || text("namespace").is_some())
                 {

@@ -211,6 +211,25 @@ async fn assemble(
     }
 }
 
+/// The response's skeleton. It echoes the request's tools; when they are the tools the checks
+/// were keyed by (no tools from the conversation, none added since), the text serialised for
+/// that key (`tools_text`) is written instead of serialising them again.
+fn skeleton_with_tools(
+    prepared: &Prepared<'_>,
+    tools_text: Option<toolbridge_wire::raw::RawJson>,
+    meta: &ResponseMeta,
+) -> toolbridge_wire::responses::Response {
+    let mut response = skeleton(&prepared.req, meta);
+    if let Some(text) = tools_text
+        && prepared.canonical.context_tools.is_empty()
+        && *response.tools == prepared.canonical.tools
+    {
+        let tools = std::mem::take(&mut *response.tools);
+        response.tools = toolbridge_wire::responses::EchoedTools::with_json(tools, text);
+    }
+    response
+}
+
 /// The assembler and its rounds for the request's answer, and the request (shared with them).
 fn assembled<'a>(
     state: &AppState,
@@ -265,17 +284,7 @@ fn assembled<'a>(
     // Rounds of the gateway's own (the tool loop, a re-ask) continue the same conversation.
     let reasks =
         routed.repairs && provider.repair.invalid_calls == crate::config::InvalidCalls::Reask;
-    let mut skeleton_response = skeleton(&prepared.req, &setup.meta);
-    // The response echoes the request's tools; when they are the tools the checks were keyed
-    // by (no tools from the conversation, none added since), the text serialised for that key
-    // is written instead of serialising them again.
-    if let Some(text) = routed.tools_text
-        && prepared.canonical.context_tools.is_empty()
-        && *skeleton_response.tools == prepared.canonical.tools
-    {
-        let tools = std::mem::take(&mut *skeleton_response.tools);
-        skeleton_response.tools = toolbridge_wire::responses::EchoedTools::with_json(tools, text);
-    }
+    let skeleton_response = skeleton_with_tools(&prepared, routed.tools_text, &setup.meta);
     let contract = prepared.canonical.output.clone();
     let names = Arc::new(routed.plan.names.clone());
     let req = Arc::new(prepared.req);
