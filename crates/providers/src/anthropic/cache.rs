@@ -143,16 +143,17 @@ fn as_blocks(out: &mut MessagesRequest) {
             extra: Map::new(),
         })]
     };
-    if let Some(System::Text(text)) = &out.system
+    // Moved, not copied: a Codex system prompt is some 40 KB.
+    if let Some(System::Text(text)) = &mut out.system
         && !text.is_empty()
     {
-        out.system = Some(System::Blocks(block(text.clone())));
+        out.system = Some(System::Blocks(block(std::mem::take(text))));
     }
     for m in &mut out.messages {
-        if let MessageContent::Text(text) = &m.content
+        if let MessageContent::Text(text) = &mut m.content
             && !text.is_empty()
         {
-            m.content = MessageContent::Blocks(block(text.clone()));
+            m.content = MessageContent::Blocks(block(std::mem::take(text)));
         }
     }
 }

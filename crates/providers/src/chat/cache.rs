@@ -73,9 +73,10 @@ pub(super) fn place(messages: &mut [ChatMessage], plan: &CachePlan) {
 
 /// A non-empty string content as one text part.
 fn as_parts(message: &mut ChatMessage) {
-    if let Some(Value::String(text)) = &message.content
+    if let Some(Value::String(text)) = &mut message.content
         && !text.is_empty()
     {
+        let text = std::mem::take(text);
         message.content = Some(json!([{"type": "text", "text": text}]));
     }
 }
