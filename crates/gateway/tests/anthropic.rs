@@ -240,6 +240,55 @@ async fn a_streamed_tool_call_gathers_its_arguments_from_input_json_deltas() {
     assert_eq!(last["usage"]["output_tokens"], 14);
 }
 
+/// A stream holding two attempts (a second `message_start` before the first `message_stop`,
+/// seen after upstream retries) fails instead of restoring one call whose arguments are two
+/// JSON prefixes glued together; unstreamed, the client gets a 502 before any byte.
+#[tokio::test]
+async fn a_second_message_start_mid_stream_fails_instead_of_merging_two_attempts() {
+    let h = harness(0).await;
+    let attempt = || {
+        vec![
+            message_start(40),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_03", "name": "get_weather", "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": \"Pa"}}),
+            ),
+        ]
+    };
+    let mut events = attempt();
+    events.extend(attempt());
+    events.extend(message_end("tool_use", 14));
+    h.upstream.push(Reply::sse_events(events.clone()));
+    let streamed = h
+        .post_stream(&json!({"model": "claude", "input": "Weather?", "stream": true, "tools": weather_tool()}))
+        .await;
+    let last = &streamed.last().unwrap().data;
+    assert_eq!(last["type"], "response.failed", "{last:#}");
+    assert_eq!(
+        last["response"]["error"]["toolbridge_code"],
+        "upstream_invalid_response"
+    );
+    assert!(
+        !last["response"]["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["type"] == "function_call"),
+        "{last:#}"
+    );
+
+    h.upstream.push(Reply::sse_events(events));
+    let (status, body) = h
+        .post_json(&json!({"model": "claude", "input": "Weather?", "tools": weather_tool()}))
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["type"], "server_error", "{body}");
+}
+
 fn overloaded() -> Reply {
     Reply::error(
         529,
@@ -375,17 +424,14 @@ async fn a_mid_stream_error_event_fails_the_response_once() {
     assert!(message.contains("Overloaded"), "{last:#}");
     assert_eq!(last["error"]["code"], "server_error", "{last:#}");
     assert_eq!(last["error"]["toolbridge_code"], "upstream_overloaded");
-    assert!(
-        !kinds.iter().any(|t| t == "response.output_text.done"),
-        "a cut-off message must not be completed: {kinds:?}"
-    );
+    // What the client was shown stays: the reasoning, and the text so far as an incomplete
+    // message (it was dropped, leaving only the reasoning).
     let output = last["output"].as_array().unwrap();
-    assert_eq!(
-        output.len(),
-        1,
-        "the completed reasoning item only: {last:#}"
-    );
+    assert_eq!(output.len(), 2, "{last:#}");
     assert_eq!(output[0]["type"], "reasoning");
+    assert_eq!(output[1]["type"], "message");
+    assert_eq!(output[1]["status"], "incomplete", "{last:#}");
+    assert_eq!(output[1]["content"][0]["text"], "Part");
 }
 
 /// Streamed thinking comes back as a `reasoning` item before the message.

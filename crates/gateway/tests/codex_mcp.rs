@@ -114,7 +114,7 @@ async fn start_gateway(
     std::fs::write(
         &config,
         format!(
-            "[providers.upstream]\nbase_url = \"{}\"\napi_key_env = \"UPSTREAM_KEY\"\nmax_retries = 0\n{provider}\n\n[[routes]]\nmodel = \"*\"\nprovider = \"upstream\"\nupstream_model = \"upstream-model\"\n",
+            "[providers.upstream]\nbase_url = \"{}\"\napi_key_env = \"UPSTREAM_KEY\"\nmax_retries = 0\n{provider}\n\n[[routes]]\nmodel = \"toolbridge-coder\"\nprovider = \"upstream\"\nupstream_model = \"upstream-model\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"upstream\"\nupstream_model = \"upstream-model\"\n",
             upstream.base_url()
         ),
     )
@@ -138,8 +138,19 @@ async fn run_codex(
     server: &Path,
     gateway: &GatewayProcess,
     scratch: &Path,
+    catalog: bool,
 ) -> (String, String, String) {
     let mut exec = CodexExec::new(codex, scratch, gateway.url("/v1"));
+    if catalog {
+        // A slug Codex does not know, described only by the gateway's catalog: Codex then
+        // defers MCP tools only if the catalog says `supports_search_tool`.
+        exec.model = "toolbridge-coder".to_owned();
+        exec.features = "api_key_model_discovery = true".to_owned();
+        exec.provider = format!(
+            "stream_max_retries = 0\nmodel_catalog_url = \"{}\"",
+            gateway.url("/v1/models")
+        );
+    }
     exec.tables = format!(
         r#"
 [mcp_servers.kit]
@@ -160,6 +171,10 @@ default_tools_approval_mode = "approve"
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
+    mcp_session(name, wire, provider, false).await;
+}
+
+async fn mcp_session(name: &str, wire: Wire, provider: &str, catalog: bool) {
     let _turn = ONE_AT_A_TIME.lock().await;
     let Some(codex) = toolbridge_testkit::tools::codex_0171() else {
         return;
@@ -178,7 +193,8 @@ async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
     let upstream = FakeUpstream::start().await;
     upstream.set_gate(Arc::new(move |r: &Recorded| Some(script(wire, r))));
     let (scratch, gateway) = start_gateway(&upstream, name, provider).await;
-    let (last, stdout, stderr) = run_codex(&codex, &server, &gateway, &scratch.join("codex")).await;
+    let (last, stdout, stderr) =
+        run_codex(&codex, &server, &gateway, &scratch.join("codex"), catalog).await;
     let context = || {
         format!(
             "stdout:\n{stdout}\nstderr:\n{stderr}\ngateway stderr:\n{}",
@@ -221,6 +237,19 @@ async fn mcp_turn(name: &str, wire: Wire, provider: &str) {
 #[tokio::test]
 async fn codex_calls_an_mcp_tool_found_by_tool_search_through_a_chat_preset() {
     mcp_turn("chat", Wire::Chat { think_tags: false }, "preset = \"glm\"").await;
+}
+
+/// With the catalog, the slug is the gateway's own: Codex searches only because the catalog
+/// says the route serves `tool_search` (it did not, and Codex declared every MCP tool upfront).
+#[tokio::test]
+async fn codex_with_the_catalog_searches_for_mcp_tools() {
+    mcp_session(
+        "catalog",
+        Wire::Chat { think_tags: false },
+        "preset = \"glm\"",
+        true,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -128,6 +128,30 @@ fn tool_result(h: &Harness) -> String {
         .to_owned()
 }
 
+/// A backend asked for partial images that answers with plain JSON (it does not stream) still
+/// gives the image: the final one, with no partials (the item used to fail).
+#[tokio::test]
+async fn a_backend_that_answers_json_to_a_stream_request_still_gives_the_image() {
+    let images = FakeImages::start().await;
+    images.set(Behaviour::DrawWhole);
+    let h = harness(&images, "").await;
+    script(&h, json!({"prompt": PROMPT}));
+    let events = h.post_stream(&request(true, 2)).await;
+    let types = toolbridge_testkit::sse::types(&events);
+    assert!(
+        !types
+            .iter()
+            .any(|t| t == "response.image_generation_call.partial_image"),
+        "{types:?}"
+    );
+    let response = &events.last().unwrap().data["response"];
+    assert_eq!(response["status"], "completed", "{response:#}");
+    let item = image_item(response);
+    assert_eq!(item["status"], "completed", "{item:#}");
+    assert_eq!(item["result"], png_b64());
+    assert_eq!(images.requests()[0].2["stream"], true);
+}
+
 #[tokio::test]
 async fn a_glm_model_draws_through_the_gateway_with_partial_images_streamed_live() {
     let images = FakeImages::start().await;

@@ -253,6 +253,8 @@ async fn json_schema_goes_upstream_natively_in_chat_shape() {
     );
     assert_eq!(body["status"], "completed");
     assert_eq!(body["text"]["format"]["type"], "json_schema");
+    // Echoed as sent (it was `null`, which the Python SDK's strict parsing refuses).
+    assert_eq!(body["text"]["format"]["schema"], schema);
     h.check_response(&body);
 }
 
@@ -484,7 +486,7 @@ async fn an_empty_stream_fails_with_a_specific_code() {
 }
 
 #[tokio::test]
-async fn an_error_inside_the_stream_becomes_response_failed_without_completing_the_partial_item() {
+async fn an_error_inside_the_stream_becomes_response_failed_keeping_the_text_shown() {
     let h = Harness::with_preset("generic").await;
     h.upstream.push(Reply::sse_raw(vec![
         format!("data: {}\n\n", chunk(json!({"content": "half"}), None)),
@@ -493,12 +495,19 @@ async fn an_error_inside_the_stream_becomes_response_failed_without_completing_t
     let events = h
         .post_stream(&json!({"model": "m", "input": "x", "stream": true}))
         .await;
-    assert!(
-        !types(&events).contains(&"response.output_item.done".to_owned()),
-        "a partial item must never be marked done"
-    );
+    // The text the client was shown ends as an incomplete message, never a completed one (it
+    // was dropped, and the failed response's output was empty).
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.data["type"] == "response.output_item.done")
+        .map(|e| &e.data["item"])
+        .collect();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0]["status"], "incomplete");
     let last = &events.last().unwrap().data;
     assert_eq!(last["type"], "response.failed");
+    assert_eq!(last["response"]["output"][0]["status"], "incomplete");
+    assert_eq!(last["response"]["output"][0]["content"][0]["text"], "half");
     assert_eq!(last["response"]["error"]["code"], "server_error");
     assert!(
         last["response"]["error"]["message"]
@@ -506,6 +515,42 @@ async fn an_error_inside_the_stream_becomes_response_failed_without_completing_t
             .unwrap()
             .contains("overloaded")
     );
+}
+
+/// A stream whose connection breaks after some text: the failed response keeps the text the
+/// client was shown, in the terminal event and in the store (both had `output: []`).
+#[tokio::test]
+async fn a_stream_cut_mid_text_keeps_the_text_in_the_failed_and_stored_response() {
+    let h = Harness::with_preset("generic").await;
+    h.upstream.push(Reply::StreamThenReset {
+        pieces: vec![
+            format!(
+                "data: {}\n\n",
+                chunk(json!({"role": "assistant", "content": "Once "}), None)
+            ),
+            format!("data: {}\n\n", chunk(json!({"content": "upon"}), None)),
+        ],
+    });
+    let events = h
+        .post_stream(&json!({"model": "m", "input": "A story.", "stream": true, "store": true}))
+        .await;
+    let last = &events.last().unwrap().data;
+    assert_eq!(last["type"], "response.failed", "{last:#}");
+    let output = &last["response"]["output"];
+    assert_eq!(output[0]["status"], "incomplete", "{last:#}");
+    assert_eq!(output[0]["content"][0]["text"], "Once upon");
+    let id = last["response"]["id"].as_str().unwrap();
+    let stored: Value = h
+        .client
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stored["status"], "failed", "{stored:#}");
+    assert_eq!(stored["output"], *output, "{stored:#}");
 }
 
 #[tokio::test]

@@ -37,22 +37,27 @@ pub enum EndUserField {
     None,
 }
 
-/// How `reasoning.effort` (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`) is said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EffortStyle {
-    /// Not at all: the effort is dropped with a diagnostic.
-    None,
-    /// `reasoning_effort: <effort>` as the client sent it (OpenAI, vLLM).
-    ReasoningEffort,
-    /// `thinking: {type: enabled|disabled}` plus `reasoning_effort: high|max`.
-    DeepSeek,
-    /// `thinking: {type: enabled|disabled}` (GLM, MiMo).
-    Glm,
-    /// `enable_thinking: true|false`.
-    Qwen,
-    /// `thinking: {type: adaptive|disabled}`.
-    MiniMax,
+/// Every `reasoning.effort` a client can send (Codex 0.171's catalog offers all eight), weakest
+/// first: the rows of a profile's effort table.
+pub const EFFORTS: [&str; 8] = [
+    "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra",
+];
+
+/// How one `reasoning.effort` is said to a provider: a row of the profile's effort table, with
+/// the provider's documentation as its source in the preset file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffortSay {
+    /// The thinking budget in tokens, for the dialects that take one (Anthropic's
+    /// `thinking.budget_tokens`, Gemini's `thinkingConfig.thinkingBudget`); 0 turns thinking
+    /// off. Chat dialects do not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// Request fields set as written: top-level fields of a Chat request
+    /// (`reasoning_effort`, `thinking`, `enable_thinking`), of a Messages request
+    /// (`output_config`), of Gemini's `generationConfig`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Which earlier assistant turns send their reasoning back.
@@ -234,8 +239,9 @@ pub struct Profile {
     /// The models take images in user turns (what the Codex catalog's `input_modalities`
     /// says).
     pub image_input: bool,
-    /// How `reasoning.effort` is said to this provider.
-    pub effort: EffortStyle,
+    /// How each `reasoning.effort` is said to this provider, by effort ([`EFFORTS`]); an
+    /// effort missing from the table is not sent (a diagnostic at `reasoning.effort` says so).
+    pub efforts: std::collections::BTreeMap<String, EffortSay>,
     /// Which earlier assistant turns carry their reasoning back (in `reasoning_field`).
     pub reasoning_replay: ReasoningReplay,
     /// Which field replayed reasoning goes in (reasoning is read from either).
@@ -322,6 +328,11 @@ impl Profile {
             "content_filter" => Some(FinishKind::ContentFilter),
             _ => None,
         }
+    }
+
+    /// How `effort` is said to this provider, when it can be.
+    pub fn effort(&self, effort: &str) -> Option<&EffortSay> {
+        self.efforts.get(effort)
     }
 
     /// The context window of `model`, when known.

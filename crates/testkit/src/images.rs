@@ -57,6 +57,9 @@ pub enum Behaviour {
     Draw,
     /// The large image ([`large_png_b64`]) in place of the small one.
     DrawLarge,
+    /// The image as plain JSON even when a stream was asked for (a backend that does not
+    /// stream).
+    DrawWhole,
     /// 500 with OpenAI's error body.
     Fail,
     /// 400 `moderation_blocked`.
@@ -156,7 +159,7 @@ async fn handle(
             )
                 .into_response();
         }
-        Behaviour::Draw | Behaviour::DrawLarge => {}
+        Behaviour::Draw | Behaviour::DrawLarge | Behaviour::DrawWhole => {}
     }
     let image = if behaviour == Behaviour::DrawLarge {
         large_png_b64()
@@ -179,7 +182,7 @@ async fn handle(
     });
     let edit = uri.path().ends_with("/edits");
     let partials = body["partial_images"].as_u64().unwrap_or(0);
-    if body["stream"] != true {
+    if body["stream"] != true || behaviour == Behaviour::DrawWhole {
         let mut answer = json!({
             "created": 1_700_000_000,
             "data": [{"b64_json": image, "revised_prompt": revised(prompt)}],

@@ -201,13 +201,28 @@ pub struct ChatChoice {
     pub finish_reason: Option<String>,
 }
 
+/// An answer's `content`: a string, or a list of parts (Mistral's reasoning models send `text`
+/// and `thinking` parts), read part by part by the dialect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AnswerContent {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+impl From<&str> for AnswerContent {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
+}
+
 /// The assistant message of a [`ChatChoice`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponseMessage {
     #[serde(default)]
     pub role: Option<String>,
     #[serde(default)]
-    pub content: Option<String>,
+    pub content: Option<AnswerContent>,
     #[serde(default)]
     pub refusal: Option<String>,
     /// DeepSeek, Kimi, Qwen, GLM, MiniMax and vLLM's reasoning parsers.
@@ -257,7 +272,7 @@ pub struct ChunkDelta {
     #[serde(default)]
     pub role: Option<String>,
     #[serde(default)]
-    pub content: Option<String>,
+    pub content: Option<AnswerContent>,
     #[serde(default)]
     pub refusal: Option<String>,
     #[serde(default)]

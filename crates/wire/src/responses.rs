@@ -140,8 +140,7 @@ pub enum TextFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JsonSchemaFormat {
     pub name: String,
-    /// Required in a request. The response object echoes it as `null`, as the Open Responses
-    /// spec has it.
+    /// Required in a request; the response object echoes it as sent.
     #[serde(default)]
     pub schema: Value,
     #[serde(default)]

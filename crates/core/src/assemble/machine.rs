@@ -291,8 +291,10 @@ impl Assembler {
         self.terminate(ResponseStatus::Cancelled, None, None, completed_at, out)
     }
 
-    /// Ends the response with a failure: open items are not completed (a client must never act on
-    /// a partial item), completed ones stay in the output.
+    /// Ends the response with a failure: what the client was already shown stays (an open
+    /// message ends `incomplete` with the text streamed so far, open reasoning is closed as it
+    /// stands), open tool calls are dropped (a client must never act on a partial call), and
+    /// completed items stay in the output.
     pub fn fail(
         mut self,
         code: &str,
@@ -300,8 +302,9 @@ impl Assembler {
         completed_at: i64,
         out: &mut Vec<StreamEvent>,
     ) -> Response {
-        self.current = Open::None;
         self.calls.clear();
+        self.message_status = "incomplete";
+        self.close_current(out);
         let error = super::codes::response_error(code, message);
         self.terminate(ResponseStatus::Failed, Some(error), None, completed_at, out)
     }

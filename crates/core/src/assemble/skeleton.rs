@@ -82,14 +82,15 @@ pub fn conversation_id(req: &CreateResponse) -> Option<String> {
     }
 }
 
-/// `text.format` as the response echoes it: the schema itself is not repeated (the Open
-/// Responses spec has it `null`), and `strict` is always a boolean.
+/// `text.format` as the response echoes it: as the client sent it, schema included (OpenAI
+/// echoes the schema, and the Python SDK's strict parsing refuses a `null` one), with `strict`
+/// always a boolean.
 fn echoed_format(req: &CreateResponse) -> TextFormat {
     match req.text.as_ref().and_then(|t| t.format.as_ref()) {
         None => TextFormat::Text,
         Some(TextFormat::JsonSchema(f)) => TextFormat::JsonSchema(JsonSchemaFormat {
             name: f.name.clone(),
-            schema: Value::Null,
+            schema: f.schema.clone(),
             description: f.description.clone(),
             strict: Some(f.strict.unwrap_or(false)),
         }),

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use toolbridge_wire::responses::{
-    CreateResponse, EventKind, OutputItem, ResponseStatus, StreamEvent,
+    CreateResponse, EventKind, OutputContent, OutputItem, ResponseStatus, StreamEvent,
 };
 
 use super::{Assembler, ResponseMeta, codes, skeleton};
@@ -216,6 +216,32 @@ fn failing_mid_stream_never_completes_the_open_item() {
     );
     // The text item was closed (final) when the call started; the call was not.
     assert_eq!(response.output.len(), 1);
+    assert!(matches!(out.last().unwrap().kind, EventKind::Failed { .. }));
+}
+
+/// Text the client was already shown stays in the failed response (an `incomplete` message,
+/// closed with its events), instead of an empty output.
+#[test]
+fn failing_mid_text_keeps_the_text_streamed_so_far() {
+    let mut a = assembler();
+    let mut out = Vec::new();
+    a.start(&mut out);
+    a.on_event(UpstreamEvent::Text("Hel".into()), &mut out);
+    a.on_event(UpstreamEvent::Text("lo".into()), &mut out);
+    let response = a.fail("upstream_stream_error", "broke".into(), 3, &mut out);
+    assert_eq!(response.status, ResponseStatus::Failed);
+    let [OutputItem::Message(message)] = response.output.as_slice() else {
+        panic!("one message: {:?}", response.output);
+    };
+    assert_eq!(message.status, "incomplete");
+    assert!(matches!(
+        &message.content[..],
+        [OutputContent::OutputText { text, .. }] if text == "Hello"
+    ));
+    assert!(out.iter().any(|e| matches!(
+        &e.kind,
+        EventKind::OutputItemDone { item: OutputItem::Message(m), .. } if m.status == "incomplete"
+    )));
     assert!(matches!(out.last().unwrap().kind, EventKind::Failed { .. }));
 }
 

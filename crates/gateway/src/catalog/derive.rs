@@ -11,9 +11,6 @@ use toolbridge_providers::dialect::{Dialect, Raw, Source};
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{CreateResponse, Tool};
 
-/// Codex's reasoning efforts, weakest first.
-const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
-
 /// Where a web search runs for a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WebSearch {
@@ -112,8 +109,13 @@ pub(crate) fn capabilities(
         Some(Decision::Degraded) => repair && !dialect.passes_through(),
         _ => false,
     };
+    // Codex declares the client-run form (`execution: "client"`) and runs the search itself;
+    // what matters is whether the gateway can offer that tool to this provider.
     let tool_search = matches!(
-        decision(profile, json!({"type": "tool_search"})),
+        decision(
+            profile,
+            json!({"type": "tool_search", "execution": "client"})
+        ),
         Some(Decision::Native | Decision::Degraded | Decision::Gateway)
     );
     let web_search = if dialect.passes_through() || profile.tools.web_search.is_some() {
@@ -161,7 +163,7 @@ fn reasoning_levels(profile: &Profile, dialect: Dialect) -> Vec<&'static str> {
         return vec!["low", "medium", "high"];
     }
     let mut groups: Vec<(Value, Vec<&'static str>)> = Vec::new();
-    for effort in EFFORTS {
+    for effort in toolbridge_providers::profile::EFFORTS {
         let Some((body, diagnostics)) = translate_effort(profile, dialect, effort) else {
             continue;
         };

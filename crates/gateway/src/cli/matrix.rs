@@ -258,6 +258,8 @@ pub(super) fn report(
     out.push_str(&cache_line(profile));
     if dialect.passes_through() {
         out.push_str(&responses_reasoning_line(profile));
+    } else {
+        out.push_str(&effort_rows(profile));
     }
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
@@ -368,6 +370,39 @@ fn limits_line(profile: &Profile) -> String {
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
     )
+}
+
+/// The profile's effort table, efforts said alike on one row, weakest first.
+fn effort_rows(profile: &Profile) -> String {
+    let mut rows: Vec<(Vec<&str>, String)> = Vec::new();
+    for effort in toolbridge_providers::profile::EFFORTS {
+        let said = match profile.effort(effort) {
+            None => "not sent (a diagnostic says so)".to_owned(),
+            Some(say) => {
+                let mut parts: Vec<String> = Vec::new();
+                match say.budget {
+                    Some(0) => parts.push("thinking off".to_owned()),
+                    Some(budget) => parts.push(format!("thinking budget {budget}")),
+                    None => {}
+                }
+                parts.extend(say.fields.iter().map(|(k, v)| format!("{k}={v}")));
+                if parts.is_empty() {
+                    "nothing set".to_owned()
+                } else {
+                    parts.join(" ")
+                }
+            }
+        };
+        match rows.last_mut() {
+            Some((efforts, last)) if *last == said => efforts.push(effort),
+            _ => rows.push((vec![effort], said)),
+        }
+    }
+    let mut out = "\nreasoning efforts (reasoning.effort: what the provider is sent):\n".to_owned();
+    for (efforts, said) in rows {
+        out.push_str(&format!("  {:<22} {said}\n", efforts.join(", ")));
+    }
+    out
 }
 
 /// How the provider caches the prompt's prefix (the profile's cache plan).
@@ -559,7 +594,6 @@ fn chat_profile_table(profile: &Profile) -> Vec<(&'static str, String)> {
             "parallel_tool_calls",
             yes(profile.parallel_tool_calls).to_owned(),
         ),
-        ("reasoning effort", word(json!(profile.effort))),
         ("reasoning replay", word(json!(profile.reasoning_replay))),
         ("reasoning field", word(json!(profile.reasoning_field))),
         ("<think> tags", yes(profile.think_tags).to_owned()),

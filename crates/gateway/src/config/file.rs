@@ -147,10 +147,11 @@ pub struct SessionsFile {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderFile {
-    /// The wire dialect: `chat` (Chat Completions, the default), `anthropic` (Messages) or
-    /// `gemini` (generateContent).
-    #[serde(default = "default_dialect")]
-    pub dialect: String,
+    /// The wire dialect: `chat` (Chat Completions), `anthropic` (Messages), `gemini`
+    /// (generateContent) or `responses`. By default the preset's own (a preset is written for
+    /// one dialect), else `chat`; a dialect that contradicts the preset is refused.
+    #[serde(default)]
+    pub dialect: Option<String>,
     pub base_url: String,
     /// The environment variable holding the upstream API key.
     pub api_key_env: Option<String>,
@@ -270,8 +271,4 @@ pub struct FallbackFile {
     pub provider: String,
     /// The model name sent to this provider; by default the route's upstream model.
     pub upstream_model: Option<String>,
-}
-
-pub(super) fn default_dialect() -> String {
-    "chat".to_owned()
 }

@@ -146,7 +146,7 @@ impl Config {
         providers.insert(
             "upstream".to_owned(),
             ProviderFile {
-                dialect: file::default_dialect(),
+                dialect: None,
                 base_url,
                 api_key_env: Some("TOOLBRIDGE_UPSTREAM_API_KEY".to_owned()),
                 api_key_envs: Vec::new(),

@@ -58,7 +58,14 @@ impl ModelDialect {
         let matcher = globset::Glob::new(&written.models)
             .map_err(|e| ConfigError::invalid(at("models"), format!("not a valid glob: {e}")))?
             .compile_matcher();
-        let (dialect, preset) = dialect_and_preset(written, &at)?;
+        if written.dialect.is_none() && written.preset.is_none() {
+            return Err(ConfigError::invalid(
+                at("dialect"),
+                "an entry needs a dialect, a preset, or both",
+            ));
+        }
+        let (dialect, preset) =
+            dialect_and_preset(written.dialect.as_ref(), written.preset.as_ref(), &at)?;
         let profile = resolve_profile(
             &preset,
             dialect,
@@ -91,17 +98,16 @@ impl ModelDialect {
     }
 }
 
-/// The entry's dialect and preset: each given, or one found from the other; a preset written
-/// for another dialect is refused.
-fn dialect_and_preset(
-    written: &DialectForFile,
+/// A dialect and preset as written: each given, or one found from the other (a preset is
+/// written for one dialect; neither is Chat with its default preset); a preset written for
+/// another dialect is refused.
+pub(super) fn dialect_and_preset(
+    dialect: Option<&String>,
+    preset: Option<&String>,
     at: &dyn Fn(&str) -> String,
 ) -> Result<(Dialect, String), ConfigError> {
-    match (&written.dialect, &written.preset) {
-        (None, None) => Err(ConfigError::invalid(
-            at("dialect"),
-            "an entry needs a dialect, a preset, or both",
-        )),
+    match (dialect, preset) {
+        (None, None) => Ok((Dialect::Chat, Dialect::Chat.default_preset().to_owned())),
         (Some(name), None) => {
             let dialect = parse_dialect(name, at("dialect"))?;
             Ok((dialect, dialect.default_preset().to_owned()))
@@ -121,7 +127,7 @@ fn dialect_and_preset(
                 let dialect = parse_dialect(name, at("dialect"))?;
                 if dialect != own {
                     return Err(ConfigError::invalid(
-                        at("preset"),
+                        at("dialect"),
                         format!(
                             "`{preset}` is a preset of the {} dialect, not {}",
                             own.as_str(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use toolbridge_providers::profile::{Profile, ProfileError, ProfilePatch};
 
 use super::file::{ModelFile, ProviderFile};
-use super::model_dialects::ModelDialect;
+use super::model_dialects::{ModelDialect, dialect_and_preset};
 use super::{Dialect, Env};
 use crate::error::ConfigError;
 
@@ -171,7 +171,7 @@ pub(super) fn resolve_all(
 /// One provider, resolved.
 fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, ConfigError> {
     let at = |field: &str| format!("providers.{name}.{field}");
-    let dialect = parse_dialect(&p.dialect, at("dialect"))?;
+    let (dialect, preset_name) = dialect_and_preset(p.dialect.as_ref(), p.preset.as_ref(), &at)?;
     let url = p.base_url.trim_end_matches('/').to_owned();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ConfigError::invalid(
@@ -179,10 +179,6 @@ fn provider(name: &str, p: ProviderFile, env: Env<'_>) -> Result<Provider, Confi
             format!("`{url}` must start with http:// or https://"),
         ));
     }
-    let preset_name = p
-        .preset
-        .clone()
-        .unwrap_or_else(|| dialect.default_preset().to_owned());
     // The provider's profile, and each configured model's (resolved here, so that a patch
     // cannot fail at request time).
     let resolve = |patches: &[&ProfilePatch], field: String| {

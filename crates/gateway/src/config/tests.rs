@@ -53,6 +53,41 @@ fn the_dialect_is_read_and_an_unknown_one_names_the_field() {
     );
 }
 
+fn with_preset(lines: &str) -> Result<Config, ConfigError> {
+    let text = format!(
+        "[providers.up]\n{lines}\nbase_url = \"http://127.0.0.1:1/v1\"\n\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n"
+    );
+    let file: FileConfig = toml::from_str(&text).unwrap();
+    Config::from_file(file, &|_: &str| None)
+}
+
+/// A preset names its dialect: a provider that names only the preset speaks it (a Responses
+/// preset used to be spoken to in Chat Completions), and one that names both must agree.
+#[test]
+fn the_dialect_comes_from_the_preset_and_a_contradiction_is_refused() {
+    let up = |lines: &str| with_preset(lines).map(|c| c.providers["up"].clone());
+    let native = up("preset = \"deepseek-responses\"").unwrap();
+    assert_eq!(native.dialect, Dialect::Responses);
+    assert!(native.profile.tools.responses_native);
+    assert_eq!(
+        up("preset = \"anthropic\"").unwrap().dialect,
+        Dialect::Anthropic
+    );
+    assert_eq!(up("preset = \"glm\"").unwrap().dialect, Dialect::Chat);
+    let neither = up("").unwrap();
+    assert_eq!(
+        (neither.dialect, neither.profile.name.as_str()),
+        (Dialect::Chat, "generic")
+    );
+    assert_eq!(
+        up("dialect = \"chat\"\npreset = \"deepseek-responses\"").unwrap_err(),
+        ConfigError::invalid(
+            "providers.up.dialect",
+            "`deepseek-responses` is a preset of the responses dialect, not chat"
+        )
+    );
+}
+
 /// A profile patch is checked at load, against the whole profile it makes: a field no
 /// profile has is refused with the patch's path, the provider's or the model's.
 #[test]
@@ -247,7 +282,7 @@ fn a_dialect_for_entry_is_checked_at_load_with_its_path() {
         ),
         (
             "models = \"m\"\ndialect = \"chat\"\npreset = \"deepseek-responses\"\n",
-            "providers.ds.dialect_for[0].preset",
+            "providers.ds.dialect_for[0].dialect",
             "`deepseek-responses` is a preset of the responses dialect, not chat",
         ),
         (

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 use toolbridge_core::plan::ToolPlan;
-use toolbridge_providers::profile::{EffortStyle, Profile};
+use toolbridge_providers::profile::Profile;
 use toolbridge_testkit::dialects::RESPONSES_FIELDS;
 use toolbridge_testkit::dialects::Wire;
 
@@ -233,34 +233,28 @@ impl Dialect {
     /// Checks that `reasoning.effort: "medium"` went upstream as the profile says it.
     pub fn check_effort(self, profile: &Profile, body: &Value) {
         match self {
-            Self::Chat => {
-                let (field, value) = match profile.effort {
-                    EffortStyle::None => {
-                        for f in ["reasoning_effort", "thinking", "enable_thinking"] {
-                            assert!(body.get(f).is_none(), "effort dropped, yet {f} was sent");
-                        }
-                        return;
+            Self::Chat => match profile.effort("medium") {
+                None => {
+                    for f in ["reasoning_effort", "thinking", "enable_thinking"] {
+                        assert!(body.get(f).is_none(), "effort dropped, yet {f} was sent");
                     }
-                    EffortStyle::ReasoningEffort => ("reasoning_effort", json!("medium")),
-                    EffortStyle::DeepSeek | EffortStyle::Glm => {
-                        ("thinking", json!({"type": "enabled"}))
+                }
+                Some(say) => {
+                    assert!(!say.fields.is_empty(), "a Chat row sets fields");
+                    for (field, value) in &say.fields {
+                        assert_eq!(&body[field], value, "effort as {field}");
                     }
-                    EffortStyle::Qwen => ("enable_thinking", json!(true)),
-                    EffortStyle::MiniMax => ("thinking", json!({"type": "adaptive"})),
-                };
-                assert_eq!(body[field], value, "effort as {field}");
-            }
+                }
+            },
             Self::Anthropic => {
-                let budget =
-                    toolbridge_providers::anthropic::request::thinking_budget("medium").unwrap();
+                let budget = profile.effort("medium").and_then(|s| s.budget).unwrap();
                 assert_eq!(
                     body["thinking"],
                     json!({"type": "enabled", "budget_tokens": budget})
                 );
             }
             Self::Gemini => {
-                let budget =
-                    toolbridge_providers::gemini::request::thinking_budget("medium").unwrap();
+                let budget = profile.effort("medium").and_then(|s| s.budget).unwrap();
                 assert_eq!(
                     body["generationConfig"]["thinkingConfig"],
                     json!({"thinkingBudget": budget, "includeThoughts": true})

@@ -40,17 +40,24 @@ pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 /// The smallest thinking budget Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1024;
 
-/// The thinking budget for a Responses `reasoning.effort`: `none` and `minimal` turn thinking off
-/// (no `thinking` field); `low` → 1024 (Anthropic's minimum), `medium` → 4096, `high` → 16384,
-/// `xhigh` → 32768. An unknown effort is read as `medium`.
-pub fn thinking_budget(effort: &str) -> Option<u64> {
-    match effort {
-        "none" | "minimal" => None,
-        "low" => Some(MIN_THINKING_BUDGET),
-        "high" => Some(16_384),
-        "xhigh" => Some(32_768),
-        _ => Some(4096),
+/// The thinking budget `profile` gives a Responses `reasoning.effort` (its effort table: `none`
+/// and `minimal` turn thinking off with a budget of 0); `None` with thinking off. An effort
+/// the table does not name is dropped with a diagnostic; the row's other fields go into the
+/// request as written.
+fn thinking_budget<'a>(
+    profile: &Profile,
+    effort: &str,
+    out: &mut MessagesRequest,
+    dropped: &mut Vec<&'a str>,
+) -> Option<u64> {
+    let Some(say) = profile.effort(effort) else {
+        dropped.push("reasoning.effort");
+        return None;
+    };
+    for (key, value) in &say.fields {
+        out.extra.insert(key.clone(), value.clone());
     }
+    say.budget.filter(|b| *b > 0)
 }
 
 /// Translates `req` for Anthropic with `profile`, sending `upstream_model`, with the tools and
@@ -325,7 +332,10 @@ fn params(
         out.stop_sequences = Some(p.stop.clone());
     }
     user_id(p, profile, out, &mut dropped, diagnostics);
-    let budget = p.reasoning_effort.as_deref().and_then(thinking_budget);
+    let budget = p
+        .reasoning_effort
+        .as_deref()
+        .and_then(|effort| thinking_budget(profile, effort, out, &mut dropped));
     out.max_tokens = match (p.max_output_tokens, budget) {
         (Some(max), _) => max,
         (None, Some(budget)) => DEFAULT_MAX_TOKENS + budget,

@@ -7,6 +7,9 @@
 //! - `message_start` and `message_delta` carry usage; a [`UpstreamEvent::Usage`] is emitted after
 //!   each with the counters so far (the last one wins downstream).
 //! - An `error` event fails the response ([`Error::Upstream`]).
+//! - A second `message_start` before the first message's `message_stop` (seen after upstream
+//!   retries) fails the response ([`Error::Decode`]): two attempts are never merged into one
+//!   answer (their reasoning side by side, a tool call's arguments two JSON prefixes glued).
 //! - An event or block type this decoder does not know is skipped silently (Anthropic adds new
 //!   ones, e.g. server tool blocks); a payload that is not JSON, or of the wrong shape, is skipped
 //!   with a diagnostic.
@@ -32,6 +35,8 @@ pub use crate::dialect::Flow;
 #[derive(Debug, Default)]
 pub struct MessagesDecoder {
     skipped: u32,
+    /// A `message_start` came (and no `message_stop` yet).
+    started: bool,
     usage: UsageCounts,
     /// Indexes of the open `tool_use` blocks.
     tool_blocks: BTreeSet<u32>,
@@ -71,6 +76,11 @@ impl MessagesDecoder {
         };
         match event {
             StreamEvent::MessageStart { message } => {
+                if std::mem::replace(&mut self.started, true) {
+                    return Err(Error::Decode {
+                        message: "a second `message_start` arrived before the first message ended; the two attempts are not merged".to_owned(),
+                    });
+                }
                 if let Some(u) = &message.usage {
                     self.usage.update(u);
                     out.push(self.usage.event());

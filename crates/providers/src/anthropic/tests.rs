@@ -21,7 +21,9 @@ use crate::profile::Profile;
 fn translate(body: Value) -> (Value, Vec<String>) {
     let req: CreateResponse = serde_json::from_value(body).unwrap();
     let canonical = normalize(&req, &Limits::default()).unwrap();
-    let profile = Profile::preset("generic").unwrap();
+    // The common profile with the Messages preset's effort table.
+    let mut profile = Profile::preset("generic").unwrap();
+    profile.efforts = Profile::preset("anthropic").unwrap().efforts;
     let plan = plan(
         &canonical.tools,
         canonical.tool_choice.as_ref(),
@@ -344,6 +346,37 @@ fn error_event_fails_the_stream() {
     assert_eq!(e.status, 503);
     assert_eq!(e.code, "upstream_overloaded");
     assert!(e.message.contains("Overloaded"));
+}
+
+/// Two attempts in one stream (a second `message_start` before `message_stop`) fail the
+/// answer instead of gluing the tool call's two argument prefixes into one.
+#[test]
+fn a_second_message_start_before_the_stop_fails_the_stream() {
+    let mut decoder = MessagesDecoder::new();
+    let tool_start = (
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {}}}),
+    );
+    let prefix = (
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": \"Pa"}}),
+    );
+    let (_, _, last) = feed(
+        &mut decoder,
+        &[
+            message_start(),
+            tool_start.clone(),
+            prefix.clone(),
+            message_start(),
+            tool_start,
+            prefix,
+        ],
+    );
+    let Err(e) = last else {
+        panic!("expected a failed stream, got {last:?}");
+    };
+    assert_eq!((e.status(), e.code()), (502, "upstream_invalid_response"));
+    assert!(e.to_string().contains("second `message_start`"), "{e}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 use toolbridge_wire::chat::ChatRequest;
 
-use crate::profile::EffortStyle;
+use crate::profile::Profile;
 
 /// Puts the cache key in the provider's own cache-hint field (`user`, `session_id`, …); false
 /// when that field is already taken (the end user's identifier went there).
@@ -29,39 +29,18 @@ pub(super) fn cache_hint(out: &mut ChatRequest, field: &str, key: &str) -> bool 
     true
 }
 
-/// Sets the fields that say `effort` in `style`; false when the provider has no way to say it.
+/// Sets the fields that say `effort` to this provider (its profile's effort table); false when
+/// the provider has no way to say it.
 pub(super) fn effort_fields(
     effort: &str,
-    style: EffortStyle,
+    profile: &Profile,
     extra: &mut Map<String, Value>,
 ) -> bool {
-    let off = matches!(effort, "none" | "minimal");
-    let mut set = |k: &str, v: Value| {
-        extra.insert(k.to_owned(), v);
+    let Some(say) = profile.effort(effort) else {
+        return false;
     };
-    match style {
-        EffortStyle::None => return false,
-        EffortStyle::ReasoningEffort => set("reasoning_effort", json!(effort)),
-        EffortStyle::DeepSeek => {
-            if off {
-                set("thinking", json!({"type": "disabled"}));
-            } else {
-                set("thinking", json!({"type": "enabled"}));
-                set(
-                    "reasoning_effort",
-                    json!(if effort == "xhigh" { "max" } else { "high" }),
-                );
-            }
-        }
-        EffortStyle::Glm => set(
-            "thinking",
-            json!({"type": if off { "disabled" } else { "enabled" }}),
-        ),
-        EffortStyle::Qwen => set("enable_thinking", json!(!off)),
-        EffortStyle::MiniMax => set(
-            "thinking",
-            json!({"type": if off { "disabled" } else { "adaptive" }}),
-        ),
+    for (key, value) in &say.fields {
+        extra.insert(key.clone(), value.clone());
     }
     true
 }

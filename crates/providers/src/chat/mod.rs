@@ -7,6 +7,7 @@ pub mod echo;
 pub mod errors;
 mod fields;
 pub(crate) mod native;
+mod parts;
 pub mod prompt;
 pub mod request;
 pub mod response;

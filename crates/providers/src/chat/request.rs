@@ -297,7 +297,7 @@ fn params(
         }
     }
     if let Some(effort) = &p.reasoning_effort
-        && !effort_fields(effort, profile.effort, &mut out.extra)
+        && !effort_fields(effort, profile, &mut out.extra)
     {
         dropped("reasoning.effort");
     }

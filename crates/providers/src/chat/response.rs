@@ -6,6 +6,7 @@ use toolbridge_wire::chat::ChatResponse;
 use toolbridge_wire::responses::Diagnostic;
 
 use super::details::whole_text;
+use super::parts::{Piece, pieces};
 use super::think::ThinkSplitter;
 use super::{arguments_text, push_finish, usage};
 use crate::profile::Profile;
@@ -23,13 +24,17 @@ pub fn decode(
         if let Some(r) = message.reasoning_content.or(message.reasoning).or(details) {
             out.push(UpstreamEvent::Reasoning(r));
         }
-        if let Some(text) = message.content {
-            if profile.think_tags {
-                let mut think = ThinkSplitter::default();
-                think.push(&text, &mut out);
+        if let Some(content) = message.content {
+            let mut think = profile.think_tags.then(ThinkSplitter::default);
+            for piece in pieces(content, diagnostics) {
+                match (piece, think.as_mut()) {
+                    (Piece::Reasoning(r), _) => out.push(UpstreamEvent::Reasoning(r)),
+                    (Piece::Text(text), Some(think)) => think.push(&text, &mut out),
+                    (Piece::Text(text), None) => out.push(UpstreamEvent::Text(text)),
+                }
+            }
+            if let Some(mut think) = think {
                 think.finish(&mut out);
-            } else {
-                out.push(UpstreamEvent::Text(text));
             }
         }
         if let Some(refusal) = message.refusal {

@@ -15,6 +15,7 @@ use toolbridge_wire::chat::ChatChunk;
 use toolbridge_wire::responses::Diagnostic;
 
 use super::details::StreamedDetails;
+use super::parts::{Piece, pieces};
 use super::think::ThinkSplitter;
 use super::{arguments_text, errors, push_finish, usage};
 use crate::Error;
@@ -134,8 +135,13 @@ fn decode_chunk(
         if let Some(r) = delta.reasoning_content.or(delta.reasoning).or(details) {
             out.push(UpstreamEvent::Reasoning(r));
         }
-        if let Some(text) = delta.content {
-            push_text(decoder, text, out);
+        if let Some(content) = delta.content {
+            for piece in pieces(content, diagnostics) {
+                match piece {
+                    Piece::Text(text) => push_text(decoder, text, out),
+                    Piece::Reasoning(r) => out.push(UpstreamEvent::Reasoning(r)),
+                }
+            }
         }
         if let Some(refusal) = delta.refusal {
             out.push(UpstreamEvent::Refusal(refusal));

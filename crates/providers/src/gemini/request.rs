@@ -12,8 +12,9 @@
 //!   is a JSON object, else `{"output": <the text>}`.
 //! - Consecutive contents of one role are merged into one (Gemini wants all the responses to one
 //!   model turn's calls in a single `user` content).
-//! - `reasoning.effort` → `thinkingConfig.thinkingBudget`: none/minimal → 0 (off), low → 1024,
-//!   medium → 8192, high → 24576, xhigh → 32768; thoughts are included whenever thinking is on.
+//! - `reasoning.effort` → `thinkingConfig.thinkingBudget` from the profile's effort table
+//!   (`presets/gemini.toml`; a budget of 0 is off); thoughts are included whenever thinking is
+//!   on.
 //! - `text.format` json_object → `responseMimeType: application/json`; json_schema → that plus
 //!   `responseSchema`, sanitised (see [`super::schema`]).
 //! - Not sent, with a diagnostic: `top_logprobs`, `safety_identifier`/`user`,
@@ -357,12 +358,18 @@ fn generation_config(
         dropped.push("parallel_tool_calls");
     }
     if let Some(effort) = &p.reasoning_effort {
-        match thinking_budget(effort) {
-            Some(budget) => {
-                config.thinking_config = Some(ThinkingConfig {
-                    thinking_budget: Some(budget),
-                    include_thoughts: Some(budget != 0),
-                })
+        match profile.effort(effort) {
+            Some(say) => {
+                if let Some(budget) = say.budget {
+                    let budget = i64::try_from(budget).unwrap_or(i64::MAX);
+                    config.thinking_config = Some(ThinkingConfig {
+                        thinking_budget: Some(budget),
+                        include_thoughts: Some(budget != 0),
+                    });
+                }
+                for (key, value) in &say.fields {
+                    config.extra.insert(key.clone(), value.clone());
+                }
             }
             None => dropped.push("reasoning.effort"),
         }
@@ -375,18 +382,6 @@ fn generation_config(
         ));
     }
     config
-}
-
-/// The thinking budget for a `reasoning.effort`; `None` for an effort toolbridge does not know.
-pub fn thinking_budget(effort: &str) -> Option<i64> {
-    Some(match effort {
-        "none" | "minimal" => 0,
-        "low" => 1024,
-        "medium" => 8192,
-        "high" => 24_576,
-        "xhigh" => 32_768,
-        _ => return None,
-    })
 }
 
 fn output_contract(

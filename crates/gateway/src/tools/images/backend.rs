@@ -184,7 +184,10 @@ impl ImagesBackend {
                 }
                 Err(f) => return Err(f),
             };
-            return if stream {
+            // A backend asked for a stream may answer with plain JSON (it does not stream, or
+            // not for this model): the final image is then read from it, with no partials.
+            let streamed = stream && is_event_stream(&response);
+            return if streamed {
                 self.read_stream(response, progress).await
             } else {
                 self.read_whole(response).await
@@ -368,6 +371,15 @@ impl ImagesBackend {
 }
 
 /// The image of an answer, checked to be base64.
+/// The answer is a server-sent event stream (its content type says so).
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
 fn made(
     b64: Option<&str>,
     revised: Option<&str>,

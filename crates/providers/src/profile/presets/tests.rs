@@ -108,3 +108,39 @@ apply_patch = "native"
         Err(ProfileError::UnknownPreset("nope".to_owned()))
     );
 }
+
+/// An effort table is whole: a preset that says any effort says all eight Codex can send, and
+/// in its dialect's terms (a budget for Messages and Gemini, request fields for Chat).
+#[test]
+fn effort_tables_cover_every_effort_in_their_dialects_terms() {
+    use crate::profile::EFFORTS;
+    for name in NAMES {
+        let profile = Profile::resolve(name, &[]).unwrap();
+        if profile.efforts.is_empty() {
+            continue;
+        }
+        let dialect = file(name).unwrap().dialect;
+        for effort in EFFORTS {
+            let say = profile
+                .effort(effort)
+                .unwrap_or_else(|| panic!("{name}: no row for {effort}"));
+            match dialect.as_str() {
+                "anthropic" | "gemini" => assert!(say.budget.is_some(), "{name}: {effort}"),
+                _ => assert!(!say.fields.is_empty(), "{name}: {effort}"),
+            }
+        }
+        assert_eq!(
+            profile.efforts.len(),
+            EFFORTS.len(),
+            "{name}: an unknown effort"
+        );
+    }
+    // DeepSeek's top level is its own `max`, not `high`.
+    let deepseek = Profile::resolve("deepseek", &[]).unwrap();
+    for effort in ["xhigh", "max", "ultra"] {
+        assert_eq!(
+            deepseek.effort(effort).unwrap().fields["reasoning_effort"],
+            "max"
+        );
+    }
+}
