@@ -55,6 +55,12 @@ pub const UNKNOWN_FINISH_REASON: &str = "unknown_finish_reason";
 pub const TOOL_IGNORED: &str = "tool_ignored";
 /// An input item the provider has no representation for was left out.
 pub const ITEM_DROPPED: &str = "item_dropped";
+/// A content part the provider cannot take (audio; an image on a text-only route) was replaced
+/// by a short placeholder text.
+pub const CONTENT_PART_DROPPED: &str = "content_part_dropped";
+/// Inline images were downscaled and recompressed to keep the request within the provider's
+/// size.
+pub const IMAGE_DOWNSCALED: &str = "image_downscaled";
 /// An echoed `image_generation_call` was replayed upstream as a short description.
 pub const IMAGE_CALL_DESCRIBED: &str = "image_call_described";
 /// The upstream stream contained a chunk toolbridge skipped.

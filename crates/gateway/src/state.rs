@@ -69,9 +69,22 @@ pub struct Shared {
     /// Compiled tool checks shared by every request (kept across reloads: they depend only on
     /// the tools a request declares).
     pub(crate) schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
+    /// The Codex catalog's version (`x-models-etag`), made once from the config.
+    pub(crate) catalog_etag: Arc<std::sync::OnceLock<String>>,
 }
 
 impl AppState {
+    /// The Codex catalog's version, sent as `x-models-etag` with the catalog and with every
+    /// answer: a digest of the whole catalog, so every gateway on one config says the same,
+    /// and Codex fetches the catalog again when the config changed under it.
+    pub(crate) fn catalog_etag(&self) -> &str {
+        self.catalog_etag.get_or_init(|| {
+            let catalog = crate::catalog::codex_catalog(&self.config);
+            let digest = blake3::hash(catalog.to_string().as_bytes());
+            format!("\"{}\"", &digest.to_hex()[..16])
+        })
+    }
+
     /// The session side channel, for tests that publish and watch events.
     pub fn sessions(&self) -> &EventBus {
         &self.sessions
@@ -160,6 +173,7 @@ impl AppState {
                 cache_turns,
                 provider_states,
                 schema_cache: Arc::default(),
+                catalog_etag: Arc::default(),
             })),
             tx,
         ))
@@ -203,6 +217,8 @@ impl AppState {
             upstreams: Arc::new(upstreams),
             sealer,
             keys: Arc::new(keys),
+            // A new config is a new catalog.
+            catalog_etag: Arc::default(),
             ..Shared::clone(self)
         })))
     }

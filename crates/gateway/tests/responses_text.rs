@@ -523,13 +523,10 @@ async fn an_error_inside_the_stream_becomes_response_failed_keeping_the_text_sho
 async fn a_stream_cut_mid_text_keeps_the_text_in_the_failed_and_stored_response() {
     let h = Harness::with_preset("generic").await;
     h.upstream.push(Reply::StreamThenReset {
-        pieces: vec![
-            format!(
-                "data: {}\n\n",
-                chunk(json!({"role": "assistant", "content": "Once "}), None)
-            ),
-            format!("data: {}\n\n", chunk(json!({"content": "upon"}), None)),
-        ],
+        pieces: std::iter::once(json!({"role": "assistant", "content": "Once "}))
+            .chain((0..30).map(|_| json!({"content": "upon "})))
+            .map(|delta| format!("data: {}\n\n", chunk(delta, None)))
+            .collect(),
     });
     let events = h
         .post_stream(&json!({"model": "m", "input": "A story.", "stream": true, "store": true}))
@@ -538,7 +535,10 @@ async fn a_stream_cut_mid_text_keeps_the_text_in_the_failed_and_stored_response(
     assert_eq!(last["type"], "response.failed", "{last:#}");
     let output = &last["response"]["output"];
     assert_eq!(output[0]["status"], "incomplete", "{last:#}");
-    assert_eq!(output[0]["content"][0]["text"], "Once upon");
+    assert_eq!(
+        output[0]["content"][0]["text"],
+        format!("Once {}", "upon ".repeat(30))
+    );
     let id = last["response"]["id"].as_str().unwrap();
     let stored: Value = h
         .client

@@ -116,6 +116,7 @@ pub mod error;
 pub mod fields;
 mod first_turn;
 pub mod gemini;
+pub mod media;
 mod native;
 pub mod profile;
 pub mod responses;

@@ -236,9 +236,12 @@ pub struct Profile {
     pub stream_usage: bool,
     /// Accepts `parallel_tool_calls`.
     pub parallel_tool_calls: bool,
-    /// The models take images in user turns (what the Codex catalog's `input_modalities`
-    /// says).
+    /// The models take images in user turns and tool outputs (what the Codex catalog's
+    /// `input_modalities` says); without, each image is sent as a placeholder text.
     pub image_input: bool,
+    /// The largest request body the provider accepts, in bytes (0: no known limit): a body
+    /// over it gets its inline images downscaled, then its oldest images left out.
+    pub max_request_bytes: u64,
     /// How each `reasoning.effort` is said to this provider, by effort ([`EFFORTS`]); an
     /// effort missing from the table is not sent (a diagnostic at `reasoning.effort` says so).
     pub efforts: std::collections::BTreeMap<String, EffortSay>,

@@ -43,7 +43,11 @@ impl OpenResponses {
             return None;
         };
         let spec: Value = serde_json::from_str(&text).expect("openapi.json is JSON");
-        let components = spec["components"].clone();
+        let mut components = spec["components"].clone();
+        // The spec has the response echo `text.format.schema` as `null`; the gateway echoes the
+        // schema as sent, as OpenAI does (the Python SDK's strict parsing refuses `null`).
+        components["schemas"]["JsonSchemaResponseFormat"]["properties"]["schema"] =
+            json!({"anyOf": [{"type": "null"}, {"type": "object"}]});
         let event_schema =
             spec["paths"]["/responses"]["post"]["responses"]["200"]["content"]["text/event-stream"]
                 ["schema"]

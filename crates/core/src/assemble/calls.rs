@@ -112,6 +112,7 @@ impl Assembler {
                 events.push(EventKind::OutputItemAdded {
                     output_index: index,
                     item: OutputItem::FunctionCall(FunctionCallItem {
+                        encrypted_function_args: None,
                         id: Some(call.item_id.clone()),
                         call_id: call.call_id.clone().unwrap_or_default(),
                         name,

@@ -119,6 +119,7 @@ impl Assembler {
         out: &mut Vec<StreamEvent>,
     ) {
         let item = FunctionCallItem {
+            encrypted_function_args: None,
             id: Some(call.item_id.clone()),
             call_id,
             name,
@@ -160,6 +161,7 @@ impl Assembler {
             },
         );
         let item = FunctionCallItem {
+            encrypted_function_args: None,
             arguments,
             status: Some("completed".to_owned()),
             ..item

@@ -6,7 +6,7 @@ use toolbridge_wire::responses::{ContentPart, Diagnostic, MessageContent};
 
 use crate::Error;
 use crate::canonical::{OutputPart, ToolOutput, UserPart};
-use crate::diagnostics::{ITEM_DROPPED, diag};
+use crate::diagnostics::{CONTENT_PART_DROPPED, ITEM_DROPPED, diag};
 
 /// A tool output as text: a string, or content parts whose text is joined.
 pub(super) fn output_text(i: usize, output: &Value) -> Result<String, Error> {
@@ -170,7 +170,11 @@ pub(super) fn marks_cache(content: &MessageContent) -> bool {
     })
 }
 
-pub(super) fn user_parts(i: usize, content: &MessageContent) -> Result<Vec<UserPart>, Error> {
+pub(super) fn user_parts(
+    i: usize,
+    content: &MessageContent,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<UserPart>, Error> {
     match content {
         MessageContent::Text(t) => Ok(vec![UserPart::Text(t.clone())]),
         MessageContent::Parts(parts) => {
@@ -181,7 +185,7 @@ pub(super) fn user_parts(i: usize, content: &MessageContent) -> Result<Vec<UserP
                         out.push(UserPart::Text(text.clone()))
                     }
                     ContentPart::Refusal { refusal } => out.push(UserPart::Text(refusal.clone())),
-                    ContentPart::Other(map) => out.push(other_user_part(i, j, map)?),
+                    ContentPart::Other(map) => out.push(other_user_part(i, j, map, diagnostics)?),
                 }
             }
             Ok(out)
@@ -193,8 +197,21 @@ pub(super) fn other_user_part(
     i: usize,
     j: usize,
     map: &serde_json::Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<UserPart, Error> {
     let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
+    // No dialect the gateway translates to takes audio in a user turn: the model reads that
+    // there was some, and the session goes on.
+    if kind == "input_audio" {
+        diagnostics.push(diag(
+            CONTENT_PART_DROPPED,
+            Some(&format!("input[{i}].content[{j}]")),
+            "audio input is not sent to this provider; a placeholder text took its place",
+        ));
+        return Ok(UserPart::Text(
+            "[audio omitted: this model takes no audio]".to_owned(),
+        ));
+    }
     if kind == "input_image" {
         let detail = map.get("detail").and_then(Value::as_str).map(str::to_owned);
         return match map.get("image_url") {

@@ -18,9 +18,10 @@ use crate::canonical::{
     AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, ToolOutput, Turn,
 };
 use crate::diagnostics::{
-    DUPLICATE_ITEM, IMAGE_CALL_DESCRIBED, ITEM_DROPPED, TOOL_OUTPUT_MISSING, diag,
+    DUPLICATE_ITEM, IMAGE_CALL_DESCRIBED, ITEM_DROPPED, PARAM_DROPPED, TOOL_OUTPUT_MISSING, diag,
 };
 
+mod codex;
 mod search;
 
 pub use search::found_text;
@@ -90,15 +91,24 @@ impl Reducer {
                 }
                 Ok(())
             }
-            InputItem::FunctionCall(c) => self.call(
-                i,
-                &c.call_id,
-                CallKind::Function {
-                    namespace: c.namespace.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                },
-            ),
+            InputItem::FunctionCall(c) => {
+                if c.encrypted_function_args.is_some() {
+                    self.diagnostics.push(diag(
+                        PARAM_DROPPED,
+                        Some(&format!("input[{i}].encrypted_function_args")),
+                        "encrypted function arguments are readable by OpenAI only; the call was sent with its plain `arguments`",
+                    ));
+                }
+                self.call(
+                    i,
+                    &c.call_id,
+                    CallKind::Function {
+                        namespace: c.namespace.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    },
+                )
+            }
             InputItem::CustomToolCall(c) => self.call(
                 i,
                 &c.call_id,
@@ -176,10 +186,11 @@ impl Reducer {
             }
             InputItem::Other(map) => {
                 let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
-                if kind == "image_generation_call" {
-                    self.image_call(i, map);
-                } else {
-                    self.other(i, kind);
+                match kind {
+                    "image_generation_call" => self.image_call(i, map),
+                    "agent_message" => self.agent_message(map),
+                    "configuration_update" => self.configuration_update(map),
+                    _ => self.other(i, kind),
                 }
                 Ok(())
             }
@@ -243,11 +254,17 @@ impl Reducer {
         if kind == "mcp_list_tools" {
             return;
         }
-        self.diagnostics.push(diag(
-            ITEM_DROPPED,
-            Some(&format!("input[{i}]")),
-            format!("input item type `{kind}` has no representation upstream and was left out"),
-        ));
+        let message = match kind {
+            // The compact stage opened every one this gateway sealed.
+            "compaction" | "context_compaction" => format!(
+                "a `{kind}` item this gateway did not seal (or one altered) cannot be read by this provider and was left out"
+            ),
+            _ => {
+                format!("input item type `{kind}` has no representation upstream and was left out")
+            }
+        };
+        self.diagnostics
+            .push(diag(ITEM_DROPPED, Some(&format!("input[{i}]")), message));
     }
 
     /// True (with a diagnostic) when an item with this id was already taken.
@@ -276,7 +293,7 @@ impl Reducer {
                 });
             }
             "user" => {
-                let parts = user_parts(i, &m.content)?;
+                let parts = user_parts(i, &m.content, &mut self.diagnostics)?;
                 self.other_turn(Turn::User { parts });
                 if marks_cache(&m.content) {
                     self.cache_marks.push(self.turns.len() - 1);

@@ -51,7 +51,9 @@ fn model_info(config: &Config, known: &KnownModel, priority: usize) -> Option<Va
         .get(&route.provider)?
         .for_model(&known.upstream_model);
     let settings = &route.catalog;
-    if settings.hidden {
+    // Codex sends nothing for a slug with a `/` (it reads it as a path): such a model is left
+    // out of the catalog (OpenAI's model list still shows it).
+    if settings.hidden || known.id.contains('/') {
         return None;
     }
     let profile = provider.profile_for(&known.upstream_model);
@@ -205,6 +207,10 @@ provider = "chat"
 
 [routes.catalog]
 base_instructions = "Be brief."
+
+[[routes]]
+model = "qwen/qwen3-coder"
+provider = "chat"
 "#,
         );
         let catalog = codex_catalog(&config);
@@ -222,6 +228,13 @@ base_instructions = "Be brief."
                     .is_empty()
             );
         }
+        // Codex sends nothing for a slug with a `/`: it is never served.
+        assert!(
+            !models
+                .iter()
+                .any(|m| m["slug"].as_str().unwrap_or_default().contains('/')),
+            "{catalog:#}"
+        );
         let told = models.iter().find(|m| m["slug"] == "told").expect("told");
         assert_eq!(told["base_instructions"], "Be brief.");
         let plain = models.iter().find(|m| m["slug"] == "plain").expect("plain");

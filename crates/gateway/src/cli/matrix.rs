@@ -400,7 +400,7 @@ fn effort_rows(profile: &Profile) -> String {
     }
     let mut out = "\nreasoning efforts (reasoning.effort: what the provider is sent):\n".to_owned();
     for (efforts, said) in rows {
-        out.push_str(&format!("  {:<22} {said}\n", efforts.join(", ")));
+        out.push_str(&format!("  {:<36} {said}\n", efforts.join(", ")));
     }
     out
 }

@@ -235,6 +235,9 @@ pub struct RouteFile {
     /// Match only requests of Codex agents whose `agent_name` matches this glob (`/root` is the
     /// main agent; sub-agents have their own names).
     pub agent_name: Option<String>,
+    /// Match only requests whose `x-codex-routing-hint` names this tier
+    /// (`model=…;tier=…`), so that a client can ask for a faster or cheaper target.
+    pub tier: Option<String>,
     /// What the Codex model catalog says of the models this route serves.
     #[serde(default)]
     pub catalog: CatalogFile,

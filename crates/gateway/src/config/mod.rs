@@ -195,6 +195,7 @@ impl Config {
                 fallbacks: Vec::new(),
                 request_kind: None,
                 agent_name: None,
+                tier: None,
                 catalog: Default::default(),
             }],
             gateway_tools: None,

@@ -29,6 +29,8 @@ pub struct Route {
     pub request_kind: Option<String>,
     /// Only requests of Codex agents whose name matches.
     pub agent_name: Option<(String, globset::GlobMatcher)>,
+    /// Only requests whose routing hint names this tier.
+    pub tier: Option<String>,
     /// What the Codex catalog says of this route's models.
     pub catalog: RouteCatalog,
 }
@@ -56,6 +58,11 @@ const REQUEST_KINDS: &[&str] = &["turn", "compaction", "prewarm"];
 pub struct RouteSignals {
     pub request_kind: Option<String>,
     pub agent_name: Option<String>,
+    /// The tier of `x-codex-routing-hint: model=…;tier=…`.
+    pub tier: Option<String>,
+    /// `x-codex-turn-state`: the gateway's token naming the target that answered the turn so
+    /// far (Codex replays it on every request of a turn).
+    pub turn_state: Option<String>,
 }
 
 /// The longest `x-codex-turn-metadata` read, in bytes: it is a small JSON object.
@@ -84,7 +91,20 @@ impl RouteSignals {
         Self {
             request_kind: field(read.request_kind),
             agent_name: field(read.agent_name),
+            tier: None,
+            turn_state: None,
         }
+    }
+
+    /// The tier named by an `x-codex-routing-hint` value (`model=…;tier=…`, pairs in any
+    /// order); `None` when it names none. A bounded word: longer values are not a tier.
+    pub fn tier_of_hint(hint: &str) -> Option<String> {
+        hint.split(';')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| k.trim() == "tier")
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty() && v.len() <= 64)
+            .map(str::to_owned)
     }
 
     /// The signals of a request body's `client_metadata["x-codex-turn-metadata"]`, else `header`.
@@ -101,7 +121,12 @@ impl RouteSignals {
         if from_body == Self::default() {
             header.clone()
         } else {
-            from_body
+            // The hint and the turn state come only as headers.
+            Self {
+                tier: header.tier.clone(),
+                turn_state: header.turn_state.clone(),
+                ..from_body
+            }
         }
     }
 }
@@ -197,6 +222,21 @@ impl<'de> serde::Deserialize<'de> for TextOf<'de> {
 pub struct Target<'a> {
     pub provider: &'a Provider,
     pub upstream_model: String,
+    /// A fallback of the route, not its own target.
+    pub fallback: bool,
+}
+
+impl Target<'_> {
+    /// The `x-codex-turn-state` naming this target: a digest of its provider and upstream
+    /// model, so a turn's later requests go first to the target that answered its first (its
+    /// prompt cache and reasoning signatures are there), and a client learns no names.
+    pub fn turn_state(&self) -> String {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(self.provider.name.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(self.upstream_model.as_bytes());
+        format!("tb1.{}", &hasher.finalize().to_hex()[..16])
+    }
 }
 
 impl Route {
@@ -207,7 +247,7 @@ impl Route {
 
     /// True when the route asks for a Codex signal (then it is not a model of its own).
     pub fn is_conditional(&self) -> bool {
-        self.request_kind.is_some() || self.agent_name.is_some()
+        self.request_kind.is_some() || self.agent_name.is_some() || self.tier.is_some()
     }
 
     /// Whether the route serves `model` for a request with `signals`.
@@ -223,6 +263,10 @@ impl Route {
                     .as_deref()
                     .is_some_and(|name| glob.is_match(name))
             })
+            && self
+                .tier
+                .as_ref()
+                .is_none_or(|tier| signals.tier.as_ref() == Some(tier))
     }
 
     /// The route's conditions as `toolbridge check` shows them (empty when it has none).
@@ -233,6 +277,9 @@ impl Route {
         }
         if let Some((pattern, _)) = &self.agent_name {
             parts.push(format!("agent_name = {pattern}"));
+        }
+        if let Some(tier) = &self.tier {
+            parts.push(format!("tier = {tier}"));
         }
         if parts.is_empty() {
             String::new()
@@ -302,6 +349,7 @@ pub(super) fn compile(
                 .collect(),
             request_kind: r.request_kind,
             agent_name,
+            tier: r.tier,
             catalog,
         });
     }
@@ -390,6 +438,7 @@ impl Config {
         let mut out = vec![Target {
             provider: provider.for_model(&primary),
             upstream_model: primary.clone(),
+            fallback: false,
         }];
         for (name, upstream) in &route.fallbacks {
             if let Some(provider) = self.providers.get(name) {
@@ -397,8 +446,16 @@ impl Config {
                 out.push(Target {
                     provider: provider.for_model(&upstream_model),
                     upstream_model,
+                    fallback: true,
                 });
             }
+        }
+        // A turn that a fallback answered keeps it first for the turn's later requests.
+        if let Some(state) = &signals.turn_state
+            && let Some(at) = out.iter().position(|t| t.turn_state() == *state)
+        {
+            let served = out.remove(at);
+            out.insert(0, served);
         }
         Some(out)
     }
@@ -484,7 +541,27 @@ mod tests {
         RouteSignals {
             request_kind: kind.map(str::to_owned),
             agent_name: agent.map(str::to_owned),
+            tier: None,
+            turn_state: None,
         }
+    }
+
+    #[test]
+    fn a_routing_hint_names_its_tier() {
+        assert_eq!(
+            RouteSignals::tier_of_hint("model=gpt-5.5; tier=fast").as_deref(),
+            Some("fast")
+        );
+        assert_eq!(
+            RouteSignals::tier_of_hint("tier=priority").as_deref(),
+            Some("priority")
+        );
+        assert_eq!(RouteSignals::tier_of_hint("model=gpt-5.5"), None);
+        assert_eq!(RouteSignals::tier_of_hint("tier="), None);
+        assert_eq!(
+            RouteSignals::tier_of_hint(&format!("tier={}", "x".repeat(65))),
+            None
+        );
     }
 
     #[test]

@@ -60,7 +60,11 @@ pub(super) async fn list(
                 "codex model catalog served"
             );
         }
-        return Json(body).into_response();
+        let mut response = Json(body).into_response();
+        if let Ok(v) = axum::http::HeaderValue::from_str(state.catalog_etag()) {
+            response.headers_mut().insert("x-models-etag", v);
+        }
+        return response;
     }
     let data: Vec<Value> = state
         .config

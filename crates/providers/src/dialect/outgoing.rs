@@ -58,10 +58,67 @@ impl Dialect {
         upstream_model: &str,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Outgoing {
-        let canonical = source.canonical;
-        if !self.passes_through() {
-            crate::fields::report_untranslated(source.req, diagnostics);
+        if self.passes_through() {
+            return self.translate(
+                source,
+                source.canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            );
         }
+        crate::fields::report_untranslated(source.req, diagnostics);
+        // Images the provider cannot take become placeholders; a body over the provider's size
+        // gets its images downscaled, then its oldest images left out (`media`).
+        let canonical = crate::media::without_unsupported(source.canonical, profile, diagnostics);
+        let cap = profile.max_request_bytes;
+        if cap == 0 || !crate::media::has_images(&canonical) {
+            return self.translate(
+                source,
+                &canonical,
+                plan,
+                profile,
+                upstream_model,
+                diagnostics,
+            );
+        }
+        let mut first = Vec::new();
+        let out = self.translate(
+            source,
+            &canonical,
+            plan,
+            profile,
+            upstream_model,
+            &mut first,
+        );
+        let len = out.payload().len() as u64;
+        let mut built_len = |c: &CanonicalRequest| {
+            let out = self.translate(source, c, plan, profile, upstream_model, &mut Vec::new());
+            out.payload().len() as u64
+        };
+        match crate::media::fit_size(&canonical, len, cap, &mut built_len, diagnostics) {
+            Some(fitted) => {
+                self.translate(source, &fitted, plan, profile, upstream_model, diagnostics)
+            }
+            None => {
+                diagnostics.append(&mut first);
+                out
+            }
+        }
+    }
+
+    /// The body of `canonical` (the source's, or one with its images fitted); a native
+    /// Responses upstream's is the client's own request, passed through.
+    fn translate(
+        self,
+        source: &Source<'_>,
+        canonical: &CanonicalRequest,
+        plan: &ToolPlan,
+        profile: &Profile,
+        upstream_model: &str,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Outgoing {
         match self {
             Self::Chat => Outgoing::Chat(crate::chat::request::build(
                 canonical,

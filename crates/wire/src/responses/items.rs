@@ -157,7 +157,12 @@ pub struct FunctionCallItem {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Absent when the arguments came only encrypted.
+    #[serde(default)]
     pub arguments: String,
+    /// The arguments encrypted by OpenAI (Codex 0.171 echoes them); readable by OpenAI only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_function_args: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }

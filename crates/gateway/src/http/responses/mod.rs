@@ -147,13 +147,17 @@ pub(crate) async fn create(
     response
 }
 
-/// The routing signals of Codex's `x-codex-turn-metadata` header.
+/// The routing signals of Codex's `x-codex-turn-metadata` and `x-codex-routing-hint` headers.
 pub(crate) fn signals_from_headers(headers: &axum::http::HeaderMap) -> crate::config::RouteSignals {
-    headers
-        .get("x-codex-turn-metadata")
-        .and_then(|v| v.to_str().ok())
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let mut signals = text("x-codex-turn-metadata")
         .map(crate::config::RouteSignals::from_turn_metadata)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    signals.tier = text("x-codex-routing-hint").and_then(crate::config::RouteSignals::tier_of_hint);
+    signals.turn_state = text("x-codex-turn-state")
+        .filter(|v| v.len() <= 64)
+        .map(str::to_owned);
+    signals
 }
 
 /// Who asked: the gateway key (charged for the tokens) and the session whose side channel

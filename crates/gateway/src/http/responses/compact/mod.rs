@@ -22,7 +22,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolbridge_core::diagnostics::{ITEM_DROPPED, diag};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
@@ -310,23 +309,25 @@ pub(super) fn user(text: String) -> InputItem {
     })
 }
 
-/// Replaces every `compaction` input item this gateway sealed with a developer message carrying
-/// its summary; a blob that is not ours (or was altered) is left out with a diagnostic.
-pub(crate) fn expand_compactions(
-    req: &mut CreateResponse,
-    sealer: &dyn Sealer,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
+/// Replaces every `compaction` (or Codex's `context_compaction`) input item this gateway sealed
+/// with a developer message carrying its summary; a blob that is not ours (or was altered)
+/// stays in its place: a native Responses upstream reads it, a translating dialect's reducer
+/// leaves it out with a diagnostic at its index.
+pub(crate) fn expand_compactions(req: &mut CreateResponse, sealer: &dyn Sealer) {
     let Some(Input::Items(items)) = &mut req.input else {
         return;
     };
     let mut kept = Vec::with_capacity(items.len());
-    for (i, item) in std::mem::take(items).into_iter().enumerate() {
+    for item in std::mem::take(items) {
         let InputItem::Other(map) = &item else {
             kept.push(item);
             continue;
         };
-        if map.get("type").and_then(Value::as_str) != Some("compaction") {
+        // Codex 0.171 also names the item `context_compaction`.
+        if !matches!(
+            map.get("type").and_then(Value::as_str),
+            Some("compaction" | "context_compaction")
+        ) {
             kept.push(item);
             continue;
         }
@@ -347,16 +348,9 @@ pub(crate) fn expand_compactions(
                 status: None,
                 extra: Map::new(),
             })),
-            Ok(None) => diagnostics.push(diag(
-                ITEM_DROPPED,
-                Some(&format!("input[{i}]")),
-                "a compaction item holds no compaction summary; it was left out",
-            )),
-            Err(why) => diagnostics.push(diag(
-                ITEM_DROPPED,
-                Some(&format!("input[{i}]")),
-                format!("a compaction item could not be opened ({why}); it was left out"),
-            )),
+            // Not ours, or altered: kept in its place, so the reducer leaves it out with a
+            // diagnostic naming its own index.
+            Ok(None) | Err(_) => kept.push(item),
         }
     }
     *items = kept;

@@ -71,6 +71,7 @@ pub(super) async fn answer(
 ) -> Result<Response, GatewayError> {
     let setup = setup(state, &mut prepared, &dispatched, caller, run);
     let header = diagnostics_header(&dispatched.routed.diagnostics);
+    let (served_model, turn_state) = served(&prepared, &dispatched);
     // Each way boxed: the future of this one is then as large as the way taken, not the
     // largest of them (and the request's future, boxed and copied whole, smaller).
     let mut response = if dispatched.routed.provider.dialect.passes_through() {
@@ -81,7 +82,32 @@ pub(super) async fn answer(
     if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
         response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
     }
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&served_model) {
+        headers.insert("openai-model", v);
+    }
+    if let Some(v) = turn_state.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        headers.insert("x-codex-turn-state", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(state.catalog_etag()) {
+        headers.insert("x-models-etag", v);
+    }
     Ok(response)
+}
+
+/// The model that served the answer, for `openai-model` (Codex shows "model rerouted" when it
+/// is not the one it asked for): the requested name when the route's own target served it,
+/// the fallback's upstream model when a fallback did; and the turn state naming that target.
+fn served(prepared: &Prepared<'_>, dispatched: &Dispatched<'_>) -> (String, Option<String>) {
+    let routed = &dispatched.routed;
+    let target = prepared.targets.iter().find(|t| {
+        t.provider.name == routed.provider.name && t.upstream_model == routed.upstream_model
+    });
+    let model = match target {
+        Some(t) if t.fallback => routed.upstream_model.clone(),
+        _ => prepared.req.model.clone().unwrap_or_default(),
+    };
+    (model, target.map(crate::config::Target::turn_state))
 }
 
 /// The response's identity (a background run's is fixed before it starts), meter, storing and
