@@ -44,11 +44,11 @@ pub const MIN_THINKING_BUDGET: u64 = 1024;
 /// and `minimal` turn thinking off with a budget of 0); `None` with thinking off. An effort
 /// the table does not name is dropped with a diagnostic; the row's other fields go into the
 /// request as written.
-fn thinking_budget<'a>(
+fn thinking_budget(
     profile: &Profile,
     effort: &str,
     out: &mut MessagesRequest,
-    dropped: &mut Vec<&'a str>,
+    dropped: &mut Vec<&str>,
 ) -> Option<u64> {
     let Some(say) = profile.effort(effort) else {
         dropped.push("reasoning.effort");
@@ -282,11 +282,11 @@ fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) ->
 /// `metadata.user_id`: the end user when the client names one, else the session's
 /// `prompt_cache_key` where the profile keeps sessions by it (one account, and so one cache,
 /// behind pooled relays); a key that goes nowhere is dropped.
-fn user_id<'a>(
-    p: &'a toolbridge_core::canonical::Params,
+fn user_id(
+    p: &toolbridge_core::canonical::Params,
     profile: &Profile,
     out: &mut MessagesRequest,
-    dropped: &mut Vec<&'a str>,
+    dropped: &mut Vec<&str>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     let affinity = profile.cache.affinity == CacheAffinity::MetadataUserId;

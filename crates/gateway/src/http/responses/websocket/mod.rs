@@ -81,13 +81,20 @@ pub(crate) async fn upgrade(
     let key = crate::platform::auth::current();
     let limit = state.config.body_limit;
     let hold = hold.map(|axum::Extension(hold)| hold);
-    ws.max_message_size(limit)
+    let mut response = ws
+        .max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| {
             let scope = key.clone();
             let who = Opened { key, session, hold };
             crate::platform::auth::scoped(scope, serve(state, who, socket))
-        })
+        });
+    // The largest message the socket takes, as Codex 0.171 reads it.
+    response.headers_mut().insert(
+        "x-codex-websocket-max-message-bytes",
+        HeaderValue::from(limit as u64),
+    );
+    response
 }
 
 /// Who opened a socket, and its hold on the HTTP connection it came from.
@@ -229,6 +236,20 @@ impl Connection {
         let (code, reason) = match end {
             End::Client => return,
             End::Broken(error) => match broken_close(&error) {
+                Some((1009, reason)) => {
+                    // Codex 0.171 reads this code (and the size from the upgrade's
+                    // `x-codex-websocket-max-message-bytes`) and resends over HTTP.
+                    let limit = self.state.config.body_limit;
+                    let error = error_event(
+                        400,
+                        "invalid_request_error",
+                        "websocket_message_too_large",
+                        &format!("a message is larger than this gateway's {limit} bytes"),
+                        None,
+                    );
+                    let _ = self.send_json(&error).await;
+                    (1009, reason)
+                }
                 Some(close) => close,
                 // The client went away: there is no one to tell.
                 None => return,
