@@ -535,10 +535,15 @@ async fn a_stream_cut_mid_text_keeps_the_text_in_the_failed_and_stored_response(
     assert_eq!(last["type"], "response.failed", "{last:#}");
     let output = &last["response"]["output"];
     assert_eq!(output[0]["status"], "incomplete", "{last:#}");
-    assert_eq!(
-        output[0]["content"][0]["text"],
-        format!("Once {}", "upon ".repeat(30))
-    );
+    // A reset may discard pieces the gateway had not read yet: what counts is that the text
+    // kept is exactly the text the client was shown.
+    let shown: String = events
+        .iter()
+        .filter(|e| e.data["type"] == "response.output_text.delta")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert!(shown.starts_with("Once upon "), "{shown}");
+    assert_eq!(output[0]["content"][0]["text"], shown.as_str());
     let id = last["response"]["id"].as_str().unwrap();
     let stored: Value = h
         .client
