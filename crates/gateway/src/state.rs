@@ -49,6 +49,10 @@ pub struct Shared {
     pub(crate) in_flight: Arc<crate::platform::inflight::InFlight>,
     /// Streams being finished after their clients left; shutdown waits for them.
     pub(crate) drains: Arc<crate::platform::inflight::Drains>,
+    /// Final writes the store refused while it was down, written again once it is back.
+    pub(crate) late_finals: Arc<crate::http::responses::LateFinals>,
+    /// The WebSocket mode's caps on open sockets and responses in flight.
+    pub(crate) websocket_caps: Arc<crate::http::responses::SocketCaps>,
     /// Gateway keys: config keys and store keys through a cache.
     pub(crate) keys: Arc<KeyResolver>,
     /// Store keys and their token ledger; `None` when storage is off.
@@ -162,6 +166,8 @@ impl AppState {
                 running: Arc::default(),
                 in_flight: Arc::default(),
                 drains: Arc::default(),
+                late_finals: Arc::default(),
+                websocket_caps: Arc::default(),
                 keys: Arc::new(keys),
                 key_store,
                 limits: Arc::new(limits),

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::{ResponseInfo, SessionEvent};
 use toolbridge_gateway::{budget_labels, hash_secret};
-use toolbridge_store::{KeyStore, SqlStore};
+use toolbridge_store::{KeyStore, ResponseStore, SqlStore};
 use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
 use toolbridge_testkit::postgres::fresh_database;
 use toolbridge_testkit::{FakeUpstream, Reply};
@@ -606,4 +606,152 @@ async fn a_redis_subscriber_receives_events_again_after_the_connection_returns()
         Some(SessionEvent::ResponseStarted(info)) => assert_eq!(info.response_id, "resp_2"),
         other => panic!("{other:?}"),
     }
+}
+
+/// The gateway's own view of a stored response, read straight from the database.
+async fn stored_status(store: &SqlStore, id: &str) -> Option<String> {
+    store
+        .get(&toolbridge_store::Tenant::open(), id)
+        .await
+        .ok()
+        .flatten()
+        .map(|r| r.status)
+}
+
+/// Issue 44: a stored stream in flight when the store failed stayed `in_progress` for good
+/// (its client told `store: false`, rightly), and chaining on it was accepted. Now its final
+/// record is written once the store is back, and a chain naming a response that has not ended
+/// is refused.
+#[tokio::test]
+async fn a_stream_whose_final_write_failed_ends_in_the_store_once_it_is_back() {
+    let Some(db) = fresh_database("outage_late_final").await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:5432").await;
+    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
+    let direct = SqlStore::open(&format!("postgres://postgres@127.0.0.1:5432/{}", db.name))
+        .await
+        .unwrap();
+    let upstream = FakeUpstream::start().await;
+    let addr = gateway(&upstream, &url, "").await;
+    upstream.push(Reply::json(completion("Warm.", "stop")));
+    let (status, warm) = post_json(addr, &json!({"model": "m", "input": "x"})).await;
+    assert_eq!(status, 200, "{warm}");
+
+    let mut pieces: Vec<String> = ["Blue", " sky", " and", " green", " grass", "."]
+        .iter()
+        .map(|word| format!("data: {}\n\n", chunk(json!({"content": word}), None)))
+        .collect();
+    pieces.push(format!("data: {}\n\n", chunk(json!({}), Some("stop"))));
+    pieces.push(format!("data: {}\n\n", usage_chunk(11, 7)));
+    pieces.push("data: [DONE]\n\n".to_owned());
+    upstream.push(Reply::Stream {
+        pieces,
+        pause: Duration::from_millis(400),
+    });
+    let response = post(
+        addr,
+        None,
+        &json!({"model": "m", "input": "x", "stream": true}),
+    )
+    .await;
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    tokio::time::timeout(PATIENCE, async {
+        while !seen.contains("response.output_text.delta") {
+            let piece = body.next().await.expect("the stream goes on").unwrap();
+            seen.push_str(&String::from_utf8_lossy(&piece));
+        }
+    })
+    .await
+    .expect("the text starts");
+    let created = toolbridge_testkit::sse::parse(&seen);
+    let id = created[0].data["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::timeout(PATIENCE, async {
+        while stored_status(&direct, &id).await.as_deref() != Some("in_progress") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the start is stored");
+
+    // The store stalls before the stream ends: the client is told the truth.
+    proxy.set(Mode::Paused);
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(piece) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&piece.unwrap()));
+        }
+    })
+    .await
+    .expect("the stream ends while the store is paused");
+    let events = toolbridge_testkit::sse::parse(&seen);
+    let terminal = &events.last().expect("events").data;
+    assert_eq!(terminal["type"], "response.completed", "{seen}");
+    assert_eq!(terminal["response"]["store"], false, "{terminal}");
+    assert!(has_store_diagnostic(&terminal["response"]), "{terminal}");
+    assert_eq!(
+        stored_status(&direct, &id).await.as_deref(),
+        Some("in_progress")
+    );
+
+    // A chain naming a response that has not ended is refused (one written unfinished here,
+    // as another process's run would be).
+    let running = toolbridge_store::StoredResponse {
+        id: "resp_still_running".to_owned(),
+        created_at: 1,
+        status: "in_progress".to_owned(),
+        model: "m".to_owned(),
+        previous_response_id: None,
+        expires_at: None,
+        response: json!({"id": "resp_still_running", "object": "response", "status": "in_progress", "output": []}),
+        input_items: vec![],
+        output_items: vec![],
+    };
+    direct
+        .put(&toolbridge_store::Tenant::open(), &running)
+        .await
+        .unwrap();
+
+    proxy.set(Mode::Open);
+    tokio::time::timeout(PATIENCE, async {
+        while stored_status(&direct, &id).await.as_deref() == Some("in_progress") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the final record lands once the store is back");
+    assert_eq!(
+        stored_status(&direct, &id).await.as_deref(),
+        Some("completed")
+    );
+    let stored = direct
+        .get(&toolbridge_store::Tenant::open(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.response["output"][0]["content"][0]["text"],
+        "Blue sky and green grass."
+    );
+
+    let (status, refused) = post_json(
+        addr,
+        &json!({"model": "m", "input": "next", "previous_response_id": "resp_still_running"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["error"]["param"], "previous_response_id",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still in_progress"),
+        "{refused}"
+    );
 }

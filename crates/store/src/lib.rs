@@ -270,6 +270,14 @@ pub trait ResponseStore: Send + Sync {
     /// one whose heartbeat is older than [`LEASE_SECS`] (or, on SQLite, which serves one process,
     /// any process but this one). Their body gets `status: failed` and an error. The count.
     fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Marks as failed this process's own orphans: responses it left `queued` or `in_progress`,
+    /// created before `before`, that `live` says are no longer running here (nor waiting to be
+    /// written). At most 1,000 a call. The count.
+    fn fail_orphans<'a>(
+        &'a self,
+        before: i64,
+        live: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
     /// Deletes responses whose `expires_at` is before `now`; the count.
     fn purge_expired(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Asks the database a trivial question, bounded like every other call (readiness).

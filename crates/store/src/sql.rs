@@ -380,6 +380,13 @@ impl ResponseStore for SqlStore {
     fn fail_interrupted(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(self.guard(self.fail_interrupted_inner(now)))
     }
+    fn fail_orphans<'a>(
+        &'a self,
+        before: i64,
+        live: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.guard(self.fail_orphans_inner(before, live)))
+    }
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(self.guard(async move {
             sqlx::query("SELECT 1").execute(&self.pool).await?;

@@ -1,5 +1,6 @@
 //! The process's own sweeps: its heartbeat, failing the unfinished responses of processes that
-//! stopped, and purging expired responses.
+//! stopped and this process's own orphans (unfinished here, no longer running here), and purging
+//! expired responses.
 //!
 //! These are the only queries that read across tenants: they run for the process, never for a
 //! request.
@@ -48,30 +49,70 @@ impl SqlStore {
         let mut failed = 0;
         for row in rows {
             let id: String = row.try_get("id")?;
-            let mut body = parse(&row.try_get::<String, _>("body")?)?;
-            if let Value::Object(map) = &mut body {
-                map.insert("status".to_owned(), Value::String("failed".to_owned()));
-                map.insert(
-                    "error".to_owned(),
-                    serde_json::json!({
-                        "code": "server_error",
-                        "message": "the gateway process serving this response stopped before it finished",
-                    }),
-                );
-            }
-            let body =
-                serde_json::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            failed += sqlx::query(
-                "UPDATE toolbridge_responses SET status = 'failed', owner = NULL, body = $2
-                 WHERE id = $1 AND status IN ('queued', 'in_progress')",
-            )
-            .bind(id)
-            .bind(body)
-            .execute(&mut *self.write_turn().await?)
-            .await?
-            .rows_affected();
+            let body: String = row.try_get("body")?;
+            failed += self
+                .fail_row(
+                    &id,
+                    &body,
+                    "the gateway process serving this response stopped before it finished",
+                )
+                .await?;
         }
         Ok(failed)
+    }
+
+    pub(crate) async fn fail_orphans_inner(
+        &self,
+        before: i64,
+        live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<u64, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, body FROM toolbridge_responses WHERE status IN ('queued', 'in_progress')
+             AND owner = $1 AND created_at < $2 LIMIT 1000",
+        )
+        .bind(&self.instance)
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut failed = 0;
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            if live(&id) {
+                continue;
+            }
+            let body: String = row.try_get("body")?;
+            failed += self
+                .fail_row(
+                    &id,
+                    &body,
+                    "the gateway could not store how this response ended",
+                )
+                .await?;
+        }
+        Ok(failed)
+    }
+
+    /// Marks row `id` (body `body`) failed with `message`, if it is still unfinished; 1 when it
+    /// was.
+    async fn fail_row(&self, id: &str, body: &str, message: &str) -> Result<u64, StoreError> {
+        let mut body = parse(body)?;
+        if let Value::Object(map) = &mut body {
+            map.insert("status".to_owned(), Value::String("failed".to_owned()));
+            map.insert(
+                "error".to_owned(),
+                serde_json::json!({"code": "server_error", "message": message}),
+            );
+        }
+        let body = serde_json::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(sqlx::query(
+            "UPDATE toolbridge_responses SET status = 'failed', owner = NULL, body = $2
+             WHERE id = $1 AND status IN ('queued', 'in_progress')",
+        )
+        .bind(id)
+        .bind(body)
+        .execute(&mut *self.write_turn().await?)
+        .await?
+        .rows_affected())
     }
 
     pub(crate) async fn purge_expired_inner(&self, now: i64) -> Result<u64, StoreError> {

@@ -297,6 +297,32 @@ async fn suite(store: &SqlStore, url: &str) {
     assert_eq!(running.status, "failed");
     assert_eq!(running.response["status"], "failed");
     assert_eq!(running.response["error"]["code"], "server_error");
+    // This process's own orphans (unfinished here, no longer running here) are failed; the
+    // ones still live, or created after the cut, are left alone.
+    for id in ["resp_orphan", "resp_live"] {
+        store
+            .put(&t, &response(id, None, "in_progress"))
+            .await
+            .unwrap();
+    }
+    let live = |id: &str| id == "resp_live";
+    assert_eq!(store.fail_orphans(1_700_000_000, &live).await.unwrap(), 0);
+    assert_eq!(store.fail_orphans(1_700_000_001, &live).await.unwrap(), 1);
+    let orphan = store.get(&t, "resp_orphan").await.unwrap().unwrap();
+    assert_eq!(orphan.status, "failed");
+    assert_eq!(orphan.response["error"]["code"], "server_error");
+    assert_eq!(
+        store.get(&t, "resp_live").await.unwrap().unwrap().status,
+        "in_progress"
+    );
+    assert_eq!(
+        restarted
+            .fail_orphans(1_700_000_001, &|_| false)
+            .await
+            .unwrap(),
+        0,
+        "another process's runs are not its orphans"
+    );
     let mut old = response("resp_old", None, "completed");
     old.expires_at = Some(10);
     store.put(&t, &old).await.unwrap();

@@ -20,6 +20,11 @@ use crate::config::Config;
 use crate::state::AppState;
 use reload::{Live, Loader};
 
+/// How old an unfinished response of this process must be before the sweep may call it an
+/// orphan: the moments between a background run's `queued` record and its registration here
+/// are far shorter.
+const ORPHAN_AGE_SECS: i64 = 30;
+
 /// Serves `config` on an already bound listener until `shutdown` resolves.
 pub async fn serve_on(
     listener: TcpListener,
@@ -63,8 +68,13 @@ pub(crate) async fn serve_reloadable(
     let cache_turns = state.cache_turns.clone();
     let provider_states = state.provider_states.clone();
     if let Some(store) = state.store.clone() {
+        // Final writes the store refused while down, written once it is back.
+        tokio::spawn(state.late_finals.clone().drain(store.clone()));
+        let in_flight = state.in_flight.clone();
+        let late = state.late_finals.clone();
         // In the background: a heartbeat (so other processes know this one's runs are alive),
-        // failing runs that dead processes left behind, and deleting expired responses.
+        // failing runs that dead processes left behind and this one's own orphans, and
+        // deleting expired responses.
         tokio::spawn(async move {
             let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
             // The first beat is a period away: opening the store already beat and failed what
@@ -86,6 +96,18 @@ pub(crate) async fn serve_reloadable(
                         "responses left by a stopped process marked failed"
                     ),
                     Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
+                }
+                // Unfinished here but no longer running here, nor waiting for a late write
+                // (checked in that order: a response leaves the registry only after its final
+                // write was tried, and was kept for later by then).
+                let live = |id: &str| in_flight.holds(id) || late.holds(id);
+                match store.fail_orphans(now - ORPHAN_AGE_SECS, &live).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        failed = n,
+                        "responses whose end could not be stored marked failed"
+                    ),
+                    Err(e) => tracing::warn!("failing orphaned responses failed: {e}"),
                 }
                 if ticks % 20 == 1 {
                     purged("stored responses", store.purge_expired(now).await);

@@ -112,6 +112,12 @@ impl InFlight {
         serde_json::to_value(&*entry.started).ok()
     }
 
+    /// Whether response `id` runs here (whoever's it is): the sweep of this process's orphans
+    /// leaves it alone.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.entries.lock().is_ok_and(|e| e.contains_key(id))
+    }
+
     /// Cancels response `id` when it runs here and belongs to tenant `owner` (an admin cancels
     /// only its own too); `None` otherwise, exactly as for an id that is not here.
     pub(crate) fn cancel(&self, id: &str, owner: &str) -> Option<Cancelled> {

@@ -71,6 +71,8 @@ use ingress::ingress;
 pub use ingress::parse_request;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
+pub(crate) use stored::late::LateFinals;
+pub(crate) use websocket::caps::SocketCaps;
 
 /// The routes that create responses: `POST /v1/responses` and `POST /v1/responses/compact`
 /// (and the WebSocket mode's `GET /v1/responses`).

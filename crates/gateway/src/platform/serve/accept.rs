@@ -27,9 +27,11 @@
 //!
 //! A connection upgraded to a WebSocket leaves hyper, and so this loop's watch, once its `101`
 //! is sent. Every request therefore carries a [`ConnectionHold`] in its extensions: the
-//! upgraded socket keeps it for its whole life, so it still holds its slot under the cap, the
-//! drain waits for it, and it hears when shutdown begins (to close itself, since hyper no longer
-//! can).
+//! upgraded socket keeps it for its whole life, so the drain waits for it and it hears when
+//! shutdown begins (to close itself, since hyper no longer can). It gives its slot under the cap
+//! back ([`ConnectionHold::give_back_slot`]): sockets have caps of their own (per key, per
+//! tenant, in all, and an idle limit), so idle sockets cannot keep `/healthz` or another
+//! client's request waiting for a slot.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -97,8 +99,8 @@ pub(crate) async fn serve_connections(
             service.clone(),
             limits,
             ConnectionHold {
-                _held: Arc::new(Held {
-                    _slot: slot,
+                held: Arc::new(Held {
+                    slot: std::sync::Mutex::new(Some(slot)),
                     _open: open_rx.clone(),
                 }),
                 stopping: stop_rx.clone(),
@@ -128,9 +130,10 @@ async fn accept_failed(e: &std::io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// What a connection holds until it ends: its slot under the cap and its mark for the drain.
+/// What a connection holds until it ends: its slot under the cap (until it is upgraded to a
+/// WebSocket) and its mark for the drain.
 struct Held {
-    _slot: OwnedSemaphorePermit,
+    slot: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
     _open: watch::Receiver<()>,
 }
 
@@ -138,9 +141,20 @@ struct Held {
 /// extensions, for a connection that outlives hyper (an upgrade) to keep.
 #[derive(Clone)]
 pub(crate) struct ConnectionHold {
-    _held: Arc<Held>,
+    held: Arc<Held>,
     /// Turns true when shutdown begins (the grace period starts).
     pub(crate) stopping: watch::Receiver<bool>,
+}
+
+impl ConnectionHold {
+    /// Gives the connection's slot under `max_connections` back (an upgraded WebSocket, counted
+    /// by the WebSocket caps instead); the drain mark stays. Over HTTP/2 the other streams of
+    /// the same connection then run uncounted, bounded by hyper's stream limit.
+    pub(crate) fn give_back_slot(&self) {
+        if let Ok(mut slot) = self.held.slot.lock() {
+            slot.take();
+        }
+    }
 }
 
 async fn connection(tcp: TcpStream, router: Router, limits: ServerLimits, hold: ConnectionHold) {

@@ -37,8 +37,23 @@ pub struct ServerFile {
     /// Seconds a request's body has to arrive in full, from the end of its head. Default 60.
     pub body_read_timeout_secs: Option<u64>,
     /// The most client connections open at once; past it, new connections wait in the
-    /// listen backlog until one closes. Default 4096.
+    /// listen backlog until one closes. Default 4096. An upgraded WebSocket gives its slot back:
+    /// sockets are counted by the caps below instead.
     pub max_connections: Option<usize>,
+    /// Seconds a WebSocket may stay open with no response in flight and no `response.create`
+    /// frame (pings do not count), before the gateway closes it (1001). Default 900: longer
+    /// than a person reads and types between Codex turns; Codex opens a new socket next turn.
+    pub websocket_idle_timeout_secs: Option<u64>,
+    /// Seconds a WebSocket may stay open at most. Default 3600 (the Responses API's limit).
+    pub websocket_max_lifetime_secs: Option<u64>,
+    /// WebSockets open at once, in all. Default 1024.
+    pub max_websockets: Option<usize>,
+    /// WebSockets open at once per gateway key (all keyless clients share one). Default 64.
+    pub max_websockets_per_key: Option<usize>,
+    /// WebSockets open at once per tenant. Default 256.
+    pub max_websockets_per_tenant: Option<usize>,
+    /// Responses in flight at once on one key's WebSockets, together. Default 32.
+    pub max_websocket_responses_per_key: Option<usize>,
 }
 
 /// The resolved `[server]` section.
@@ -48,6 +63,12 @@ pub struct ServerLimits {
     pub idle_timeout: Duration,
     pub body_read_timeout: Duration,
     pub max_connections: usize,
+    pub websocket_idle_timeout: Duration,
+    pub websocket_max_lifetime: Duration,
+    pub max_websockets: usize,
+    pub max_websockets_per_key: usize,
+    pub max_websockets_per_tenant: usize,
+    pub max_websocket_responses_per_key: usize,
 }
 
 impl Default for ServerLimits {
@@ -57,6 +78,12 @@ impl Default for ServerLimits {
             idle_timeout: Duration::from_secs(75),
             body_read_timeout: Duration::from_secs(60),
             max_connections: 4096,
+            websocket_idle_timeout: Duration::from_secs(900),
+            websocket_max_lifetime: Duration::from_secs(3600),
+            max_websockets: 1024,
+            max_websockets_per_key: 64,
+            max_websockets_per_tenant: 256,
+            max_websocket_responses_per_key: 32,
         }
     }
 }
@@ -74,17 +101,50 @@ impl ServerLimits {
             )),
             Some(secs) => Ok(Duration::from_secs(secs)),
         };
-        let max_connections = match file.max_connections {
-            None => defaults.max_connections,
-            Some(0) => {
-                return Err(ConfigError::invalid(
-                    "server.max_connections",
-                    "must be at least 1",
-                ));
-            }
-            Some(n) => n,
+        let count = |value: Option<usize>, default: usize, field: &str| match value {
+            None => Ok(default),
+            Some(0) => Err(ConfigError::invalid(
+                format!("server.{field}"),
+                "must be at least 1",
+            )),
+            Some(n) => Ok(n),
         };
         Ok(Self {
+            max_connections: count(
+                file.max_connections,
+                defaults.max_connections,
+                "max_connections",
+            )?,
+            websocket_idle_timeout: secs(
+                file.websocket_idle_timeout_secs,
+                defaults.websocket_idle_timeout,
+                "websocket_idle_timeout_secs",
+            )?,
+            websocket_max_lifetime: secs(
+                file.websocket_max_lifetime_secs,
+                defaults.websocket_max_lifetime,
+                "websocket_max_lifetime_secs",
+            )?,
+            max_websockets: count(
+                file.max_websockets,
+                defaults.max_websockets,
+                "max_websockets",
+            )?,
+            max_websockets_per_key: count(
+                file.max_websockets_per_key,
+                defaults.max_websockets_per_key,
+                "max_websockets_per_key",
+            )?,
+            max_websockets_per_tenant: count(
+                file.max_websockets_per_tenant,
+                defaults.max_websockets_per_tenant,
+                "max_websockets_per_tenant",
+            )?,
+            max_websocket_responses_per_key: count(
+                file.max_websocket_responses_per_key,
+                defaults.max_websocket_responses_per_key,
+                "max_websocket_responses_per_key",
+            )?,
             header_read_timeout: secs(
                 file.header_read_timeout_secs,
                 defaults.header_read_timeout,
@@ -100,18 +160,24 @@ impl ServerLimits {
                 defaults.body_read_timeout,
                 "body_read_timeout_secs",
             )?,
-            max_connections,
         })
     }
 
     /// What `toolbridge check` prints.
     pub fn describe(&self) -> String {
         format!(
-            "server: header read timeout {} s, idle timeout {} s, body read timeout {} s, at most {} connections\n",
+            "server: header read timeout {} s, idle timeout {} s, body read timeout {} s, at most {} connections\n\
+             websockets: at most {} open ({} per key, {} per tenant), {} responses in flight per key, idle timeout {} s, lifetime {} s\n",
             self.header_read_timeout.as_secs(),
             self.idle_timeout.as_secs(),
             self.body_read_timeout.as_secs(),
-            self.max_connections
+            self.max_connections,
+            self.max_websockets,
+            self.max_websockets_per_key,
+            self.max_websockets_per_tenant,
+            self.max_websocket_responses_per_key,
+            self.websocket_idle_timeout.as_secs(),
+            self.websocket_max_lifetime.as_secs(),
         )
     }
 }

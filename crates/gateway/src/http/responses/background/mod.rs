@@ -51,6 +51,7 @@ pub(super) async fn start_background(
         keep_response: true,
         conversation: None,
         started: None,
+        late: state.late_finals.clone(),
     };
     // The client is told to poll: the queued record must exist first.
     persist

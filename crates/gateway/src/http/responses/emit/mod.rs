@@ -156,6 +156,7 @@ fn setup(
             keep_response: stored,
             conversation,
             started: None,
+            late: state.late_finals.clone(),
         }),
         _ => None,
     };

@@ -92,6 +92,22 @@ pub(crate) async fn expand(
                 }
                 other => GatewayError::Store(other.to_string()),
             })?;
+        // A response not ended yet (running elsewhere, or left unfinished by a store outage)
+        // has no final output to continue from.
+        if let Some(open) = chain
+            .iter()
+            .find(|r| matches!(r.status.as_str(), "queued" | "in_progress"))
+        {
+            return Err(GatewayError::Request(
+                toolbridge_core::Error::InvalidValue {
+                    param: "previous_response_id".to_owned(),
+                    message: format!(
+                        "response `{}` is still {}: continue it once it has ended",
+                        open.id, open.status
+                    ),
+                },
+            ));
+        }
         for stored in chain {
             for value in stored.input_items.into_iter().chain(stored.output_items) {
                 items.push(to_item(value)?);

@@ -8,5 +8,6 @@
 //! (`crate::http::stored`).
 
 pub(crate) mod history;
+pub(crate) mod late;
 pub(super) mod persist;
 pub(super) mod provider_state;

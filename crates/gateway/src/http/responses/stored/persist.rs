@@ -34,6 +34,8 @@ pub(in crate::http::responses) struct Persist {
     /// A stream's `in_progress` write, running beside the stream
     /// ([`Self::save_started_beside`]); only a removal of the response waits for it.
     pub(in crate::http::responses) started: Option<tokio::task::JoinHandle<()>>,
+    /// Where a final record the store refused while down waits to be written again.
+    pub(in crate::http::responses) late: Arc<super::late::LateFinals>,
 }
 
 /// What a final write could not keep.
@@ -296,14 +298,47 @@ impl Persist {
             }
             return unsaved.map_or(Ok(()), Err);
         }
+        // Kept for a retry should the store refuse it while down (the body is shared, not
+        // copied; the record is rebuilt from it only then).
+        let body = Arc::clone(record.body());
         match self.write(record, request_id).await {
             Ok(()) => unsaved.map_or(Ok(()), Err),
-            Err(e) => Err(Unsaved {
-                response: true,
-                message: format!(
-                    "the response was not stored ({e}); it cannot be fetched or continued with previous_response_id"
+            Err(e) => Err(self.keep_for_later(e, body, &input_items, request_id)),
+        }
+    }
+
+    /// After a refused final write: a record the store will take once it is back waits in
+    /// [`super::late::LateFinals`] (else the `in_progress` record written at the start would
+    /// stay for good); the client is told the response is not stored either way.
+    fn keep_for_later(
+        &self,
+        e: toolbridge_store::StoreError,
+        body: Arc<str>,
+        input_items: &[serde_json::Value],
+        request_id: &str,
+    ) -> Unsaved {
+        if e.is_outage() {
+            match toolbridge_store::ResponseRecord::from_json(
+                body,
+                input_items,
+                Some(self.expires_at),
+            ) {
+                Ok(record) => {
+                    self.late
+                        .keep(self.tenant.clone(), record, self.guarded, request_id);
+                }
+                Err(e) => tracing::error!(
+                    request_id,
+                    code = e.code(),
+                    "the response's final record cannot be kept for a retry: {e}"
                 ),
-            }),
+            }
+        }
+        Unsaved {
+            response: true,
+            message: format!(
+                "the response was not stored ({e}); it cannot be fetched or continued with previous_response_id"
+            ),
         }
     }
 }

@@ -13,19 +13,22 @@ use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::Response;
 use futures::FutureExt;
+use metrics::counter;
 use serde_json::{Value, json};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem, ResponseStatus, Tool};
 
+use super::caps::ResponsePass;
 use super::chains::Kept;
 use super::lanes::{Arrival, Lane, lane_of};
 use super::running::{Ended, Outcome, Started, running};
-use super::{Connection, error_event, frame_error};
+use super::{Connection, error_event, frame_error, key_name};
 use crate::error::GatewayError;
 use crate::http::responses::emit::transport::Framing;
 use crate::http::responses::ingress::admission::{admit, release};
 use crate::http::responses::{Caller, parse_request, respond};
 use crate::platform::auth::Authenticated;
+use crate::platform::ops::metrics::names;
 use crate::platform::ops::observe;
 use crate::platform::{ids, time};
 use crate::state::AppState;
@@ -36,6 +39,8 @@ pub(super) struct Pending {
     parent: Option<String>,
     /// Its history so far, for a response not stored (a stored one chains through the store).
     keep: Option<ToKeep>,
+    /// Its place under the key's cap of responses in flight, given back when it ends.
+    pass: Option<ResponsePass>,
 }
 
 struct ToKeep {
@@ -85,8 +90,10 @@ impl Connection {
         let Ended {
             lane,
             outcome,
-            pending,
+            mut pending,
         } = ended;
+        // Given back before the lane's next frame starts.
+        drop(pending.pass.take());
         match outcome {
             Outcome::Done { id, output, bytes } => {
                 if let Some(keep) = pending.keep {
@@ -122,16 +129,41 @@ impl Connection {
         // The upgrade counted against the per-key request limit for the first frame.
         let limited = self.frames > 1;
         let request_id = ids::new("req");
-        let (start, pending, prewarm) = match read(&text) {
-            Ok(req) => self.prepare(req, &text, limited, &request_id),
-            Err(error) => {
-                let pending = Pending {
-                    parent: None,
-                    keep: None,
-                };
-                (refused_event(error, 400).boxed(), pending, false)
-            }
+        let cap = self.state.config.server.max_websocket_responses_per_key;
+        let pass = self
+            .state
+            .websocket_caps
+            .start_response(cap, key_name(self.key.as_ref()));
+        let refused = |error, status| {
+            let pending = Pending {
+                parent: None,
+                keep: None,
+                pass: None,
+            };
+            (refused_event(error, status).boxed(), pending, false)
         };
+        let (start, mut pending, prewarm) = match (read(&text), pass.is_some()) {
+            (Err(error), _) => refused(error, 400),
+            (Ok(_), false) => {
+                counter!(names::WEBSOCKETS_REFUSED, "what" => "response").increment(1);
+                let message = format!(
+                    "this key has {cap} responses in flight on its WebSockets, its limit (server.max_websocket_responses_per_key); send this one when one ends"
+                );
+                let mut error = error_event(
+                    429,
+                    "rate_limit_error",
+                    "rate_limit_exceeded",
+                    &message,
+                    None,
+                );
+                if let Some(id) = &lane {
+                    error["stream_id"] = json!(id);
+                }
+                refused(error, 429)
+            }
+            (Ok(req), true) => self.prepare(req, &text, limited, &request_id),
+        };
+        pending.pass = pass;
         let span = tracing::info_span!(
             "websocket_response",
             request_id = request_id.as_str(),
@@ -168,6 +200,7 @@ impl Connection {
         }
         let stored = req.store.unwrap_or(true) && self.state.store.is_some();
         let pending = Pending {
+            pass: None,
             parent: parent.filter(|_| extends.is_some()),
             keep: (!stored).then(|| ToKeep {
                 history: input_items(&req),

@@ -15,20 +15,23 @@
 //! - `store: false` chains are expanded from the connection's own state (`chains`); a prewarm
 //!   (`generate: false`) is answered by the gateway and starts a chain (`frame`).
 //! - Each response is observed as an HTTP request is: its own request id, span and capture.
-//! - The socket ends after [`CONNECTION_LIMIT`] (`websocket_connection_limit_reached`) and at
-//!   shutdown. Either way no new frame starts, the responses in flight end (at shutdown within
+//! - Sockets are counted under caps of their own (`caps`: in all, per key, per tenant, and the
+//!   responses in flight per key), not under `max_connections`: the upgrade gives the HTTP
+//!   connection's slot back. A socket with no frame and no response in flight for
+//!   `server.websocket_idle_timeout_secs` is closed (1001).
+//! - The socket ends after `server.websocket_max_lifetime_secs`
+//!   (`websocket_connection_limit_reached`) and at shutdown. Either way no new frame starts, the responses in flight end (at shutdown within
 //!   the grace period: past it the transport ends them with their terminal event), and then a
 //!   close frame goes out; an idle socket closes at once. The socket keeps its HTTP
 //!   connection's hold ([`ConnectionHold`]), so the server waits for it as for any connection.
 //!
 //! Not here: what a response does (the stages), HTTP framing (`sse`).
 
+pub(crate) mod caps;
 mod chains;
 mod frame;
 mod lanes;
 mod running;
-
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -48,9 +51,6 @@ use crate::platform::auth::Authenticated;
 use crate::platform::ops::metrics::names;
 use crate::platform::serve::accept::ConnectionHold;
 use crate::state::AppState;
-
-/// How long one socket may stay open (the Open Responses limit).
-pub(super) const CONNECTION_LIMIT: Duration = Duration::from_secs(60 * 60);
 
 /// `GET /responses` with `Upgrade: websocket`. A plain `GET` is still the route's 405 (it
 /// creates with `POST`); a broken upgrade is the extractor's rejection, in OpenAI's JSON.
@@ -79,14 +79,34 @@ pub(crate) async fn upgrade(
     };
     let session = crate::platform::sessions::session_id_from_headers(&headers);
     let key = crate::platform::auth::current();
+    let pass = match state.websocket_caps.open(
+        &state.config.server,
+        key_name(key.as_ref()),
+        crate::platform::auth::tenant_of(key.as_ref()).name(),
+    ) {
+        Ok(pass) => pass,
+        Err(refused) => {
+            counter!(names::WEBSOCKETS_REFUSED, "what" => "socket").increment(1);
+            return refused.into_response();
+        }
+    };
     let limit = state.config.body_limit;
     let hold = hold.map(|axum::Extension(hold)| hold);
     let mut response = ws
         .max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| {
+            // Counted by the socket caps from now on, not under `max_connections`.
+            if let Some(hold) = &hold {
+                hold.give_back_slot();
+            }
             let scope = key.clone();
-            let who = Opened { key, session, hold };
+            let who = Opened {
+                key,
+                session,
+                hold,
+                _pass: pass,
+            };
             crate::platform::auth::scoped(scope, serve(state, who, socket))
         });
     // The largest message the socket takes, as Codex 0.171 reads it.
@@ -104,6 +124,13 @@ struct Opened {
     /// `None` when the app is served without the gateway's accept loop (then the forced stop
     /// at the end of the grace period is the only signal).
     hold: Option<ConnectionHold>,
+    /// Its place under the socket caps.
+    _pass: caps::SocketPass,
+}
+
+/// The name a key's sockets and responses are counted under (keyless clients share one).
+fn key_name(key: Option<&Authenticated>) -> &str {
+    key.map_or(crate::platform::limits::ANONYMOUS, |k| k.key_id.as_str())
 }
 
 /// One socket, from its upgrade to its close.
@@ -139,6 +166,8 @@ enum End {
     Client,
     /// The connection limit ran out.
     Limit,
+    /// No frame and no response in flight for the idle timeout.
+    Idle,
     /// The gateway is shutting down.
     Shutdown,
     /// Reading the socket failed: the client broke the protocol, or went away.
@@ -167,7 +196,9 @@ struct Connection {
 impl Connection {
     /// Reads frames and relays the running responses until the socket ends.
     async fn run(&mut self) -> End {
-        let deadline = tokio::time::Instant::now() + CONNECTION_LIMIT;
+        let limits = self.state.config.server;
+        let deadline = tokio::time::Instant::now() + limits.websocket_max_lifetime;
+        let mut idle_since = tokio::time::Instant::now();
         let mut stopping = self.stopping.clone();
         let mut ending: Option<End> = None;
         loop {
@@ -176,6 +207,10 @@ impl Connection {
             {
                 return end;
             }
+            if !self.running.is_empty() {
+                idle_since = tokio::time::Instant::now();
+            }
+            let idle = self.running.is_empty() && ending.is_none();
             // Unbiased: a busy response must not starve the reading of frames (or of the
             // client's close), nor the reverse.
             let sent = tokio::select! {
@@ -189,6 +224,9 @@ impl Connection {
                     self.lanes.drop_waiting();
                     Ok(())
                 }
+                () = tokio::time::sleep_until(idle_since + limits.websocket_idle_timeout), if idle => {
+                    return End::Idle;
+                }
                 item = self.running.next(), if !self.running.is_empty() => match item {
                     Some(item) => self.relay(item).await,
                     None => Ok(()),
@@ -200,6 +238,7 @@ impl Connection {
                     // client to open another.
                     Some(Ok(_)) if ending.is_some() => Ok(()),
                     Some(Ok(Message::Text(text))) => {
+                        idle_since = tokio::time::Instant::now();
                         counter!(names::WEBSOCKET_FRAMES, "direction" => "in").increment(1);
                         self.arrive(Bytes::from(text)).await
                     }
@@ -255,16 +294,22 @@ impl Connection {
                 None => return,
             },
             End::Limit => {
+                let lifetime = self.state.config.server.websocket_max_lifetime.as_secs();
                 let error = error_event(
                     400,
                     "invalid_request_error",
                     "websocket_connection_limit_reached",
-                    "the WebSocket connection reached its 60-minute limit; open a new one",
+                    &format!(
+                        "the WebSocket connection reached its limit of {lifetime} s; open a new one"
+                    ),
                     None,
                 );
                 let _ = self.send_json(&error).await;
                 (1001, "connection limit reached")
             }
+            // Nothing was asked: no error event, only the close (the client opens a new
+            // socket for its next turn).
+            End::Idle => (1001, "idle for too long"),
             End::Shutdown => (1001, "the gateway is shutting down"),
         };
         let close = Message::Close(Some(CloseFrame {

@@ -42,6 +42,8 @@ pub(crate) mod names {
     pub(crate) const WEBSOCKET_FRAMES: &str = "toolbridge_websocket_frames_total";
     pub(crate) const OPEN_STREAMS: &str = "toolbridge_open_streams";
     pub(crate) const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
+    pub(crate) const STORE_LATE_FINALS: &str = "toolbridge_store_late_finals_total";
+    pub(crate) const WEBSOCKETS_REFUSED: &str = "toolbridge_websockets_refused_total";
 }
 
 /// The label value for anything not named by the config.
@@ -178,6 +180,14 @@ fn describe() {
     describe_gauge!(names::OPEN_STREAMS, "Streams open now, by route.");
     describe_counter!(names::CONFIG_RELOADS, "Config reloads, by outcome.");
     describe_gauge!(names::WEBSOCKETS, "WebSocket connections open now.");
+    describe_counter!(
+        names::STORE_LATE_FINALS,
+        "Final writes the store refused, by outcome (kept, written later, given up)."
+    );
+    describe_counter!(
+        names::WEBSOCKETS_REFUSED,
+        "WebSocket upgrades and frames refused by a cap, by what (socket, response)."
+    );
     describe_counter!(
         names::WEBSOCKET_FRAMES,
         "WebSocket text frames, by direction (in, out)."
