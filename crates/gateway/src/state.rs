@@ -51,6 +51,8 @@ pub struct Shared {
     pub(crate) drains: Arc<crate::platform::inflight::Drains>,
     /// Final writes the store refused while it was down, written again once it is back.
     pub(crate) late_finals: Arc<crate::http::responses::LateFinals>,
+    /// The output tokens each route's answers used lately, for budget reservations.
+    pub(crate) observed_output: Arc<crate::platform::auth::budget::ObservedOutput>,
     /// The WebSocket mode's caps on open sockets and responses in flight.
     pub(crate) websocket_caps: Arc<crate::http::responses::SocketCaps>,
     /// Gateway keys: config keys and store keys through a cache.
@@ -168,6 +170,7 @@ impl AppState {
                 drains: Arc::default(),
                 late_finals: Arc::default(),
                 websocket_caps: Arc::default(),
+                observed_output: Arc::default(),
                 keys: Arc::new(keys),
                 key_store,
                 limits: Arc::new(limits),

@@ -471,6 +471,44 @@ async fn parallel_requests_do_not_overspend_a_budget() {
     assert_eq!(used, 80 * admitted);
 }
 
+/// Issue 44: a key whose budget was under the flat 1,024-token output reservation served one
+/// request at a time when requests set no `max_output_tokens`. Now a request reserves about
+/// what its route's answers use, so five run side by side, and the ledger is still exact.
+#[tokio::test]
+async fn a_small_budget_serves_requests_side_by_side_reserving_what_answers_use() {
+    let Some(db) = fresh_database("budget_observed").await else {
+        return;
+    };
+    let url = db.url;
+    let upstream = FakeUpstream::start().await;
+    let mut answer = completion("Blue.", "stop");
+    answer["usage"] = usage(10, 20);
+    upstream.set_fallback(Reply::Delayed {
+        pause: Duration::from_millis(500),
+        reply: Box::new(Reply::json(answer)),
+    });
+    let budget = 900;
+    let addr = gateway(&upstream, &url, &budget_key(budget)).await;
+    let body = json!({"model": "m", "input": "x", "store": false});
+    // The first answer on the route is what the next reservations go by.
+    assert_eq!(post(addr, Some(SECRET), &body).await.status().as_u16(), 200);
+    let requests: Vec<_> = (0..5)
+        .map(|_| {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let response = post(addr, Some(SECRET), &body).await;
+                let status = response.status().as_u16();
+                (status, response.text().await.unwrap())
+            })
+        })
+        .collect();
+    for request in requests {
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(used_today(&url).await, 6 * 30);
+}
+
 /// A stream's chunks: `words` text deltas, then (optionally) the usage and the end.
 fn stream_pieces(words: usize, end: bool) -> Vec<String> {
     let mut pieces: Vec<String> = (0..words)

@@ -15,20 +15,66 @@ use toolbridge_wire::responses::CreateResponse;
 
 use crate::error::GatewayError;
 
-/// The output tokens reserved for a request that sets no `max_output_tokens`.
+/// The output tokens reserved for a request that sets no `max_output_tokens`, on a route whose
+/// answers have not been seen yet.
 pub(crate) const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
+/// The least and the most an observed route reserves for output.
+const MIN_OUTPUT_RESERVE: u64 = 16;
+const MAX_OUTPUT_RESERVE: u64 = 65_536;
+/// Routes whose output is followed, at most (route patterns come from the config).
+const MAX_ROUTES: usize = 1024;
 
 /// What admission reserves for `req`: its input at about four bytes a token (the JSON of its
 /// `input` and `instructions`; history from `previous_response_id` is not counted), plus
-/// `max_output_tokens` or [`DEFAULT_OUTPUT_RESERVE`].
-pub(crate) fn estimate(req: &CreateResponse) -> u64 {
+/// `max_output_tokens`, or else `output` (what its route's answers suggest, [`ObservedOutput`]).
+pub(crate) fn estimate(req: &CreateResponse, output: u64) -> u64 {
     let input = req
         .input
         .as_ref()
         .and_then(|i| serde_json::to_string(i).ok())
         .map_or(0, |t| t.len())
         + req.instructions.as_ref().map_or(0, String::len);
-    (input as u64).div_ceil(4) + req.max_output_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVE)
+    (input as u64).div_ceil(4) + req.max_output_tokens.unwrap_or(output)
+}
+
+/// The output tokens each route's answers have used lately (a moving average per route
+/// pattern), so a request that sets no `max_output_tokens` reserves about what it will use,
+/// not a flat [`DEFAULT_OUTPUT_RESERVE`]: a key whose budget is smaller than that flat figure
+/// was served one request at a time. The reservation is twice the average (answers vary),
+/// within [`MIN_OUTPUT_RESERVE`]..[`MAX_OUTPUT_RESERVE`]; settling stays exact either way.
+#[derive(Debug, Default)]
+pub(crate) struct ObservedOutput {
+    averages: Mutex<std::collections::HashMap<String, f64>>,
+}
+
+impl ObservedOutput {
+    /// What a request on `route` reserves for output.
+    pub(crate) fn reserve(&self, route: &str) -> u64 {
+        let average = self
+            .averages
+            .lock()
+            .ok()
+            .and_then(|averages| averages.get(route).copied());
+        average.map_or(DEFAULT_OUTPUT_RESERVE, |average| {
+            ((average * 2.0).ceil() as u64).clamp(MIN_OUTPUT_RESERVE, MAX_OUTPUT_RESERVE)
+        })
+    }
+
+    /// An answer on `route` used `output` tokens.
+    pub(crate) fn observe(&self, route: &str, output: u64) {
+        let Ok(mut averages) = self.averages.lock() else {
+            return;
+        };
+        let output = output as f64;
+        let full = averages.len() >= MAX_ROUTES;
+        match averages.get_mut(route) {
+            Some(average) => *average += (output - *average) / 5.0,
+            None if !full => {
+                averages.insert(route.to_owned(), output);
+            }
+            None => {}
+        }
+    }
 }
 
 /// Tokens reserved on a key's ledger at admission, settled once.
@@ -165,6 +211,21 @@ mod tests {
         assert_eq!(Period::Month.label(now), "month:2024-12");
         assert_eq!(Period::Month.end(now), 1_735_689_600);
         assert_eq!(Period::Day.label(0), "day:1970-01-01");
+    }
+
+    #[test]
+    fn a_route_reserves_about_what_its_answers_used() {
+        let observed = ObservedOutput::default();
+        assert_eq!(observed.reserve("*"), DEFAULT_OUTPUT_RESERVE);
+        observed.observe("*", 40);
+        assert_eq!(observed.reserve("*"), 80);
+        for _ in 0..50 {
+            observed.observe("*", 2);
+        }
+        assert_eq!(observed.reserve("*"), MIN_OUTPUT_RESERVE);
+        observed.observe("long", 1_000_000);
+        assert_eq!(observed.reserve("long"), MAX_OUTPUT_RESERVE);
+        assert_eq!(observed.reserve("other"), DEFAULT_OUTPUT_RESERVE);
     }
 
     #[test]

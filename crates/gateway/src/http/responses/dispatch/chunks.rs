@@ -236,6 +236,9 @@ impl Stream for Utf8Guard {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -147,6 +147,12 @@ impl Meter {
                 expires_at: time::now() + crate::platform::cache_ledger::KEPT.as_secs() as i64,
             });
         }
+        if ended.total_tokens.is_some() && ended.status != "failed" {
+            // What the route's answers use, for the next reservations (`budget`).
+            self.state
+                .observed_output
+                .observe(&self.model, ended.output_tokens);
+        }
         if let Some(ctx) = &self.observed {
             ctx.write_capture_json(text, 200).await;
         }

@@ -92,7 +92,12 @@ pub async fn admit(
     }
     check_tools(&auth.scopes, req.tools.as_deref().unwrap_or_default())?;
     let mut auth = auth;
-    auth.reservation = check_budget(state, &auth, budget::estimate(req))
+    let route = req.model.as_deref().map_or_else(
+        || crate::platform::ops::metrics::OTHER.to_owned(),
+        |model| crate::platform::ops::metrics::model_label(&state.config, model),
+    );
+    let output = state.observed_output.reserve(&route);
+    auth.reservation = check_budget(state, &auth, budget::estimate(req, output))
         .await?
         .map(Arc::new);
     Ok(Some(auth))
