@@ -54,6 +54,8 @@ pub struct ServerFile {
     pub max_websockets_per_tenant: Option<usize>,
     /// Responses in flight at once on one key's WebSockets, together. Default 32.
     pub max_websocket_responses_per_key: Option<usize>,
+    /// Responses in flight at once on one tenant's WebSockets, together. Default 128.
+    pub max_websocket_responses_per_tenant: Option<usize>,
 }
 
 /// The resolved `[server]` section.
@@ -69,6 +71,7 @@ pub struct ServerLimits {
     pub max_websockets_per_key: usize,
     pub max_websockets_per_tenant: usize,
     pub max_websocket_responses_per_key: usize,
+    pub max_websocket_responses_per_tenant: usize,
 }
 
 impl Default for ServerLimits {
@@ -84,6 +87,7 @@ impl Default for ServerLimits {
             max_websockets_per_key: 64,
             max_websockets_per_tenant: 256,
             max_websocket_responses_per_key: 32,
+            max_websocket_responses_per_tenant: 128,
         }
     }
 }
@@ -145,6 +149,11 @@ impl ServerLimits {
                 defaults.max_websocket_responses_per_key,
                 "max_websocket_responses_per_key",
             )?,
+            max_websocket_responses_per_tenant: count(
+                file.max_websocket_responses_per_tenant,
+                defaults.max_websocket_responses_per_tenant,
+                "max_websocket_responses_per_tenant",
+            )?,
             header_read_timeout: secs(
                 file.header_read_timeout_secs,
                 defaults.header_read_timeout,
@@ -167,7 +176,7 @@ impl ServerLimits {
     pub fn describe(&self) -> String {
         format!(
             "server: header read timeout {} s, idle timeout {} s, body read timeout {} s, at most {} connections\n\
-             websockets: at most {} open ({} per key, {} per tenant), {} responses in flight per key, idle timeout {} s, lifetime {} s\n",
+             websockets: at most {} open ({} per key, {} per tenant), {} responses in flight per key ({} per tenant), idle timeout {} s, lifetime {} s\n",
             self.header_read_timeout.as_secs(),
             self.idle_timeout.as_secs(),
             self.body_read_timeout.as_secs(),
@@ -176,6 +185,7 @@ impl ServerLimits {
             self.max_websockets_per_key,
             self.max_websockets_per_tenant,
             self.max_websocket_responses_per_key,
+            self.max_websocket_responses_per_tenant,
             self.websocket_idle_timeout.as_secs(),
             self.websocket_max_lifetime.as_secs(),
         )

@@ -29,22 +29,40 @@ pub fn parse_request(bytes: &[u8]) -> Result<CreateResponse, toolbridge_core::Er
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<CreateResponse, _> = serde_path_to_error::deserialize(&mut de);
-    let req = parsed.map_err(|e| {
-        let path = e.path().to_string();
-        // The whole path to the leaf field, and serde's words made plain (no Rust type names).
-        let (param, inner) = toolbridge_wire::inbound::explain(&path, &e.into_inner().to_string());
-        let message = match &param {
-            Some(p) => format!("invalid request body at `{p}`: {inner}"),
-            None => format!("the request body is not valid JSON: {inner}"),
-        };
-        toolbridge_core::Error::InvalidJson { param, message }
-    })?;
+    let req = parsed.map_err(invalid_json)?;
     de.end().map_err(|e| toolbridge_core::Error::InvalidJson {
         param: None,
         message: format!("the request body has trailing data: {e}"),
     })?;
+    if std::str::from_utf8(bytes).is_err() {
+        // serde_json checks the UTF-8 of every string it reads, not of one it skips (a field
+        // the typed request drops, such as an unknown key of a custom tool's `format`): such a
+        // body parsed, though it is not JSON. Read as plain JSON, its place is named.
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        return Err(
+            match serde_path_to_error::deserialize::<_, serde_json::Value>(&mut de) {
+                Err(e) => invalid_json(e),
+                Ok(_) => toolbridge_core::Error::InvalidJson {
+                    param: None,
+                    message: "the request body is not valid UTF-8".to_owned(),
+                },
+            },
+        );
+    }
     refuse_duplicate_keys(&String::from_utf8_lossy(bytes))?;
     checked(req)
+}
+
+/// A body that did not parse, with the whole path to the leaf field at fault and serde's words
+/// made plain (no Rust type names).
+fn invalid_json(e: serde_path_to_error::Error<serde_json::Error>) -> toolbridge_core::Error {
+    let path = e.path().to_string();
+    let (param, inner) = toolbridge_wire::inbound::explain(&path, &e.into_inner().to_string());
+    let message = match &param {
+        Some(p) => format!("invalid request body at `{p}`: {inner}"),
+        None => format!("the request body is not valid JSON: {inner}"),
+    };
+    toolbridge_core::Error::InvalidJson { param, message }
 }
 
 /// The bounds of what a parsed request carries into the store and back out on every read
@@ -130,5 +148,16 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Found by the inbound fuzz target (`tests/fuzz_inbound.rs`): a byte that is not UTF-8
+    /// inside a string the typed request skips (an unknown key of a custom tool's `format`)
+    /// was not checked, and the body, which is not JSON, was accepted.
+    #[test]
+    fn a_body_not_utf8_in_a_skipped_field_is_refused_with_its_place() {
+        let body = b"{\"tools\":[{\"type\":\"custom\",\"name\":\"shell\",\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\",\"definition\":\"start: WORD\",\"id\":[\"\xff\"]}}]}";
+        let e = parse_request(body).unwrap_err();
+        assert_eq!(e.code(), "invalid_json");
+        assert_eq!(e.param(), Some("tools[0].format.id[0]"), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! Fair shares of the WebSocket mode: how many sockets may be open (in all, per key, per
-//! tenant) and how many responses one key may have in flight across its sockets.
+//! tenant) and how many responses one key, and one tenant, may have in flight across their
+//! sockets.
 //!
 //! An upgraded socket gives its HTTP connection slot back (`upgrade`): sockets are counted
 //! here, under caps of their own, so no number of idle sockets can keep `/healthz`, the metrics
@@ -27,6 +28,7 @@ struct Counts {
     by_key: HashMap<String, usize>,
     by_tenant: HashMap<String, usize>,
     responses_by_key: HashMap<String, usize>,
+    responses_by_tenant: HashMap<String, usize>,
 }
 
 /// The process's WebSocket counts.
@@ -46,6 +48,7 @@ pub(crate) struct SocketPass {
 pub(crate) struct ResponsePass {
     caps: Arc<SocketCaps>,
     key: String,
+    tenant: String,
 }
 
 impl SocketCaps {
@@ -91,24 +94,36 @@ impl SocketCaps {
         })
     }
 
-    /// A place for one more response of `key` in flight on its sockets; `None` past `limit`.
+    /// A place for one more response of `key` (of `tenant`) in flight on their sockets, or
+    /// the refusal's message naming the cap reached.
     pub(crate) fn start_response(
         self: &Arc<Self>,
-        limit: usize,
+        limits: &ServerLimits,
         key: &str,
-    ) -> Option<ResponsePass> {
+        tenant: &str,
+    ) -> Result<ResponsePass, String> {
         let mut counts = self.counts();
-        let running = counts.responses_by_key.entry(key.to_owned()).or_default();
-        if *running >= limit {
-            if *running == 0 {
-                counts.responses_by_key.remove(key);
-            }
-            return None;
+        let of_key = counts.responses_by_key.get(key).copied().unwrap_or(0);
+        let of_tenant = counts.responses_by_tenant.get(tenant).copied().unwrap_or(0);
+        if of_key >= limits.max_websocket_responses_per_key {
+            return Err(format!(
+                "this key has {of_key} responses in flight on its WebSockets, its limit (server.max_websocket_responses_per_key); send this one when one ends"
+            ));
         }
-        *running += 1;
-        Some(ResponsePass {
+        if of_tenant >= limits.max_websocket_responses_per_tenant {
+            return Err(format!(
+                "this tenant has {of_tenant} responses in flight on its WebSockets, its limit (server.max_websocket_responses_per_tenant); send this one when one ends"
+            ));
+        }
+        *counts.responses_by_key.entry(key.to_owned()).or_default() += 1;
+        *counts
+            .responses_by_tenant
+            .entry(tenant.to_owned())
+            .or_default() += 1;
+        Ok(ResponsePass {
             caps: Arc::clone(self),
             key: key.to_owned(),
+            tenant: tenant.to_owned(),
         })
     }
 
@@ -148,7 +163,9 @@ impl Drop for SocketPass {
 
 impl Drop for ResponsePass {
     fn drop(&mut self) {
-        release(&mut self.caps.counts().responses_by_key, &self.key);
+        let mut counts = self.caps.counts();
+        release(&mut counts.responses_by_key, &self.key);
+        release(&mut counts.responses_by_tenant, &self.tenant);
     }
 }
 
@@ -196,14 +213,23 @@ mod tests {
     }
 
     #[test]
-    fn responses_in_flight_are_capped_per_key_and_given_back() {
+    fn responses_in_flight_are_capped_per_key_per_tenant_and_given_back() {
         let caps = Arc::new(SocketCaps::default());
-        let first = caps.start_response(2, "a").unwrap();
-        let _second = caps.start_response(2, "a").unwrap();
-        assert!(caps.start_response(2, "a").is_none());
-        assert!(caps.start_response(2, "b").is_some());
+        let limits = ServerLimits {
+            max_websocket_responses_per_key: 2,
+            max_websocket_responses_per_tenant: 3,
+            ..ServerLimits::default()
+        };
+        let first = caps.start_response(&limits, "a", "t").unwrap();
+        let _second = caps.start_response(&limits, "a", "t").unwrap();
+        let refused = caps.start_response(&limits, "a", "t").err().unwrap();
+        assert!(refused.contains("per_key"), "{refused}");
+        let _third = caps.start_response(&limits, "b", "t").unwrap();
+        let refused = caps.start_response(&limits, "b", "t").err().unwrap();
+        assert!(refused.contains("per_tenant"), "{refused}");
+        assert!(caps.start_response(&limits, "c", "u").is_ok());
         drop(first);
-        assert!(caps.start_response(2, "a").is_some());
-        assert!(caps.counts().responses_by_key.len() <= 2);
+        assert!(caps.start_response(&limits, "a", "t").is_ok());
+        assert!(caps.counts().responses_by_key.len() <= 3);
     }
 }

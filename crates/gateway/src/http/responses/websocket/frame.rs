@@ -129,11 +129,11 @@ impl Connection {
         // The upgrade counted against the per-key request limit for the first frame.
         let limited = self.frames > 1;
         let request_id = ids::new("req");
-        let cap = self.state.config.server.max_websocket_responses_per_key;
-        let pass = self
-            .state
-            .websocket_caps
-            .start_response(cap, key_name(self.key.as_ref()));
+        let pass = self.state.websocket_caps.start_response(
+            &self.state.config.server,
+            key_name(self.key.as_ref()),
+            crate::platform::auth::tenant_of(self.key.as_ref()).name(),
+        );
         let refused = |error, status| {
             let pending = Pending {
                 parent: None,
@@ -142,18 +142,15 @@ impl Connection {
             };
             (refused_event(error, status).boxed(), pending, false)
         };
-        let (start, mut pending, prewarm) = match (read(&text), pass.is_some()) {
+        let (start, mut pending, prewarm) = match (read(&text), &pass) {
             (Err(error), _) => refused(error, 400),
-            (Ok(_), false) => {
+            (Ok(_), Err(message)) => {
                 counter!(names::WEBSOCKETS_REFUSED, "what" => "response").increment(1);
-                let message = format!(
-                    "this key has {cap} responses in flight on its WebSockets, its limit (server.max_websocket_responses_per_key); send this one when one ends"
-                );
                 let mut error = error_event(
                     429,
                     "rate_limit_error",
                     "rate_limit_exceeded",
-                    &message,
+                    message,
                     None,
                 );
                 if let Some(id) = &lane {
@@ -161,9 +158,9 @@ impl Connection {
                 }
                 refused(error, 429)
             }
-            (Ok(req), true) => self.prepare(req, &text, limited, &request_id),
+            (Ok(req), Ok(_)) => self.prepare(req, &text, limited, &request_id),
         };
-        pending.pass = pass;
+        pending.pass = pass.ok();
         let span = tracing::info_span!(
             "websocket_response",
             request_id = request_id.as_str(),
