@@ -8,7 +8,7 @@
 //! Why not the `mimalloc` crate's `MiMalloc`: it sends every allocation through
 //! `mi_malloc_aligned`, whose fast path is a longer one, and whose slow path (no free block of
 //! the right alignment in the current page) over-allocates by the alignment. Measured with
-//! `scripts/bench-instructions` (see ARCHITECTURE.md, "Entry points"): a request makes about
+//! `scripts/bench-instructions` (see docs/performance.md, "The binary"): a request makes about
 //! 240 allocations, 64 instructions each through `mi_malloc_aligned`.
 //!
 //! Why mimalloc's own guarantee suffices: `mi_malloc` returns blocks aligned to

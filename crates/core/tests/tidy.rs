@@ -1,7 +1,8 @@
 //! Tidy checks of the repository itself, inside `cargo test` (rust-analyzer's tidy test is the
-//! model): ARCHITECTURE.md names only paths that exist, and every module opens with a `//!`
-//! header. The tests live in `toolbridge-core` only because it builds fastest; they read the
-//! whole workspace, found from this crate's `CARGO_MANIFEST_DIR`.
+//! model): ARCHITECTURE.md names only paths that exist and code names that exist where it says,
+//! its import tables are the code's, and every module opens with a `//!` header. The tests live
+//! in `toolbridge-core` only because it builds fastest; they read the whole workspace, found
+//! from this crate's `CARGO_MANIFEST_DIR`.
 //!
 //! # Which spans of ARCHITECTURE.md are path claims
 //!
@@ -17,10 +18,17 @@
 //! 3. inside a crate's section of the code map (from its `### \`crates/NAME\`` heading to the next
 //!    heading), from that crate: from the crate folder when it starts with `tests/`, `benches/`
 //!    or `examples/`, else from the crate's `src/` (`plan/`, `responses/tool_loop`);
-//! 4. elsewhere, as rule 3 against any crate: some crate has it (`ops/spans`, `benches/…`).
+//! 4. elsewhere, as rule 3 against any crate: some crate has it (`ops/spans`, `benches/…`);
+//! 5. failing those, from the last folder claim (ending in `/`) earlier on the same line that
+//!    exists: `http/responses/emit/` then `sse.rs`, `detach.rs`.
 //!
 //! A claim exists when the path is a file or a folder, or, for a module path without an
 //! ending, when `PATH.rs` exists; a claim ending in `/` must be a folder.
+//!
+//! # Code names and import tables
+//!
+//! Which backticked spans name code, and where each must be declared: `tidy/names.rs`. What an
+//! import table says and how the code's imports are read: `tidy/imports.rs`.
 //!
 //! # Module headers
 //!
@@ -29,8 +37,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
+// The test's own modules, in `tests/tidy/` so that cargo does not take them for test targets.
+#[path = "tidy/imports.rs"]
+mod imports;
+#[path = "tidy/names.rs"]
+mod names;
+#[path = "tidy/source.rs"]
+mod source;
+
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use source::rust_files;
 
 /// Files without a `//!` header that this change could not edit (another change owns them);
 /// an entry that gets a header, or goes away, must leave the list.
@@ -104,6 +122,8 @@ fn missing_paths(root: &Path, doc: &str) -> Vec<String> {
                 .and_then(|rest| rest.split('`').next())
                 .map(str::to_owned);
         }
+        // The last folder claim of this line that exists, for rule 5.
+        let mut folder: Option<PathBuf> = None;
         for (i, span) in line.split('`').enumerate() {
             if i % 2 == 0 || !is_claim(span) {
                 continue;
@@ -112,21 +132,25 @@ fn missing_paths(root: &Path, doc: &str) -> Vec<String> {
             let mut segments = claim.split('/');
             let first = segments.next().unwrap_or_default();
             let second = segments.next().unwrap_or_default();
-            let found = if root.join(first).exists() {
-                exists(&root.join(claim), claim)
+            let candidates: Vec<PathBuf> = if root.join(first).exists() {
+                vec![root.join(claim)]
             } else if crates.iter().any(|c| c == first)
                 && ["src", "tests", "benches", "Cargo.toml"].contains(&second)
             {
-                exists(&root.join("crates").join(claim), claim)
+                vec![root.join("crates").join(claim)]
             } else if let Some(krate) = &section {
-                exists(&in_crate(root, krate, claim), claim)
+                vec![in_crate(root, krate, claim)]
             } else {
-                crates
-                    .iter()
-                    .any(|k| exists(&in_crate(root, k, claim), claim))
+                crates.iter().map(|k| in_crate(root, k, claim)).collect()
             };
-            if !found {
-                missing.push(format!("line {}: `{claim}`", n + 1));
+            let found = candidates
+                .into_iter()
+                .chain(folder.iter().map(|f| f.join(claim)))
+                .find(|path| exists(path, claim));
+            match found {
+                Some(path) if claim.ends_with('/') => folder = Some(path),
+                Some(_) => {}
+                None => missing.push(format!("line {}: `{claim}`", n + 1)),
             }
         }
     }
@@ -156,6 +180,8 @@ Section `assemble/`, `repair/`, `nope/`, `tests/tidy.rs`, `tests/nope.rs`.
 Not claims: `/v1/responses`, `../shared/x.rs`, `plan::plan`, `a b/c`.
 ## Elsewhere
 Any crate `responses/`, `nope/again`.
+Same line `plan/` then `context.rs`, `nope.rs`;
+not across lines: `context.rs`.
 ";
     assert_eq!(
         missing_paths(&root, doc),
@@ -166,20 +192,10 @@ Any crate `responses/`, `nope/again`.
             "line 4: `nope/`",
             "line 4: `tests/nope.rs`",
             "line 7: `nope/again`",
+            "line 8: `nope.rs`",
+            "line 9: `context.rs`",
         ]
     );
-}
-
-/// Every `.rs` file under `dir`, recursively.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]
@@ -221,4 +237,99 @@ fn every_module_opens_with_a_module_doc() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn architecture_names_only_code_that_exists() {
+    let root = root();
+    let doc = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let missing = names::missing_names(&names::Workspace::read(&root), &doc);
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names code that is not where it says (rules in \
+         crates/core/tests/tidy/names.rs):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_name_check_catches_a_wrong_name_by_each_rule() {
+    let root = root();
+    let doc = "\
+Types `ToolPlan`, `ToolPlann`, `Dialect::build`, `Dialect::buildd`, `UpstreamEvent::WebSearch`.
+More `UpstreamEvent::WebSerch`, `ResponseStore::health`, `Outgoing::append_echoes()`.
+Crates `toolbridge_core::request::normalize`, `toolbridge_core::request::normalise`.
+Foreign `serde_json::Value`, `std::sync::Arc`. Not claims: `tool_choice`, `BUG`, `a b::c`.
+### `crates/core` (toolbridge-core)
+Section `plan::plan`, `plan::plann`, `repair::cache`, `wire::lru::Lru`, `wire::lru::Lruu`.
+Section `plan::ToolPlan::passes_tools_as_declared`, `plan::ToolPlan::passes`, `relay::Relay`.
+## Elsewhere
+Any crate `relay::Relay`, `request::build`, `relay::Relayy`, `nope::build`.
+";
+    assert_eq!(
+        names::missing_names(&names::Workspace::read(&root), doc),
+        [
+            "line 1: `ToolPlann`",
+            "line 1: `Dialect::buildd`",
+            "line 2: `UpstreamEvent::WebSerch`",
+            "line 3: `toolbridge_core::request::normalise`",
+            "line 6: `plan::plann`",
+            "line 6: `wire::lru::Lruu`",
+            "line 7: `plan::ToolPlan::passes`",
+            "line 7: `relay::Relay`",
+            "line 9: `relay::Relayy`",
+            "line 9: `nope::build`",
+        ]
+    );
+}
+
+#[test]
+fn architecture_import_tables_are_the_code_s() {
+    let root = root();
+    let doc = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let tables = imports::tables(&doc);
+    assert!(!tables.is_empty(), "ARCHITECTURE.md has no import table");
+    let problems: Vec<String> = tables
+        .iter()
+        .flat_map(|t| imports::problems(&root, t))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md's import tables are not the code's (rules in \
+         crates/core/tests/tidy/imports.rs):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_import_check_catches_a_wrong_table() {
+    let root = root();
+    // The real edges of core's `request` folder, misstated: a missing member, an import
+    // that is not there, an import not listed, and layers that put one upside down.
+    let doc = "\
+```text
+imports in crates/core/src/request
+layers: turns | content | metadata parameters validate
+content ->
+metadata -> turns
+parameters ->
+turns -> content
+```
+";
+    let tables = imports::tables(doc);
+    let problems = imports::problems(&root, &tables[0]);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("member `validate` has no line")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("says `metadata` imports `turns`; it does not")),
+        "{problems:?}"
+    );
+    let code = imports::imports(&root, "crates/core/src/request").unwrap();
+    assert!(code.members.contains("turns") && code.members.contains("content"));
 }

@@ -1,6 +1,6 @@
 //! The `toolbridge` binary: everything it does is [`toolbridge_gateway::cli::main`].
 //!
-//! Its allocator is mimalloc (`toolbridge_alloc`; see ARCHITECTURE.md, "Entry points", for the
+//! Its allocator is mimalloc (`toolbridge_alloc`; see docs/performance.md, "The binary", for the
 //! measurement).
 
 #[global_allocator]

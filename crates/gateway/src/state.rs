@@ -1,7 +1,9 @@
 //! The application state every handler shares ([`AppState`]): configuration, upstream clients,
 //! the store, keys, limits, the session bus and the caches, built once at start and rebuilt on a
-//! config reload. It depends on the platform and upstream layers and on nothing under `http`,
-//! which is what keeps the handlers out of an import circle.
+//! config reload. It depends on the platform, upstream and catalog layers, and on two types of
+//! the response pipeline it holds for every request (`http::responses::LateFinals` and
+//! `http::responses::SocketCaps`), so `state` and `http` import each other (ARCHITECTURE.md's
+//! import table of `crates/gateway/src`).
 
 use std::sync::Arc;
 

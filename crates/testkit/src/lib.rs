@@ -1,7 +1,8 @@
 //! Test kit: a real local fake upstream speaking provider wire formats on 127.0.0.1:0 (with a
 //! prompt cache that follows each provider's rules, `cache`), helpers
-//! that build real Chat Completions payloads, a fake OpenAI Images API, an SSE reader, Open Responses schema checks, and a
-//! `toolbridge serve` child process for tests of the real binary.
+//! that build real Chat Completions payloads, a fake OpenAI Images API, an SSE reader, Open Responses schema checks, a
+//! `toolbridge serve` child process for tests of the real binary, the TCP proxies and balancer
+//! of chaos tests (`chaos`), and the fuzz targets' runner and generators (`fuzz`).
 //!
 //! It is a library for tests of every crate; nothing in it is used by the gateway itself.
 
@@ -9,9 +10,11 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod cache;
+pub mod chaos;
 pub mod chat;
 pub mod codex;
 pub mod dialects;
+pub mod fuzz;
 pub mod images;
 pub mod mcp;
 pub mod postgres;

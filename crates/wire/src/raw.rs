@@ -49,7 +49,8 @@ impl RawJson {
 
     /// The value as a tree, parsed on first use.
     pub fn value(&self) -> &Value {
-        // The text is valid JSON by construction; `Null` is unreachable and no panic.
+        // The text is valid JSON by construction, but serde_json refuses some valid JSON (a
+        // number past `f64`'s range, nesting past 128): then `Null`, and no panic.
         self.0
             .value
             .get_or_init(|| serde_json::from_str(&self.0.text).unwrap_or(Value::Null))

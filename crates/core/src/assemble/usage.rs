@@ -56,14 +56,24 @@ impl Assembler {
     }
 }
 
-/// Two rounds' usage added up.
+/// Two rounds' usage added up, saturating: the counts are the upstream's, any `u64`.
 pub(super) fn add_usage(a: &Usage, b: &Usage) -> Usage {
     let mut sum = b.clone();
-    sum.input_tokens += a.input_tokens;
-    sum.output_tokens += a.output_tokens;
-    sum.total_tokens += a.total_tokens;
-    sum.input_tokens_details.cached_tokens += a.input_tokens_details.cached_tokens;
-    sum.input_tokens_details.cache_write_tokens += a.input_tokens_details.cache_write_tokens;
-    sum.output_tokens_details.reasoning_tokens += a.output_tokens_details.reasoning_tokens;
+    let add = |x: &mut u64, y: u64| *x = x.saturating_add(y);
+    add(&mut sum.input_tokens, a.input_tokens);
+    add(&mut sum.output_tokens, a.output_tokens);
+    add(&mut sum.total_tokens, a.total_tokens);
+    add(
+        &mut sum.input_tokens_details.cached_tokens,
+        a.input_tokens_details.cached_tokens,
+    );
+    add(
+        &mut sum.input_tokens_details.cache_write_tokens,
+        a.input_tokens_details.cache_write_tokens,
+    );
+    add(
+        &mut sum.output_tokens_details.reasoning_tokens,
+        a.output_tokens_details.reasoning_tokens,
+    );
     sum
 }

@@ -149,7 +149,9 @@ pub enum FoundTools {
     Declared,
     /// Called through one function (`call_found_tool`, declared whenever `tool_search` is):
     /// their schemas arrive in the search's result, their calls are restored as the real
-    /// tools'. The tool list stays the same for the whole session.
+    /// tools'. The tool list stays the same for the whole session. One design for every
+    /// translating dialect rather than Anthropic's `defer_loading` with tool references: those
+    /// exist on Anthropic's own endpoint only, and the dispatcher costs the same there.
     #[default]
     Dispatched,
 }

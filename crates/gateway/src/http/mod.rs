@@ -5,9 +5,11 @@
 //! metrics route. Every error answer is OpenAI's JSON, the router's own included
 //! ([`json_errors`]).
 //!
-//! *Architecture invariant*: nothing outside `http` imports from it, and the application state
-//! ([`crate::state`]) imports nothing from it; the route modules are the only callers of the
-//! pipeline in [`responses`].
+//! Who imports from `http`: `launch` (the router), `cli` (`toolbridge plan` and `providers`
+//! build their bodies with `responses::translate`) and, against the layering, the application
+//! state ([`crate::state`] holds `responses::LateFinals` and `responses::SocketCaps`), so `http`
+//! and `state` import each other. ARCHITECTURE.md's import table of `crates/gateway/src` is
+//! checked against the code.
 
 mod cache;
 pub(crate) mod conversations;

@@ -73,7 +73,11 @@ impl UsageCounts {
     }
 
     pub(crate) fn event(&self) -> UpstreamEvent {
-        let input = self.input + self.cache_read + self.cache_write;
+        // Saturating: the counters are the upstream's, any `u64`.
+        let input = self
+            .input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write);
         UpstreamEvent::Usage(Usage {
             input_tokens: input,
             input_tokens_details: InputTokensDetails {
@@ -84,7 +88,7 @@ impl UsageCounts {
             output_tokens_details: OutputTokensDetails {
                 reasoning_tokens: 0,
             },
-            total_tokens: input + self.output,
+            total_tokens: input.saturating_add(self.output),
         })
     }
 }

@@ -100,9 +100,11 @@ pub(crate) fn usage(u: &toolbridge_wire::chat::ChatUsage) -> toolbridge_wire::re
         output_tokens_details: OutputTokensDetails {
             reasoning_tokens: reasoning,
         },
+        // Saturating: the counts are the upstream's, any `u64` (a sum past it panicked in a
+        // debug build and wrapped to a small total in a release one).
         total_tokens: u
             .total_tokens
-            .unwrap_or(u.prompt_tokens + u.completion_tokens),
+            .unwrap_or_else(|| u.prompt_tokens.saturating_add(u.completion_tokens)),
     }
 }
 

@@ -194,7 +194,10 @@ impl GeminiDecoder {
 /// Neutral usage from `usageMetadata`. Gemini counts thinking apart from the answer
 /// (`thoughtsTokenCount`); OpenAI counts it inside `output_tokens`, so the two are added.
 pub fn usage(u: &UsageMetadata) -> Usage {
-    let output = u.candidates_token_count + u.thoughts_token_count;
+    // Saturating: the counts are the upstream's, any `u64`.
+    let output = u
+        .candidates_token_count
+        .saturating_add(u.thoughts_token_count);
     Usage {
         input_tokens: u.prompt_token_count,
         input_tokens_details: InputTokensDetails {
@@ -205,6 +208,8 @@ pub fn usage(u: &UsageMetadata) -> Usage {
         output_tokens_details: OutputTokensDetails {
             reasoning_tokens: u.thoughts_token_count,
         },
-        total_tokens: u.total_token_count.unwrap_or(u.prompt_token_count + output),
+        total_tokens: u
+            .total_token_count
+            .unwrap_or_else(|| u.prompt_token_count.saturating_add(output)),
     }
 }

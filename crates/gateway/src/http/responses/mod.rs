@@ -96,8 +96,10 @@ enum Answer {
 /// The header listing the diagnostics known when the answer started.
 pub(crate) const DIAGNOSTICS_HEADER: &str = "x-toolbridge-diagnostics";
 
-/// Translates the request into `dialect`'s, in the `translate` span: every caller (the first
-/// round, the gateway's own rounds, compaction, the CLI's plan and matrix) goes through here.
+/// Translates the request into `dialect`'s, in the `translate` span: every body the gateway
+/// sends is built here (the first round, the gateway's own rounds, compaction), and so are the
+/// CLI's plan and matrix. The catalog's probes (`catalog::derive`), which send nothing, call
+/// `Dialect::build` themselves: the catalog sits below `http`.
 pub(crate) fn translate(
     dialect: Dialect,
     source: &Source<'_>,

@@ -1,7 +1,8 @@
 //! A native Responses upstream: its answer relayed to the client (streamed or whole) with the
-//! gateway's identity, diagnostics and storage, and nothing translated. The handler comes here
-//! at its one dispatch point on the dialect (`Dialect::passes_through`); every other dialect
-//! goes through the decoders.
+//! gateway's identity, diagnostics and storage, and nothing translated. The emit stage comes
+//! here when `Dialect::passes_through` says so (earlier stages ask it too: prepare keeps the
+//! client's own JSON for it, route turns repair off); every other dialect goes through the
+//! decoders.
 
 use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode, header};

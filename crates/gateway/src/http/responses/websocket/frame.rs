@@ -264,11 +264,19 @@ async fn answer_prewarm(state: AppState, who: Who, req: CreateResponse) -> Start
         stored: false,
     };
     let mut response = skeleton(&req, &meta);
-    let created = json!({"type": "response.created", "sequence_number": 0, "response": &response});
+    // `to_value`, not `json!` (which unwraps it): a tool schema is kept as its raw text, which
+    // serde_json may not read back as a `Value` (a number past `f64`'s range, nesting past its
+    // limit). A prewarm is not normalised, so nothing refused such a schema before.
+    let created = match serde_json::to_value(&response) {
+        Ok(created) => created,
+        Err(e) => return refused(&unreadable_tools(&e)).await,
+    };
     response.status = ResponseStatus::Completed;
     response.completed_at = Some(time::now());
+    let completed = serde_json::to_value(&response).unwrap_or_default();
+    let created = json!({"type": "response.created", "sequence_number": 0, "response": created});
     let completed =
-        json!({"type": "response.completed", "sequence_number": 1, "response": &response});
+        json!({"type": "response.completed", "sequence_number": 1, "response": completed});
     if let Some(ctx) = observe::current() {
         ctx.write_capture(Some(&completed["response"]), 200).await;
     }
@@ -277,6 +285,14 @@ async fn answer_prewarm(state: AppState, who: Who, req: CreateResponse) -> Start
         "prewarm answered without an upstream call"
     );
     Started::Events(vec![created, completed])
+}
+
+/// The refusal of a prewarm whose tools cannot be echoed: a schema serde_json cannot read.
+fn unreadable_tools(e: &serde_json::Error) -> GatewayError {
+    GatewayError::Request(toolbridge_core::Error::InvalidJson {
+        param: Some("tools".to_owned()),
+        message: format!("invalid request body at `tools`: a tool's schema cannot be read: {e}"),
+    })
 }
 
 /// A response through the stages.
