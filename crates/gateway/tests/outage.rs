@@ -10,18 +10,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
 use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_gateway::{ResponseInfo, SessionEvent};
 use toolbridge_gateway::{budget_labels, hash_secret};
 use toolbridge_store::{KeyStore, ResponseStore, SqlStore};
+use toolbridge_testkit::chaos::{Mode, Proxy};
 use toolbridge_testkit::chat::{chunk, completion, usage, usage_chunk};
 use toolbridge_testkit::postgres::fresh_database;
 use toolbridge_testkit::{FakeUpstream, Reply};
@@ -31,96 +29,6 @@ const PATIENCE: Duration = Duration::from_secs(15);
 
 /// The store settings of every gateway here: failures show within a couple of seconds.
 const FAST_STORE: &str = "store_acquire_timeout_ms = 1000\nstore_timeout_ms = 2000\nstore_circuit_failures = 3\nstore_circuit_cooldown_ms = 500\n";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Open,
-    /// Bytes stop flowing both ways; connections stay open.
-    Paused,
-    /// Connections are closed, and new ones closed as soon as they are accepted.
-    Stopped,
-}
-
-/// A TCP proxy on 127.0.0.1:0 to `target`.
-struct Proxy {
-    addr: SocketAddr,
-    mode: Arc<watch::Sender<Mode>>,
-}
-
-impl Proxy {
-    async fn start(target: &str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (mode, _) = watch::channel(Mode::Open);
-        let mode = Arc::new(mode);
-        let target = target.to_owned();
-        let modes = mode.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                if *modes.borrow() == Mode::Stopped {
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&target).await else {
-                    continue;
-                };
-                let (client_read, client_write) = client.into_split();
-                let (server_read, server_write) = server.into_split();
-                tokio::spawn(pipe(client_read, server_write, modes.subscribe()));
-                tokio::spawn(pipe(server_read, client_write, modes.subscribe()));
-            }
-        });
-        Self { addr, mode }
-    }
-
-    fn set(&self, mode: Mode) {
-        self.mode.send_replace(mode);
-    }
-}
-
-/// Copies bytes one way, holding them while paused, ending when stopped or at EOF.
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut mode: watch::Receiver<Mode>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = tokio::select! {
-            read = from.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            },
-            () = stopped(&mut mode) => return,
-        };
-        loop {
-            let now = *mode.borrow_and_update();
-            match now {
-                Mode::Open => break,
-                Mode::Stopped => return,
-                Mode::Paused => {
-                    if mode.changed().await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
-
-async fn stopped(mode: &mut watch::Receiver<Mode>) {
-    loop {
-        if *mode.borrow_and_update() == Mode::Stopped {
-            return;
-        }
-        if mode.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
 
 /// A gateway on 127.0.0.1:0 with `extra` config, storing at `store_url`, routing every model
 /// to `upstream` (Chat).
@@ -205,7 +113,7 @@ async fn a_stored_stream_starts_while_the_store_is_paused() {
         return;
     };
     let proxy = Proxy::start("127.0.0.1:5432").await;
-    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
+    let url = format!("postgres://postgres@{}/{}", proxy.addr(), db.name);
     let upstream = FakeUpstream::start().await;
     let patient_store = "store_acquire_timeout_ms = 60000\nstore_timeout_ms = 60000\n";
     let addr = gateway_with(&upstream, &url, patient_store, "").await;
@@ -307,7 +215,7 @@ async fn through_an_outage(mode: Mode, tag: &str) {
         return;
     };
     let proxy = Proxy::start("127.0.0.1:5432").await;
-    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
+    let url = format!("postgres://postgres@{}/{}", proxy.addr(), db.name);
     let upstream = FakeUpstream::start().await;
     upstream.set_fallback(Reply::json(completion("Blue.", "stop")));
     // `key_cache_secs = 0`: every request asks the store whether keys exist.
@@ -603,7 +511,7 @@ async fn a_redis_subscriber_receives_events_again_after_the_connection_returns()
         };
         Config::from_file(file, &env).unwrap()
     };
-    let (through_proxy, _a) = toolbridge_gateway::AppState::new(sessions(proxy.addr.to_string()))
+    let (through_proxy, _a) = toolbridge_gateway::AppState::new(sessions(proxy.addr().to_string()))
         .await
         .unwrap();
     let (direct, _b) = toolbridge_gateway::AppState::new(sessions("127.0.0.1:6379".to_owned()))
@@ -666,7 +574,7 @@ async fn a_stream_whose_final_write_failed_ends_in_the_store_once_it_is_back() {
         return;
     };
     let proxy = Proxy::start("127.0.0.1:5432").await;
-    let url = format!("postgres://postgres@{}/{}", proxy.addr, db.name);
+    let url = format!("postgres://postgres@{}/{}", proxy.addr(), db.name);
     let direct = SqlStore::open(&format!("postgres://postgres@127.0.0.1:5432/{}", db.name))
         .await
         .unwrap();

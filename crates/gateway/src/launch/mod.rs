@@ -64,65 +64,8 @@ pub(crate) async fn serve_reloadable(
     tokio::spawn(crate::platform::ops::metrics::upkeep(
         std::time::Duration::from_secs(5),
     ));
-    let captures = state.captures.clone();
-    let cache_turns = state.cache_turns.clone();
-    let provider_states = state.provider_states.clone();
     if let Some(store) = state.store.clone() {
-        // Final writes the store refused while down, written once it is back.
-        tokio::spawn(state.late_finals.clone().drain(store.clone()));
-        let in_flight = state.in_flight.clone();
-        let late = state.late_finals.clone();
-        // In the background: a heartbeat (so other processes know this one's runs are alive),
-        // failing runs that dead processes left behind and this one's own orphans, and
-        // deleting expired responses.
-        tokio::spawn(async move {
-            let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
-            // The first beat is a period away: opening the store already beat and failed what
-            // dead processes left.
-            let period = std::time::Duration::from_secs(secs);
-            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            let mut ticks: u64 = 0;
-            loop {
-                every.tick().await;
-                ticks += 1;
-                let now = crate::platform::time::now();
-                if let Err(e) = store.heartbeat(now).await {
-                    tracing::warn!("store heartbeat failed: {e}");
-                }
-                match store.fail_interrupted(now).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::warn!(
-                        failed = n,
-                        "responses left by a stopped process marked failed"
-                    ),
-                    Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
-                }
-                // Unfinished here but no longer running here, nor waiting for a late write
-                // (checked in that order: a response leaves the registry only after its final
-                // write was tried, and was kept for later by then).
-                let live = |id: &str| in_flight.holds(id) || late.holds(id);
-                match store.fail_orphans(now - ORPHAN_AGE_SECS, &live).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::warn!(
-                        failed = n,
-                        "responses whose end could not be stored marked failed"
-                    ),
-                    Err(e) => tracing::warn!("failing orphaned responses failed: {e}"),
-                }
-                if ticks % 20 == 1 {
-                    purged("stored responses", store.purge_expired(now).await);
-                    if let Some(states) = &provider_states {
-                        purged("provider states", states.purge_provider_states(now).await);
-                    }
-                    if let Some(captures) = &captures {
-                        purged("request captures", captures.purge_captures(now).await);
-                    }
-                    if let Some(turns) = &cache_turns {
-                        purged("cache ledger turns", turns.purge_cache_turns(now).await);
-                    }
-                }
-            }
-        });
+        spawn_sweeps(&state, store);
     }
     let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
     let signal = async move {
@@ -196,4 +139,68 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
+}
+
+/// The store's background work: late final writes, and every heartbeat period the heartbeat,
+/// failing runs that dead processes left behind and this one's own orphans, and (every 20th)
+/// deleting what expired.
+fn spawn_sweeps(state: &AppState, store: std::sync::Arc<dyn toolbridge_store::ResponseStore>) {
+    let captures = state.captures.clone();
+    let cache_turns = state.cache_turns.clone();
+    let provider_states = state.provider_states.clone();
+    // Final writes the store refused while down, written once it is back.
+    tokio::spawn(state.late_finals.clone().drain(store.clone()));
+    let in_flight = state.in_flight.clone();
+    let late = state.late_finals.clone();
+    // In the background: a heartbeat (so other processes know this one's runs are alive),
+    // failing runs that dead processes left behind and this one's own orphans, and
+    // deleting expired responses.
+    tokio::spawn(async move {
+        let secs = toolbridge_store::HEARTBEAT_SECS.unsigned_abs();
+        // The first beat is a period away: opening the store already beat and failed what
+        // dead processes left.
+        let period = std::time::Duration::from_secs(secs);
+        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let mut ticks: u64 = 0;
+        loop {
+            every.tick().await;
+            ticks += 1;
+            let now = crate::platform::time::now();
+            if let Err(e) = store.heartbeat(now).await {
+                tracing::warn!("store heartbeat failed: {e}");
+            }
+            match store.fail_interrupted(now).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    failed = n,
+                    "responses left by a stopped process marked failed"
+                ),
+                Err(e) => tracing::warn!("failing interrupted responses failed: {e}"),
+            }
+            // Unfinished here but no longer running here, nor waiting for a late write
+            // (checked in that order: a response leaves the registry only after its final
+            // write was tried, and was kept for later by then).
+            let live = |id: &str| in_flight.holds(id) || late.holds(id);
+            match store.fail_orphans(now - ORPHAN_AGE_SECS, &live).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    failed = n,
+                    "responses whose end could not be stored marked failed"
+                ),
+                Err(e) => tracing::warn!("failing orphaned responses failed: {e}"),
+            }
+            if ticks % 20 == 1 {
+                purged("stored responses", store.purge_expired(now).await);
+                if let Some(states) = &provider_states {
+                    purged("provider states", states.purge_provider_states(now).await);
+                }
+                if let Some(captures) = &captures {
+                    purged("request captures", captures.purge_captures(now).await);
+                }
+                if let Some(turns) = &cache_turns {
+                    purged("cache ledger turns", turns.purge_cache_turns(now).await);
+                }
+            }
+        }
+    });
 }
