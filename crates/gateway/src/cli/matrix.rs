@@ -16,6 +16,8 @@ use toolbridge_providers::dialect::{Dialect, Raw, Source};
 
 use crate::http::responses::sealed_by_gateway;
 
+mod efforts;
+
 /// The MCP probe's server. A constant, so the probe table below holds no `//` inside a string
 /// (`rust_shape.py` strips from `//` to the end of a line before counting braces, and took the
 /// table for a function of several hundred lines).
@@ -259,7 +261,7 @@ pub(super) fn report(
     if dialect.passes_through() {
         out.push_str(&responses_reasoning_line(profile));
     } else {
-        out.push_str(&effort_rows(profile));
+        out.push_str(&efforts::rows(profile));
     }
     out.push_str("\nparameters (what the translator sends, and its diagnostics):\n");
     out.push_str(&parameter_rows(profile, dialect));
@@ -370,39 +372,6 @@ fn limits_line(profile: &Profile) -> String {
         profile.tools.name_punctuation,
         yes(profile.tools.strict),
     )
-}
-
-/// The profile's effort table, efforts said alike on one row, weakest first.
-fn effort_rows(profile: &Profile) -> String {
-    let mut rows: Vec<(Vec<&str>, String)> = Vec::new();
-    for effort in toolbridge_providers::profile::EFFORTS {
-        let said = match profile.effort(effort) {
-            None => "not sent (a diagnostic says so)".to_owned(),
-            Some(say) => {
-                let mut parts: Vec<String> = Vec::new();
-                match say.budget {
-                    Some(0) => parts.push("thinking off".to_owned()),
-                    Some(budget) => parts.push(format!("thinking budget {budget}")),
-                    None => {}
-                }
-                parts.extend(say.fields.iter().map(|(k, v)| format!("{k}={v}")));
-                if parts.is_empty() {
-                    "nothing set".to_owned()
-                } else {
-                    parts.join(" ")
-                }
-            }
-        };
-        match rows.last_mut() {
-            Some((efforts, last)) if *last == said => efforts.push(effort),
-            _ => rows.push((vec![effort], said)),
-        }
-    }
-    let mut out = "\nreasoning efforts (reasoning.effort: what the provider is sent):\n".to_owned();
-    for (efforts, said) in rows {
-        out.push_str(&format!("  {:<36} {said}\n", efforts.join(", ")));
-    }
-    out
 }
 
 /// How the provider caches the prompt's prefix (the profile's cache plan).
