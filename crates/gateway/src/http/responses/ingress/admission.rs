@@ -19,7 +19,7 @@ use crate::state::AppState;
 pub(crate) async fn check_budget(
     state: &AppState,
     auth: &Authenticated,
-    estimate: u64,
+    estimate: impl FnOnce() -> u64,
 ) -> Result<Option<budget::Reservation>, GatewayError> {
     let scopes = &auth.scopes;
     if scopes.daily_tokens.is_none() && scopes.monthly_tokens.is_none() {
@@ -29,6 +29,8 @@ pub(crate) async fn check_budget(
         // Config validation refuses budgets without a store; nothing to count against here.
         return Ok(None);
     };
+    // Only a key with a budget pays for the estimate (it serialises the input).
+    let estimate = estimate();
     let now = crate::platform::time::now();
     let periods = budget::labels(now);
     let limit = |l: Option<u64>| l.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
@@ -92,14 +94,14 @@ pub async fn admit(
     }
     check_tools(&auth.scopes, req.tools.as_deref().unwrap_or_default())?;
     let mut auth = auth;
-    let route = req.model.as_deref().map_or_else(
-        || crate::platform::ops::metrics::OTHER.to_owned(),
-        |model| crate::platform::ops::metrics::model_label(&state.config, model),
-    );
-    let output = state.observed_output.reserve(&route);
-    auth.reservation = check_budget(state, &auth, budget::estimate(req, output))
-        .await?
-        .map(Arc::new);
+    let estimate = || {
+        let route = req.model.as_deref().map_or_else(
+            || crate::platform::ops::metrics::OTHER.to_owned(),
+            |model| crate::platform::ops::metrics::model_label(&state.config, model),
+        );
+        budget::estimate(req, state.observed_output.reserve(&route))
+    };
+    auth.reservation = check_budget(state, &auth, estimate).await?.map(Arc::new);
     Ok(Some(auth))
 }
 

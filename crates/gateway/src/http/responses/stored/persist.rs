@@ -337,7 +337,7 @@ impl Persist {
         Unsaved {
             response: true,
             message: format!(
-                "the response was not stored ({e}); it cannot be fetched or continued with previous_response_id"
+                "the response was not stored ({e}); do not fetch it or continue it with previous_response_id (the gateway writes it later if the store comes back, but does not promise to)"
             ),
         }
     }

@@ -211,6 +211,7 @@ impl Connection {
         let limits = self.state.config.server;
         let deadline = tokio::time::Instant::now() + limits.websocket_max_lifetime;
         let mut idle_since = tokio::time::Instant::now();
+        let mut busy = false;
         let mut stopping = self.stopping.clone();
         let mut ending: Option<End> = None;
         loop {
@@ -219,10 +220,13 @@ impl Connection {
             {
                 return end;
             }
-            if !self.running.is_empty() {
+            let idle = self.running.is_empty() && ending.is_none();
+            // The idle time runs from the end of the last response (read once per response,
+            // not once per event).
+            if idle && busy {
                 idle_since = tokio::time::Instant::now();
             }
-            let idle = self.running.is_empty() && ending.is_none();
+            busy = !self.running.is_empty();
             // Unbiased: a busy response must not starve the reading of frames (or of the
             // client's close), nor the reverse.
             let sent = tokio::select! {
