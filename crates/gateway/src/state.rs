@@ -61,6 +61,8 @@ pub struct Shared {
     pub(crate) keys: Arc<KeyResolver>,
     /// Store keys and their token ledger; `None` when storage is off.
     pub(crate) key_store: Option<Arc<dyn KeyStore>>,
+    /// Budget charges the store refused while it was down, written once it is back.
+    pub(crate) late_charges: Arc<crate::platform::auth::late_charges::LateCharges>,
     /// Requests and tokens per minute, per key and per provider.
     pub(crate) limits: Arc<Limits>,
     /// Session side-channel events (`GET /v1/sessions/{id}/events`): in-process or Redis.
@@ -175,6 +177,7 @@ impl AppState {
                 observed_output: Arc::default(),
                 keys: Arc::new(keys),
                 key_store,
+                late_charges: Arc::default(),
                 limits: Arc::new(limits),
                 sessions,
                 captures,

@@ -417,6 +417,56 @@ async fn a_small_budget_serves_requests_side_by_side_reserving_what_answers_use(
     assert_eq!(used_today(&url).await, 6 * 30);
 }
 
+/// Issue 44: a request's budget charge that met a store outage was lost: the ledger kept the
+/// reservation made at admission for good. Now the charge waits for the store and lands once
+/// it is back, so the ledger ends exact.
+#[tokio::test]
+async fn a_budget_charge_refused_during_a_store_outage_lands_once_it_is_back() {
+    let Some(db) = fresh_database("budget_late_charge").await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:5432").await;
+    let url = format!("postgres://postgres@{}/{}", proxy.addr(), db.name);
+    let direct = format!("postgres://postgres@127.0.0.1:5432/{}", db.name);
+    let upstream = FakeUpstream::start().await;
+    let mut answer = completion("Blue.", "stop");
+    answer["usage"] = usage(10, 70);
+    upstream.set_fallback(Reply::Delayed {
+        pause: Duration::from_millis(800),
+        reply: Box::new(Reply::json(answer)),
+    });
+    let addr = gateway(&upstream, &url, &budget_key(100_000)).await;
+    let body = json!({"model": "m", "input": "x", "max_output_tokens": 90, "store": false});
+    let request = tokio::spawn(async move { post(addr, Some(SECRET), &body).await.status() });
+    // Admitted (the reservation is in the ledger), then the store stalls before the answer.
+    tokio::time::timeout(PATIENCE, async {
+        while used_today(&direct).await == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the reservation is made");
+    let reserved = used_today(&direct).await;
+    assert!(
+        reserved > 90,
+        "the reservation covers 90 out and the input: {reserved}"
+    );
+    proxy.set(Mode::Paused);
+    assert_eq!(request.await.unwrap().as_u16(), 200);
+    // The charge met the stall and waits; the ledger still holds the reservation.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(used_today(&direct).await, reserved);
+
+    proxy.set(Mode::Open);
+    tokio::time::timeout(PATIENCE, async {
+        while used_today(&direct).await != 80 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the charge lands once the store is back: the ledger holds the usage, 80");
+}
+
 /// A stream's chunks: `words` text deltas, then (optionally) the usage and the end.
 fn stream_pieces(words: usize, end: bool) -> Vec<String> {
     let mut pieces: Vec<String> = (0..words)

@@ -141,7 +141,7 @@ async fn shutdown_signal() {
     }
 }
 
-/// The store's background work: late final writes, and every heartbeat period the heartbeat,
+/// The store's background work: late final writes and budget charges, and every heartbeat period the heartbeat,
 /// failing runs that dead processes left behind and this one's own orphans, and (every 20th)
 /// deleting what expired.
 fn spawn_sweeps(state: &AppState, store: std::sync::Arc<dyn toolbridge_store::ResponseStore>) {
@@ -150,6 +150,10 @@ fn spawn_sweeps(state: &AppState, store: std::sync::Arc<dyn toolbridge_store::Re
     let provider_states = state.provider_states.clone();
     // Final writes the store refused while down, written once it is back.
     tokio::spawn(state.late_finals.clone().drain(store.clone()));
+    // Budget charges refused the same way, written once it is back.
+    if let Some(keys) = state.key_store.clone() {
+        tokio::spawn(state.late_charges.clone().drain(keys));
+    }
     let in_flight = state.in_flight.clone();
     let late = state.late_finals.clone();
     // In the background: a heartbeat (so other processes know this one's runs are alive),

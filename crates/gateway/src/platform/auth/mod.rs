@@ -20,6 +20,7 @@
 pub(crate) mod budget;
 pub(crate) mod cli;
 pub(crate) mod keys;
+pub(crate) mod late_charges;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

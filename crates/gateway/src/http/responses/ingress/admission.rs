@@ -73,10 +73,42 @@ pub(crate) async fn record_usage(
         return Ok(());
     }
     let periods = budget::labels(crate::platform::time::now());
-    store
-        .add_usage(key_id, &periods, i64::try_from(tokens).unwrap_or(i64::MAX))
-        .await
-        .map_err(|e| GatewayError::Store(e.to_string()))
+    add_usage(
+        state,
+        store.as_ref(),
+        key_id,
+        &periods,
+        saturating_i64(tokens),
+    )
+    .await
+}
+
+/// Adds `tokens` to the key's ledger; a charge the store refuses because it is down waits in
+/// `late_charges` for it to come back (the answer is out: the charge must not be lost).
+async fn add_usage(
+    state: &AppState,
+    store: &dyn toolbridge_store::KeyStore,
+    key_id: &str,
+    periods: &[String],
+    tokens: i64,
+) -> Result<(), GatewayError> {
+    match store.add_usage(key_id, periods, tokens).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_outage() => {
+            tracing::warn!(
+                key_id,
+                tokens,
+                "the store refused a budget charge ({e}); it is kept until the store is back"
+            );
+            state.late_charges.keep(key_id, periods, tokens);
+            Ok(())
+        }
+        Err(e) => Err(GatewayError::Store(e.to_string())),
+    }
+}
+
+fn saturating_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The handler's one admission check, once the body is parsed: the key's model scope, tool
@@ -107,8 +139,9 @@ pub async fn admit(
 
 /// The handler's one charge, once a response's usage is known: the key's budget ledger (the
 /// reservation made at admission is settled: replaced by `tokens`) and the per-minute token
-/// windows of the key and the provider. Failures are logged, not returned: the answer is
-/// already out.
+/// windows of the key and the provider. A charge the store refuses while down is kept and
+/// written once it is back (`late_charges`); other failures are logged, not returned: the
+/// answer is already out.
 pub async fn charge(state: &AppState, auth: Option<&Authenticated>, provider: &str, tokens: u64) {
     let key = auth.map_or(crate::platform::limits::ANONYMOUS, |a| a.key_id.as_str());
     state.limits.record_tokens(key, provider, tokens).await;
@@ -123,13 +156,8 @@ pub async fn charge(state: &AppState, auth: Option<&Authenticated>, provider: &s
         Some((periods, reserved)) => match (&state.key_store, tokens.cmp(&reserved)) {
             (None, _) | (_, std::cmp::Ordering::Equal) => Ok(()),
             (Some(store), _) => {
-                let delta = i64::try_from(tokens)
-                    .unwrap_or(i64::MAX)
-                    .saturating_sub(i64::try_from(reserved).unwrap_or(i64::MAX));
-                store
-                    .add_usage(&auth.key_id, &periods, delta)
-                    .await
-                    .map_err(|e| GatewayError::Store(e.to_string()))
+                let delta = saturating_i64(tokens).saturating_sub(saturating_i64(reserved));
+                add_usage(state, store.as_ref(), &auth.key_id, &periods, delta).await
             }
         },
         None => record_usage(state, &auth.key_id, tokens).await,

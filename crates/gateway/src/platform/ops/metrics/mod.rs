@@ -44,6 +44,7 @@ pub(crate) mod names {
     pub(crate) const CONFIG_RELOADS: &str = "toolbridge_config_reloads_total";
     pub(crate) const STORE_LATE_FINALS: &str = "toolbridge_store_late_finals_total";
     pub(crate) const WEBSOCKETS_REFUSED: &str = "toolbridge_websockets_refused_total";
+    pub(crate) const BUDGET_LATE_CHARGES: &str = "toolbridge_budget_late_charges_total";
 }
 
 /// The label value for anything not named by the config.
@@ -187,6 +188,10 @@ fn describe() {
     describe_counter!(
         names::WEBSOCKETS_REFUSED,
         "WebSocket upgrades and frames refused by a cap, by what (socket, response)."
+    );
+    describe_counter!(
+        names::BUDGET_LATE_CHARGES,
+        "Budget charges the store refused, by outcome (kept, written later, given up)."
     );
     describe_counter!(
         names::WEBSOCKET_FRAMES,
