@@ -53,6 +53,8 @@ pub struct Shared {
     pub(crate) drains: Arc<crate::platform::inflight::Drains>,
     /// Final writes the store refused while it was down, written again once it is back.
     pub(crate) late_finals: Arc<crate::http::responses::LateFinals>,
+    /// The histories of recent stored responses, so continuing one costs what the turn adds.
+    pub(crate) recent_chains: Arc<crate::http::responses::RecentChains>,
     /// The output tokens each route's answers used lately, for budget reservations.
     pub(crate) observed_output: Arc<crate::platform::auth::budget::ObservedOutput>,
     /// The WebSocket mode's caps on open sockets and responses in flight.
@@ -173,6 +175,7 @@ impl AppState {
                 in_flight: Arc::default(),
                 drains: Arc::default(),
                 late_finals: Arc::default(),
+                recent_chains: Arc::default(),
                 websocket_caps: Arc::default(),
                 observed_output: Arc::default(),
                 keys: Arc::new(keys),

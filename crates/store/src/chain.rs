@@ -76,6 +76,60 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// The links of the chain ending at `id`, oldest first: the same walk and checks as
+    /// [`Self::chain_inner`] (tenant at every step, cycle, gap, depth), reading only ids and
+    /// statuses, one query whatever the length.
+    pub(crate) async fn chain_links_inner(
+        &self,
+        t: &Tenant,
+        id: &str,
+        max_depth: usize,
+    ) -> Result<Vec<ChainLink>, StoreError> {
+        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
+        let rows = sqlx::query(CHAIN_LINKS)
+            .bind(id)
+            .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut links = Vec::with_capacity(rows.len());
+        let mut seen = HashSet::new();
+        let mut rows = rows.iter();
+        let mut next = Some(id.to_owned());
+        while let Some(current) = next {
+            if !seen.insert(current.clone()) {
+                return Err(StoreError::Cycle(current));
+            }
+            if links.len() >= max_depth {
+                return Err(StoreError::TooDeep(max_depth));
+            }
+            let Some(row) = rows.next() else {
+                return Err(StoreError::NotFound(current));
+            };
+            let link = ChainLink {
+                id: row.try_get("id")?,
+                status: row.try_get("status")?,
+            };
+            if link.id != current {
+                return Err(StoreError::NotFound(current));
+            }
+            next = row.try_get("previous_response_id")?;
+            links.push(link);
+        }
+        links.reverse();
+        Ok(links)
+    }
+}
+
+/// One response of a chain, as [`crate::ResponseStore::chain_links`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainLink {
+    pub id: String,
+    pub status: String,
+}
+
 /// The recursive walk from `$1` down `previous_response_id`, at most `$2` links below it, only
 /// through responses of tenant `$3` (every tenant when `$4 = 1`), as the head of the two chain
 /// queries.
@@ -95,6 +149,13 @@ macro_rules! chain_walk {
 const CHAIN_RESPONSES: &str = concat!(
     chain_walk!(),
     "SELECT r.id, r.created_at, r.status, r.model, r.previous_response_id, r.expires_at, r.body \
+     FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
+);
+
+/// The walked responses' links only, newest first.
+const CHAIN_LINKS: &str = concat!(
+    chain_walk!(),
+    "SELECT r.id, r.status, r.previous_response_id \
      FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
 );
 

@@ -49,6 +49,7 @@ mod tenant;
 mod writer;
 pub use cache_turns::{CacheLedger, CacheTurn, MAX_REPORTED_TURNS};
 pub use captures::CaptureStore;
+pub use chain::ChainLink;
 pub use guard::{StoreHealth, StoreOptions};
 pub use keys::{KeyRecord, KeyStore, MAX_LISTED_KEYS};
 pub use noted::ResponseText;
@@ -264,6 +265,15 @@ pub trait ResponseStore: Send + Sync {
         id: &'a str,
         max_depth: usize,
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>>;
+    /// The ids and statuses of [`Self::chain`]'s responses, oldest first, with the same checks,
+    /// without their bodies and items (a process that holds a chain's items checks it is still
+    /// whole and its own).
+    fn chain_links<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+        max_depth: usize,
+    ) -> BoxFuture<'a, Result<Vec<ChainLink>, StoreError>>;
     /// Records that this process is alive (call at start and every [`HEARTBEAT_SECS`]).
     fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>>;
     /// Marks as failed the responses left `queued` or `in_progress` by a process that is gone:

@@ -213,6 +213,15 @@ impl ResponseRecord {
                 .sum::<usize>()
     }
 
+    /// Every item's JSON text, input items then output items, in order: what a chain read
+    /// back gives for this response.
+    pub fn item_texts(&self) -> impl Iterator<Item = &str> {
+        self.input_items
+            .iter()
+            .chain(&self.output_items)
+            .map(|item| self.text(item))
+    }
+
     /// An item's JSON text.
     pub(crate) fn text<'a>(&'a self, item: &'a ItemText) -> &'a str {
         match &item.text {

@@ -373,6 +373,14 @@ impl ResponseStore for SqlStore {
     ) -> BoxFuture<'a, Result<Vec<StoredResponse>, StoreError>> {
         Box::pin(self.guard(self.chain_inner(tenant, id, max_depth)))
     }
+    fn chain_links<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        id: &'a str,
+        max_depth: usize,
+    ) -> BoxFuture<'a, Result<Vec<crate::ChainLink>, StoreError>> {
+        Box::pin(self.guard(self.chain_links_inner(tenant, id, max_depth)))
+    }
     fn heartbeat(&self, now: i64) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(self.guard(self.heartbeat_inner(now)))
     }

@@ -84,6 +84,23 @@ async fn suite(store: &SqlStore, url: &str) {
         store.chain(&t, "resp_x", 10).await,
         Err(StoreError::Cycle(_))
     ));
+    // The links alone: the same walk and the same errors.
+    let links = store.chain_links(&t, "resp_c", 10).await.unwrap();
+    let ids: Vec<&str> = links.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["resp_a", "resp_b", "resp_c"]);
+    assert_eq!(links[2].status, "completed");
+    assert!(matches!(
+        store.chain_links(&t, "resp_c", 2).await,
+        Err(StoreError::TooDeep(2))
+    ));
+    assert!(matches!(
+        store.chain_links(&t, "resp_orphan", 10).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.chain_links(&t, "resp_x", 10).await,
+        Err(StoreError::Cycle(_))
+    ));
 
     // Input items: pages in both orders, `after`, `has_more`.
     let page = |after: Option<&str>, limit, order| Page {
@@ -500,6 +517,14 @@ async fn tenants(store: &SqlStore) {
         .unwrap();
     assert_eq!(
         store.chain(&b, "resp_tb1", 10).await.unwrap_err().code(),
+        "previous_response_not_found"
+    );
+    assert_eq!(
+        store
+            .chain_links(&b, "resp_tb1", 10)
+            .await
+            .unwrap_err()
+            .code(),
         "previous_response_not_found"
     );
     // The owner still has all of it, unchanged.

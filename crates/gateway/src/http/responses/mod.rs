@@ -72,6 +72,7 @@ pub use ingress::parse_request;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
 pub(crate) use stored::late::LateFinals;
+pub(crate) use stored::recent::RecentChains;
 pub(crate) use websocket::caps::SocketCaps;
 
 /// The routes that create responses: `POST /v1/responses` and `POST /v1/responses/compact`
@@ -191,6 +192,8 @@ struct Prepared<'a> {
     canonical: toolbridge_core::canonical::CanonicalRequest,
     /// The items this turn adds to the conversation, stored with the response.
     turn_items: Vec<serde_json::Value>,
+    /// The `previous_response_id` chain continued, which a stored answer extends.
+    chain: Option<Arc<stored::recent::Link>>,
     /// The request's own MCP servers the gateway serves, connected once.
     listed: Arc<Vec<crate::tools::McpServer>>,
     /// Every gateway tool this request could be offered, as the typed source (the gateway's

@@ -52,6 +52,8 @@ pub(super) async fn start_background(
         conversation: None,
         started: None,
         late: state.late_finals.clone(),
+        // The run's history is expanded by the run itself, after this record is written.
+        chain: None,
     };
     // The client is told to poll: the queued record must exist first.
     persist

@@ -157,6 +157,10 @@ fn setup(
             conversation,
             started: None,
             late: state.late_finals.clone(),
+            chain: stored.then(|| crate::http::responses::stored::recent::ChainSink {
+                recent: state.recent_chains.clone(),
+                previous: prepared.chain.take(),
+            }),
         }),
         _ => None,
     };

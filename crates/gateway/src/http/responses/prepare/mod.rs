@@ -19,6 +19,7 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic, Input, InputItem};
 
 use self::request_mcp::{connect_request_mcp, resolve_approvals};
 use super::route::{known_list, lookup};
+use super::stored::history::Expanded;
 use super::{Caller, Prepared};
 use crate::error::GatewayError;
 use crate::state::AppState;
@@ -35,7 +36,8 @@ pub(super) async fn prepare<'a>(
     body: Option<&Bytes>,
 ) -> Result<(Prepared<'a>, Option<Raw>), GatewayError> {
     let tenant = crate::platform::auth::tenant_of(caller.key.as_ref());
-    let (turn_items, compaction_diagnostics) = expand(state, &tenant, &mut req, stored).await?;
+    let (expanded, compaction_diagnostics) = expand(state, &tenant, &mut req, stored).await?;
+    let turn_items = expanded.turn_items;
     // The one lookup of the route (history never changes the model), on the model and what
     // Codex says of the request.
     let signals = crate::config::RouteSignals::of_request(&req.extra, &caller.signals);
@@ -97,6 +99,7 @@ pub(super) async fn prepare<'a>(
         req,
         canonical,
         turn_items,
+        chain: expanded.chain,
         listed: Arc::new(listed),
         gateway_source,
         listings,
@@ -127,24 +130,25 @@ fn chain_root(req: &CreateResponse, turn_items: &[serde_json::Value]) -> Option<
 }
 
 /// The request's history (`previous_response_id`, item references, a conversation) and its
-/// compaction items expanded: the items this turn adds (kept when `stored`), and the
-/// diagnostics of compaction items that could not be opened. Every path that reads a
+/// compaction items expanded: the items this turn adds (kept when `stored`) and the chain it
+/// continues, and the diagnostics of compaction items that could not be opened. Every path that reads a
 /// conversation — a response, a background check, a compaction — starts here.
 pub(crate) async fn expand(
     state: &AppState,
     tenant: &Tenant,
     req: &mut CreateResponse,
     stored: bool,
-) -> Result<(Vec<serde_json::Value>, Vec<Diagnostic>), GatewayError> {
-    let turn_items = crate::http::responses::stored::history::expand(
+) -> Result<(Expanded, Vec<Diagnostic>), GatewayError> {
+    let expanded = crate::http::responses::stored::history::expand(
         state.store.as_deref(),
+        &state.recent_chains,
         tenant,
         req,
         stored,
     )
     .await?;
     crate::http::responses::compact::expand_compactions(req, state.sealer.as_ref());
-    Ok((turn_items, Vec::new()))
+    Ok((expanded, Vec::new()))
 }
 
 /// The checks a request fails before any answer, without running anything: its history, its

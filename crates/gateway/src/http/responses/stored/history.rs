@@ -4,6 +4,8 @@
 //! Only the current request's `instructions` apply: earlier turns contribute their input and
 //! output items, never their instructions.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use toolbridge_store::{ResponseStore, StoreError, Tenant};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
@@ -13,16 +15,29 @@ use crate::error::GatewayError;
 /// The longest chain of previous responses followed.
 pub(crate) const MAX_CHAIN: usize = 256;
 
+use super::recent::{Link, RecentChains};
+
+/// What [`expand`] found: this turn's items as they will be stored, and the chain continued.
+#[derive(Default)]
+pub(crate) struct Expanded {
+    /// This turn's items with ids (empty unless kept).
+    pub(crate) turn_items: Vec<Value>,
+    /// The `previous_response_id` chain, for the response continuing it to extend.
+    pub(crate) chain: Option<Arc<Link>>,
+}
+
 /// Rebuilds `req.input` from the store: the chain's items first, then this turn's items with
 /// every `item_reference` replaced by the stored item. With `keep`, returns this turn's items as
 /// they will be stored (each with an `id`); otherwise nothing is copied. Only `tenant`'s stored
-/// objects are found: another tenant's id reads as not found.
+/// objects are found: another tenant's id reads as not found. A chain `recent` holds is used
+/// once the store confirms it (`recent`'s module doc); one read whole is held there.
 pub(crate) async fn expand(
     store: Option<&dyn ResponseStore>,
+    recent: &RecentChains,
     tenant: &Tenant,
     req: &mut CreateResponse,
     keep: bool,
-) -> Result<Vec<Value>, GatewayError> {
+) -> Result<Expanded, GatewayError> {
     let has_references =
         matches!(&req.input, Some(Input::Items(items)) if items.iter().any(is_reference));
     let conversation = toolbridge_core::assemble::conversation_id(req);
@@ -38,7 +53,7 @@ pub(crate) async fn expand(
     let keep = keep || conversation.is_some();
     if req.previous_response_id.is_none() && conversation.is_none() && !has_references && !keep {
         // Nothing to resolve and nothing to keep: the request goes on as it came (Codex).
-        return Ok(Vec::new());
+        return Ok(Expanded::default());
     }
     let mut current = match req.input.take() {
         None => Vec::new(),
@@ -75,44 +90,16 @@ pub(crate) async fn expand(
     }
 
     let mut items = Vec::new();
+    let mut chain = None;
     if let Some(previous) = req.previous_response_id.clone() {
         let Some(store) = store else {
             return Err(not_found(&previous));
         };
-        let chain = store
-            .chain(tenant, &previous, MAX_CHAIN)
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound(id) => not_found(&id),
-                StoreError::Cycle(_) | StoreError::TooDeep(_) => {
-                    GatewayError::Request(toolbridge_core::Error::InvalidValue {
-                        param: "previous_response_id".to_owned(),
-                        message: e.to_string(),
-                    })
-                }
-                other => GatewayError::Store(other.to_string()),
-            })?;
-        // A response not ended yet (running elsewhere, or left unfinished by a store outage)
-        // has no final output to continue from.
-        if let Some(open) = chain
-            .iter()
-            .find(|r| matches!(r.status.as_str(), "queued" | "in_progress"))
-        {
-            return Err(GatewayError::Request(
-                toolbridge_core::Error::InvalidValue {
-                    param: "previous_response_id".to_owned(),
-                    message: format!(
-                        "response `{}` is still {}: continue it once it has ended",
-                        open.id, open.status
-                    ),
-                },
-            ));
-        }
-        for stored in chain {
-            for value in stored.input_items.into_iter().chain(stored.output_items) {
-                items.push(to_item(value)?);
-            }
-        }
+        let link = continued(store, recent, tenant, &previous).await?;
+        items = link
+            .items()
+            .map_err(|e| GatewayError::Store(format!("a stored item no longer parses: {e}")))?;
+        chain = Some(link);
     }
     if let Some(id) = &conversation {
         let Some(store) = store else {
@@ -125,7 +112,66 @@ pub(crate) async fn expand(
     items.extend(current);
     // A request with no input and no history stays without input: normalising names it.
     req.input = (!items.is_empty()).then_some(Input::Items(items));
-    Ok(turn_items)
+    Ok(Expanded { turn_items, chain })
+}
+
+/// The chain ending at `previous`: the one `recent` holds when the store confirms it link for
+/// link, else read whole (and then held). A response not ended is refused either way.
+async fn continued(
+    store: &dyn ResponseStore,
+    recent: &RecentChains,
+    tenant: &Tenant,
+    previous: &str,
+) -> Result<Arc<Link>, GatewayError> {
+    if let Some(held) = recent.get(tenant, previous) {
+        let links = store
+            .chain_links(tenant, previous, MAX_CHAIN)
+            .await
+            .map_err(chain_error)?;
+        refuse_open(links.iter().map(|l| (l.id.as_str(), l.status.as_str())))?;
+        if links.iter().map(|l| l.id.as_str()).eq(held.ids()) {
+            return Ok(held);
+        }
+    }
+    let chain = store
+        .chain(tenant, previous, MAX_CHAIN)
+        .await
+        .map_err(chain_error)?;
+    refuse_open(chain.iter().map(|r| (r.id.as_str(), r.status.as_str())))?;
+    let link = Link::from_chain(&chain).ok_or_else(|| not_found(previous))?;
+    recent.put(tenant, link.clone());
+    Ok(link)
+}
+
+fn chain_error(e: StoreError) -> GatewayError {
+    match e {
+        StoreError::NotFound(id) => not_found(&id),
+        StoreError::Cycle(_) | StoreError::TooDeep(_) => {
+            GatewayError::Request(toolbridge_core::Error::InvalidValue {
+                param: "previous_response_id".to_owned(),
+                message: e.to_string(),
+            })
+        }
+        other => GatewayError::Store(other.to_string()),
+    }
+}
+
+/// A response not ended yet (running elsewhere, or left unfinished by a store outage) has no
+/// final output to continue from.
+fn refuse_open<'a>(
+    mut links: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<(), GatewayError> {
+    match links.find(|(_, status)| matches!(*status, "queued" | "in_progress")) {
+        None => Ok(()),
+        Some((id, status)) => Err(GatewayError::Request(
+            toolbridge_core::Error::InvalidValue {
+                param: "previous_response_id".to_owned(),
+                message: format!(
+                    "response `{id}` is still {status}: continue it once it has ended"
+                ),
+            },
+        )),
+    }
 }
 
 /// Every item of a conversation, oldest first (bounded: at most 100 pages of 100).

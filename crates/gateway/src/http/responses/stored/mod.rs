@@ -11,3 +11,4 @@ pub(crate) mod history;
 pub(crate) mod late;
 pub(super) mod persist;
 pub(super) mod provider_state;
+pub(crate) mod recent;

@@ -36,6 +36,8 @@ pub(in crate::http::responses) struct Persist {
     pub(in crate::http::responses) started: Option<tokio::task::JoinHandle<()>>,
     /// Where a final record the store refused while down waits to be written again.
     pub(in crate::http::responses) late: Arc<super::late::LateFinals>,
+    /// Where the chain ending at this response is held once it is written (`None`: not held).
+    pub(in crate::http::responses) chain: Option<super::recent::ChainSink>,
 }
 
 /// What a final write could not keep.
@@ -301,8 +303,14 @@ impl Persist {
         // Kept for a retry should the store refuse it while down (the body is shared, not
         // copied; the record is rebuilt from it only then).
         let body = Arc::clone(record.body());
+        let held = self.chain.take().map(|sink| (sink, record.clone()));
         match self.write(record, request_id).await {
-            Ok(()) => unsaved.map_or(Ok(()), Err),
+            Ok(()) => {
+                if let Some((sink, record)) = held {
+                    sink.written(&self.tenant, &record);
+                }
+                unsaved.map_or(Ok(()), Err)
+            }
             Err(e) => Err(self.keep_for_later(e, body, &input_items, request_id)),
         }
     }
