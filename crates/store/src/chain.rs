@@ -87,7 +87,12 @@ impl SqlStore {
         max_depth: usize,
     ) -> Result<Vec<ChainLink>, StoreError> {
         let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
-        let rows = sqlx::query(CHAIN_LINKS)
+        let query = if self.sqlite {
+            CHAIN_LINKS_SQLITE
+        } else {
+            CHAIN_LINKS
+        };
+        let rows = sqlx::query(query)
             .bind(id)
             .bind(depth)
             .bind(t.name())
@@ -152,12 +157,27 @@ const CHAIN_RESPONSES: &str = concat!(
      FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
 );
 
-/// The walked responses' links only, newest first.
-const CHAIN_LINKS: &str = concat!(
-    chain_walk!(),
-    "SELECT r.id, r.status, r.previous_response_id \
-     FROM walk w JOIN toolbridge_responses r ON r.id = w.id ORDER BY w.depth"
-);
+/// The walked responses' links only, newest first: the walk itself carries them, reading only
+/// the `toolbridge_responses_links` index (SQLite is told to: its planner takes the primary
+/// key's index, which reads each row, and `tenant` through the body's overflow pages).
+macro_rules! chain_links {
+    ($indexed:literal) => {
+        concat!(
+            "WITH RECURSIVE walk (id, previous_response_id, status, depth) AS (\
+             SELECT id, previous_response_id, status, 0 FROM toolbridge_responses ",
+            $indexed,
+            " WHERE id = $1 AND (tenant = $3 OR $4 = 1) \
+             UNION ALL \
+             SELECT r.id, r.previous_response_id, r.status, w.depth + 1 FROM toolbridge_responses r ",
+            $indexed,
+            " JOIN walk w ON r.id = w.previous_response_id \
+             WHERE w.depth < $2 AND (r.tenant = $3 OR $4 = 1)) \
+             SELECT id, status, previous_response_id FROM walk ORDER BY depth"
+        )
+    };
+}
+const CHAIN_LINKS: &str = chain_links!("");
+const CHAIN_LINKS_SQLITE: &str = chain_links!("INDEXED BY toolbridge_responses_links");
 
 /// Every item of the walked responses.
 const CHAIN_ITEMS: &str = concat!(

@@ -91,6 +91,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     )",
     "CREATE INDEX IF NOT EXISTS toolbridge_cache_turns_session ON toolbridge_cache_turns (session, at)",
     "CREATE INDEX IF NOT EXISTS toolbridge_cache_turns_expires ON toolbridge_cache_turns (expires_at)",
+    // A chain's walk reads only the index (`chain`): without it every step read the row, and
+    // on SQLite `tenant`, stored after the body, through the body's overflow pages.
+    "CREATE INDEX IF NOT EXISTS toolbridge_responses_links ON toolbridge_responses (id, previous_response_id, tenant, status)",
 ];
 
 impl SqlStore {

@@ -1,0 +1,294 @@
+//! A Codex-shaped session of 40 turns through the real `toolbridge` binary, against an instant
+//! fake Chat Completions upstream: the gateway's CPU for turn 2, 10, 20 and 40, three ways.
+//!
+//! The session starts from Codex's recorded request (`common/codex.rs`); every turn the model
+//! calls `exec_command` and the client answers with about 5 KB of output, so the history grows
+//! past 200 KB by turn 40. The three ways:
+//! - `http`: the whole history resent each turn (`store: false`, what Codex does over HTTP);
+//! - `chain`: each turn stored and continued with `previous_response_id` over HTTP (only its new
+//!   item sent; the gateway expands the chain, `stored/recent.rs`);
+//! - `websocket`: one socket, each turn's new item with `previous_response_id` (the socket's
+//!   own chain).
+//!
+//! A turn's cost is the gateway process's CPU time around it (`/proc/PID/task/*/schedstat`,
+//! nanoseconds, every thread), averaged over the sessions; the figure that matters is the
+//! ratio turn 40 ÷ turn 2 within one run (a turn should cost what it adds, not its history).
+//! Under `cargo bench` (`--bench`) each way runs 5 sessions; under `cargo test` one, and the
+//! smoke run checks that the three ways gave the provider the same history. Nothing is
+//! asserted on speed.
+
+// Benches are test code: a broken setup should stop the run loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "common/codex.rs"]
+mod codex;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use toolbridge_testkit::chat::chunk;
+use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
+const TURNS: usize = 40;
+/// The turns reported (1-based).
+const REPORTED: [usize; 4] = [2, 10, 20, 40];
+const SESSIONS: usize = 5;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// CPU time of process `pid` so far, in nanoseconds: the sum over its threads.
+fn cpu_nanos(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The model: one `exec_command` call per turn, streamed, its id new each turn.
+fn model(request: &Recorded) -> Option<Reply> {
+    let turn = request.body["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    Some(Reply::sse(vec![
+        chunk(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_turn_{turn}"),
+                "type": "function", "function": {"name": "exec_command", "arguments": "{\"cmd\":\"cat src/lib.rs\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+    ]))
+}
+
+/// The recorded request's fields other than its input, and its input.
+fn codex_shape(stored: bool) -> (serde_json::Map<String, Value>, Vec<Value>) {
+    static CODEX: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let mut request: serde_json::Map<String, Value> =
+        serde_json::from_slice(CODEX.get_or_init(codex::codex_request))
+            .expect("the Codex request is JSON");
+    let input = match request.remove("input") {
+        Some(Value::Array(items)) => items,
+        other => panic!("the Codex request's input is not a list: {other:?}"),
+    };
+    request.remove("previous_response_id");
+    request.insert("store".to_owned(), json!(stored));
+    request.insert("stream".to_owned(), json!(true));
+    (request, input)
+}
+
+/// About 5 KB of command output.
+fn tool_output(call_id: &str, n: usize) -> Value {
+    let line = format!("line of src/lib.rs in turn {n}: pub fn item_{n}() -> usize {{ {n} }}\n");
+    json!({"type": "function_call_output", "call_id": call_id,
+        "output": format!("Chunk ID: {n}\nProcess exited with code 0\nOutput:\n{}", line.repeat(5000 / line.len()))})
+}
+
+fn completed(events: impl Iterator<Item = Value>) -> Value {
+    events
+        .filter(|e| e["type"] == "response.completed")
+        .map(|mut e| e["response"].take())
+        .last()
+        .expect("a response.completed event")
+}
+
+fn sse_events(body: &str) -> impl Iterator<Item = Value> + '_ {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+}
+
+fn the_call(response: &Value) -> Value {
+    response["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call")
+        .cloned()
+        .unwrap_or_else(|| panic!("no call in {response}"))
+}
+
+/// Each turn's gateway CPU, in nanoseconds.
+type Turns = Vec<u64>;
+
+async fn post(gateway: &GatewayProcess, client: &reqwest::Client, body: &Value) -> Value {
+    let answer = client
+        .post(gateway.url("/v1/responses"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_string(body).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    completed(sse_events(&answer))
+}
+
+async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Turns {
+    let (fields, mut history) = codex_shape(false);
+    let mut turns = Vec::with_capacity(TURNS);
+    for n in 0..TURNS {
+        let mut body = fields.clone();
+        body.insert("input".to_owned(), Value::Array(history.clone()));
+        let body = Value::Object(body);
+        let before = cpu_nanos(gateway.pid());
+        let response = post(gateway, client, &body).await;
+        turns.push(cpu_nanos(gateway.pid()) - before);
+        let call = the_call(&response);
+        history.push(call.clone());
+        history.push(tool_output(call["call_id"].as_str().unwrap(), n));
+    }
+    turns
+}
+
+async fn chain_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Turns {
+    let (fields, mut input) = codex_shape(true);
+    let mut previous: Option<String> = None;
+    let mut turns = Vec::with_capacity(TURNS);
+    for n in 0..TURNS {
+        let mut body = fields.clone();
+        body.insert("input".to_owned(), Value::Array(input));
+        if let Some(id) = &previous {
+            body.insert("previous_response_id".to_owned(), json!(id));
+        }
+        let body = Value::Object(body);
+        let before = cpu_nanos(gateway.pid());
+        let response = post(gateway, client, &body).await;
+        turns.push(cpu_nanos(gateway.pid()) - before);
+        let call = the_call(&response);
+        previous = Some(response["id"].as_str().unwrap().to_owned());
+        input = vec![tool_output(call["call_id"].as_str().unwrap(), n)];
+    }
+    turns
+}
+
+async fn events_until_done(socket: &mut Socket) -> Value {
+    let mut events = Vec::new();
+    loop {
+        let message = socket.next().await.expect("open").expect("readable");
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let event: Value = serde_json::from_str(&text).unwrap();
+        let kind = event["type"].as_str().unwrap_or_default().to_owned();
+        events.push(event);
+        match kind.as_str() {
+            "response.completed" => return completed(events.into_iter()),
+            "response.failed" | "error" => panic!("the turn failed: {events:#?}"),
+            _ => {}
+        }
+    }
+}
+
+async fn websocket_session(gateway: &GatewayProcess) -> Turns {
+    let (fields, first) = codex_shape(false);
+    let url = format!("ws://{}/v1/responses", gateway.addr());
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut input = first;
+    let mut previous: Option<String> = None;
+    let mut turns = Vec::with_capacity(TURNS);
+    for n in 0..TURNS {
+        let mut frame = fields.clone();
+        frame.insert("type".to_owned(), json!("response.create"));
+        frame.insert("input".to_owned(), Value::Array(input));
+        if let Some(id) = &previous {
+            frame.insert("previous_response_id".to_owned(), json!(id));
+        }
+        let text = serde_json::to_string(&frame).unwrap();
+        let before = cpu_nanos(gateway.pid());
+        socket.send(Message::text(text)).await.unwrap();
+        let response = events_until_done(&mut socket).await;
+        turns.push(cpu_nanos(gateway.pid()) - before);
+        let call = the_call(&response);
+        previous = Some(response["id"].as_str().unwrap().to_owned());
+        input = vec![tool_output(call["call_id"].as_str().unwrap(), n)];
+    }
+    let _ = socket.close(None).await;
+    turns
+}
+
+/// The upstream's last request: its messages, and its size.
+fn last_request(upstream: &FakeUpstream) -> (Vec<Value>, usize) {
+    let body = upstream.last_body();
+    let size = serde_json::to_string(&body).unwrap().len();
+    (body["messages"].as_array().unwrap().clone(), size)
+}
+
+/// Adds each turn's figure of `session` to `sums`.
+fn add(sums: &mut [u64], session: &Turns) {
+    for (sum, turn) in sums.iter_mut().zip(session) {
+        *sum += turn;
+    }
+}
+
+async fn bench(sessions: usize) {
+    let upstream = FakeUpstream::start().await;
+    upstream.set_gate(Arc::new(model));
+    let gateway = GatewayProcess::start(
+        Path::new(BIN),
+        &[
+            ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+            ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-session-bench".to_owned()),
+            ("TOOLBRIDGE_STORE_URL", toolbridge_testkit::temp_store_url()),
+        ],
+    )
+    .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    // Warm-up, one session each way; the provider gets the same history each way.
+    http_session(&gateway, &client).await;
+    let (http_messages, size) = last_request(&upstream);
+    chain_session(&gateway, &client).await;
+    let (chain_messages, _) = last_request(&upstream);
+    websocket_session(&gateway).await;
+    let (ws_messages, _) = last_request(&upstream);
+    assert_eq!(
+        chain_messages, http_messages,
+        "a chain sends the same history"
+    );
+    assert_eq!(
+        ws_messages, http_messages,
+        "a socket sends the same history"
+    );
+    assert!(size > 200_000, "the last turn's history is {size} bytes");
+
+    let mut sums = [vec![0; TURNS], vec![0; TURNS], vec![0; TURNS]];
+    for _ in 0..sessions {
+        add(&mut sums[0], &http_session(&gateway, &client).await);
+        add(&mut sums[1], &chain_session(&gateway, &client).await);
+        add(&mut sums[2], &websocket_session(&gateway).await);
+    }
+    println!(
+        "session: {sessions} session(s) of {TURNS} turns each way; the last upstream request is {size} bytes; gateway CPU per turn (us)"
+    );
+    for (name, sum) in ["http", "chain", "websocket"].iter().zip(&sums) {
+        let us = |turn: usize| sum[turn - 1] as f64 / sessions as f64 / 1000.0;
+        let figures: Vec<String> = REPORTED
+            .iter()
+            .map(|&t| format!("turn {t} {:>8.1}", us(t)))
+            .collect();
+        println!(
+            "  {name:<9} {}   turn 40 / turn 2: {:.2}",
+            figures.join("  "),
+            us(40) / us(2)
+        );
+    }
+    gateway.kill().await;
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test` does not, and gets only a smoke run.
+    let full = std::env::args().any(|a| a == "--bench");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(bench(if full { SESSIONS } else { 1 }));
+}
