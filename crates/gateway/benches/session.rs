@@ -13,7 +13,8 @@
 //! A turn's cost is the gateway process's CPU time around it (`/proc/PID/task/*/schedstat`,
 //! nanoseconds, every thread), averaged over the sessions; the figure that matters is the
 //! ratio turn 40 ÷ turn 2 within one run (a turn should cost what it adds, not its history).
-//! Under `cargo bench` (`--bench`) each way runs 5 sessions; under `cargo test` one, and the
+//! `TOOLBRIDGE_BENCH_BIN` names another binary to measure (a release build, with this bench
+//! built quickly in debug). Under `cargo bench` (`--bench`) each way runs 5 sessions; under `cargo test` one, and the
 //! smoke run checks that the three ways gave the provider the same history. Nothing is
 //! asserted on speed.
 
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use toolbridge_testkit::chat::chunk;
+use toolbridge_testkit::chat::{chunk, usage_chunk};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
@@ -65,6 +66,9 @@ fn model(request: &Recorded) -> Option<Reply> {
             None,
         ),
         chunk(json!({}), Some("tool_calls")),
+        // Providers report usage (asked for with `stream_options`); without it the gateway
+        // counts the tokens itself, over the whole history.
+        usage_chunk(1000 + 100 * turn as u64, 20),
     ]))
 }
 
@@ -232,8 +236,10 @@ fn add(sums: &mut [u64], session: &Turns) {
 async fn bench(sessions: usize) {
     let upstream = FakeUpstream::start().await;
     upstream.set_gate(Arc::new(model));
+    // A release binary built apart can be measured with a quick debug build of this bench.
+    let bin = std::env::var("TOOLBRIDGE_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned());
     let gateway = GatewayProcess::start(
-        Path::new(BIN),
+        Path::new(&bin),
         &[
             ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
             ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-session-bench".to_owned()),
