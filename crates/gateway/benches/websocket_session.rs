@@ -24,24 +24,24 @@
 
 #[path = "common/codex.rs"]
 mod codex;
+#[path = "common/turns.rs"]
+mod turns;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use toolbridge_testkit::chat::chunk;
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
+use turns::{completed, cpu_nanos, events_until_done, sse_events, the_call};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 /// Tool calls per session.
 const CALLS: usize = 20;
 const SESSIONS: usize = 10;
 const SMOKE_SESSIONS: usize = 1;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// What one session cost.
 #[derive(Default, Clone, Copy)]
@@ -65,18 +65,6 @@ impl Cost {
     fn cpu_us_per_turn(&self) -> f64 {
         self.cpu_nanos as f64 / 1000.0 / self.turns as f64
     }
-}
-
-/// CPU time of process `pid` so far, in nanoseconds: the sum over its threads.
-fn cpu_nanos(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// The model: always one `exec_command` call, streamed (Codex always streams), its id new
@@ -114,31 +102,6 @@ fn tool_output(call_id: &str, n: usize) -> Value {
         "output": format!("Chunk ID: {n}\nProcess exited with code 0\nOutput:\nCargo.toml\nsrc\n")})
 }
 
-/// The completed response in an SSE body or a list of events.
-fn completed(events: impl Iterator<Item = Value>) -> Value {
-    events
-        .filter(|e| e["type"] == "response.completed")
-        .map(|mut e| e["response"].take())
-        .last()
-        .expect("a response.completed event")
-}
-
-fn sse_events(body: &str) -> impl Iterator<Item = Value> + '_ {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str(d).ok())
-}
-
-fn the_call(response: &Value) -> Value {
-    response["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["type"] == "function_call")
-        .cloned()
-        .unwrap_or_else(|| panic!("no call in {response}"))
-}
-
 async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Cost {
     let (fields, mut history) = codex_shape();
     let mut cost = Cost::default();
@@ -165,24 +128,6 @@ async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Cos
     cost.cpu_nanos = cpu_nanos(gateway.pid()) - before;
     cost.turns = CALLS;
     cost
-}
-
-async fn events_until_done(socket: &mut Socket) -> Value {
-    let mut events = Vec::new();
-    loop {
-        let message = socket.next().await.expect("open").expect("readable");
-        let Message::Text(text) = message else {
-            continue;
-        };
-        let event: Value = serde_json::from_str(&text).unwrap();
-        let kind = event["type"].as_str().unwrap_or_default().to_owned();
-        events.push(event);
-        match kind.as_str() {
-            "response.completed" => return completed(events.into_iter()),
-            "response.failed" | "error" => panic!("the turn failed: {events:#?}"),
-            _ => {}
-        }
-    }
 }
 
 async fn websocket_session(gateway: &GatewayProcess) -> Cost {

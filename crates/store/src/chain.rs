@@ -30,27 +30,11 @@ impl SqlStore {
             .bind(t.all_flag())
             .fetch_all(&self.pool)
             .await?;
-        let mut chain = Vec::with_capacity(rows.len());
-        let mut seen = HashSet::new();
-        let mut rows = rows.iter();
-        let mut next = Some(id.to_owned());
-        while let Some(current) = next {
-            if !seen.insert(current.clone()) {
-                return Err(StoreError::Cycle(current));
-            }
-            if chain.len() >= max_depth {
-                return Err(StoreError::TooDeep(max_depth));
-            }
-            let response = match rows.next() {
-                Some(row) => response_from_row(row)?,
-                None => return Err(StoreError::NotFound(current)),
-            };
-            if response.id != current {
-                return Err(StoreError::NotFound(current));
-            }
-            next = response.previous_response_id.clone();
-            chain.push(response);
-        }
+        let mut chain = walked(id, max_depth, &rows, |row| {
+            let response = response_from_row(row)?;
+            let (id, previous) = (response.id.clone(), response.previous_response_id.clone());
+            Ok((response, id, previous))
+        })?;
 
         let items = sqlx::query(CHAIN_ITEMS)
             .bind(id)
@@ -99,33 +83,50 @@ impl SqlStore {
             .bind(t.all_flag())
             .fetch_all(&self.pool)
             .await?;
-        let mut links = Vec::with_capacity(rows.len());
-        let mut seen = HashSet::new();
-        let mut rows = rows.iter();
-        let mut next = Some(id.to_owned());
-        while let Some(current) = next {
-            if !seen.insert(current.clone()) {
-                return Err(StoreError::Cycle(current));
-            }
-            if links.len() >= max_depth {
-                return Err(StoreError::TooDeep(max_depth));
-            }
-            let Some(row) = rows.next() else {
-                return Err(StoreError::NotFound(current));
-            };
+        let mut links = walked(id, max_depth, &rows, |row| {
             let link = ChainLink {
                 id: row.try_get("id")?,
                 status: row.try_get("status")?,
             };
-            if link.id != current {
-                return Err(StoreError::NotFound(current));
-            }
-            next = row.try_get("previous_response_id")?;
-            links.push(link);
-        }
+            let id = link.id.clone();
+            Ok((link, id, row.try_get("previous_response_id")?))
+        })?;
         links.reverse();
         Ok(links)
     }
+}
+
+/// The rows of a walk from `id` (newest first), checked in order: each is the response the
+/// one before names (else the missing one is not found), none twice (a cycle), at most
+/// `max_depth`. `read` gives a row's value, its id and the id it continues.
+fn walked<T>(
+    id: &str,
+    max_depth: usize,
+    rows: &[sqlx::any::AnyRow],
+    read: impl Fn(&sqlx::any::AnyRow) -> Result<(T, String, Option<String>), StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    let mut seen = HashSet::new();
+    let mut rows = rows.iter();
+    let mut next = Some(id.to_owned());
+    while let Some(current) = next {
+        if !seen.insert(current.clone()) {
+            return Err(StoreError::Cycle(current));
+        }
+        if out.len() >= max_depth {
+            return Err(StoreError::TooDeep(max_depth));
+        }
+        let Some(row) = rows.next() else {
+            return Err(StoreError::NotFound(current));
+        };
+        let (value, id, previous) = read(row)?;
+        if id != current {
+            return Err(StoreError::NotFound(current));
+        }
+        next = previous;
+        out.push(value);
+    }
+    Ok(out)
 }
 
 /// One response of a chain, as [`crate::ResponseStore::chain_links`] reads it.
