@@ -103,13 +103,38 @@ async fn next_turn(addr: SocketAddr, upstream: &FakeUpstream, previous: &str) ->
     upstream.last_body()
 }
 
+async fn metrics(addr: SocketAddr) -> String {
+    let response = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    response.text().await.unwrap()
+}
+
+/// `toolbridge_chain_reads_total` of `source`.
+fn reads(metrics: &str, source: &str) -> f64 {
+    let prefix = format!("toolbridge_chain_reads_total{{source=\"{source}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// One test, the parts in turn: the metrics it reads are the test process's, shared by every
+/// gateway it starts.
 #[tokio::test]
+async fn chains_are_held_in_memory_and_used_only_when_the_store_confirms_them() {
+    a_chain_continued_on_sqlite_is_held_and_let_go_with_its_responses().await;
+    a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_sends().await;
+}
+
 async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_sends() {
     let Some(db) = fresh_database("chain_memory").await else {
         return;
     };
     let upstream = FakeUpstream::start().await;
     let holder = gateway(&upstream, &db.url).await;
+    let before = |source| async move { reads(&metrics(holder).await, source) };
+    let (memory, store) = (before("memory").await, before("store").await);
     let ids = session(holder, &upstream).await;
     // The holder wrote both turns: it continues from memory (twice: the same bytes each time).
     let from_memory = next_turn(holder, &upstream, &ids[1]).await;
@@ -117,6 +142,12 @@ async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_send
     // Another process holds nothing: it reads the chain from the store.
     let reader = gateway(&upstream, &db.url).await;
     let from_store = next_turn(reader, &upstream, &ids[1]).await;
+    // Counted where each came from (the two processes share this test's metrics): the holder's
+    // turns from memory (its second turn continued the first from memory too), the reader's
+    // from the store.
+    let metrics = metrics(holder).await;
+    assert_eq!(reads(&metrics, "memory") - memory, 3.0, "{metrics}");
+    assert_eq!(reads(&metrics, "store") - store, 1.0, "{metrics}");
     assert_eq!(
         serde_json::to_string(&from_memory).unwrap(),
         serde_json::to_string(&from_store).unwrap(),
@@ -149,7 +180,6 @@ async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_send
     db.remove().await;
 }
 
-#[tokio::test]
 async fn a_chain_continued_on_sqlite_is_held_and_let_go_with_its_responses() {
     let upstream = FakeUpstream::start().await;
     let addr = gateway(&upstream, &toolbridge_testkit::temp_store_url()).await;

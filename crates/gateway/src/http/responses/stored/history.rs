@@ -11,6 +11,7 @@ use toolbridge_store::{ResponseStore, StoreError, Tenant};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
 
 use crate::error::GatewayError;
+use crate::platform::ops::metrics::names;
 
 /// The longest chain of previous responses followed.
 pub(crate) const MAX_CHAIN: usize = 256;
@@ -130,6 +131,7 @@ async fn continued(
             .map_err(chain_error)?;
         refuse_open(links.iter().map(|l| (l.id.as_str(), l.status.as_str())))?;
         if links.iter().map(|l| l.id.as_str()).eq(held.ids()) {
+            metrics::counter!(names::CHAIN_READS, "source" => "memory").increment(1);
             return Ok(held);
         }
     }
@@ -139,6 +141,7 @@ async fn continued(
         .map_err(chain_error)?;
     refuse_open(chain.iter().map(|r| (r.id.as_str(), r.status.as_str())))?;
     let link = Link::from_chain(&chain).ok_or_else(|| not_found(previous))?;
+    metrics::counter!(names::CHAIN_READS, "source" => "store").increment(1);
     recent.put(tenant, link.clone());
     Ok(link)
 }

@@ -45,6 +45,7 @@ pub(crate) mod names {
     pub(crate) const STORE_LATE_FINALS: &str = "toolbridge_store_late_finals_total";
     pub(crate) const WEBSOCKETS_REFUSED: &str = "toolbridge_websockets_refused_total";
     pub(crate) const BUDGET_LATE_CHARGES: &str = "toolbridge_budget_late_charges_total";
+    pub(crate) const CHAIN_READS: &str = "toolbridge_chain_reads_total";
 }
 
 /// The label value for anything not named by the config.
@@ -188,6 +189,10 @@ fn describe() {
     describe_counter!(
         names::WEBSOCKETS_REFUSED,
         "WebSocket upgrades and frames refused by a cap, by what (socket, response)."
+    );
+    describe_counter!(
+        names::CHAIN_READS,
+        "previous_response_id chains expanded, by where from (memory: held and confirmed; store: read whole)."
     );
     describe_counter!(
         names::BUDGET_LATE_CHARGES,
