@@ -10,13 +10,12 @@ use serde_json::{Map, Value};
 use toolbridge_store::{ResponseStore, StoreError, Tenant};
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
 
+use super::recent::{Link, RecentChains};
 use crate::error::GatewayError;
 use crate::platform::ops::metrics::names;
 
 /// The longest chain of previous responses followed.
 pub(crate) const MAX_CHAIN: usize = 256;
-
-use super::recent::{Link, RecentChains};
 
 /// What [`expand`] found: this turn's items as they will be stored, and the chain continued.
 #[derive(Default)]

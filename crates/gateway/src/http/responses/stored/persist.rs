@@ -108,7 +108,7 @@ impl Persist {
         }
         let text = toolbridge_store::ResponseText::serialize(response, true);
         match self.started_record(text)? {
-            Some(record) => self.write(record, request_id).await,
+            Some(record) => self.write(record, request_id).await.map(|_| ()),
             None => Ok(()),
         }
     }
@@ -187,12 +187,13 @@ impl Persist {
         }
     }
 
-    /// Writes a record (guarded for background runs); a failure is logged and returned.
+    /// Writes a record (guarded: never over a final response); whether it was written (false:
+    /// a cancel got there first). A failure is logged and returned.
     pub(super) async fn write(
         &self,
         record: toolbridge_store::ResponseRecord,
         request_id: &str,
-    ) -> Result<(), toolbridge_store::StoreError> {
+    ) -> Result<bool, toolbridge_store::StoreError> {
         write_record(
             self.store.as_ref(),
             &self.tenant,
@@ -305,8 +306,9 @@ impl Persist {
         let body = Arc::clone(record.body());
         let held = self.chain.take().map(|sink| (sink, record.clone()));
         match self.write(record, request_id).await {
-            Ok(()) => {
-                if let Some((sink, record)) = held {
+            Ok(written) => {
+                // Held only as the store keeps it (not when a cancel was kept instead).
+                if let Some((sink, record)) = held.filter(|_| written) {
                     sink.written(&self.tenant, &record);
                 }
                 unsaved.map_or(Ok(()), Err)
@@ -351,25 +353,22 @@ impl Persist {
     }
 }
 
-/// Writes `record` for `tenant` (guarded: never over a final response); a failure is logged
-/// and returned.
+/// Writes `record` for `tenant` (guarded: never over a final response, and then false: a cancel
+/// got there first); a failure is logged and returned.
 async fn write_record(
     store: &dyn toolbridge_store::ResponseStore,
     tenant: &toolbridge_store::Tenant,
     guarded: bool,
     record: toolbridge_store::ResponseRecord,
     request_id: &str,
-) -> Result<(), toolbridge_store::StoreError> {
+) -> Result<bool, toolbridge_store::StoreError> {
     let span = crate::platform::ops::telemetry::stage_span!("store", what = "response");
     let result = tracing::Instrument::instrument(
         async {
             if guarded {
-                store
-                    .put_record_unless_final(tenant, record)
-                    .await
-                    .map(|_| ())
+                store.put_record_unless_final(tenant, record).await
             } else {
-                store.put_record(tenant, record).await
+                store.put_record(tenant, record).await.map(|()| true)
             }
         },
         span,
