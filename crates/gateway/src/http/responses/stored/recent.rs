@@ -4,9 +4,9 @@
 //! A [`Link`] is one stored response's items (its input, then its output, as the store keeps
 //! them) and the link before it: a chain is shared by every response continuing it, so memory
 //! grows with what each turn adds. A stored response's final write, once the store took it (not
-//! when a cancel stored first kept it out), adds its link ([`ChainSink::written`]); a chain read from the store is kept the same way. Its items are
-//! parsed once, the first time the chain is continued (a response nobody continues is never
-//! parsed).
+//! when a cancel stored first kept it out), adds its link ([`ChainSink::written`]); a chain
+//! read from the store is kept the same way. Its items are parsed once, the first time the
+//! chain is continued (a response nobody continues is never parsed).
 //!
 //! *Never stale:* a hit is used only after the store confirms the chain, link for link
 //! (`ResponseStore::chain_links`: one query of ids and statuses, tenant-filtered at each step,
