@@ -32,49 +32,14 @@ use std::sync::Arc;
 use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use toolbridge_testkit::chat::{chunk, usage_chunk};
-use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
-use turns::{completed, cpu_nanos, events_until_done, sse_events, the_call};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess};
+use turns::{codex_shape, completed, cpu_nanos, events_until_done, model, sse_events, the_call};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 const TURNS: usize = 40;
 /// The turns reported (1-based).
 const REPORTED: [usize; 4] = [2, 10, 20, 40];
 const SESSIONS: usize = 5;
-
-/// The model: one `exec_command` call per turn, streamed, its id new each turn.
-fn model(request: &Recorded) -> Option<Reply> {
-    let turn = request.body["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    Some(Reply::sse(vec![
-        chunk(
-            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_turn_{turn}"),
-                "type": "function", "function": {"name": "exec_command", "arguments": "{\"cmd\":\"cat src/lib.rs\"}"}}]}),
-            None,
-        ),
-        chunk(json!({}), Some("tool_calls")),
-        // Providers report usage (asked for with `stream_options`); without it the gateway
-        // counts the tokens itself, over the whole history.
-        usage_chunk(1000 + 100 * turn as u64, 20),
-    ]))
-}
-
-/// The recorded request's fields other than its input, and its input.
-fn codex_shape(stored: bool) -> (serde_json::Map<String, Value>, Vec<Value>) {
-    static CODEX: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let mut request: serde_json::Map<String, Value> =
-        serde_json::from_slice(CODEX.get_or_init(codex::codex_request))
-            .expect("the Codex request is JSON");
-    let input = match request.remove("input") {
-        Some(Value::Array(items)) => items,
-        other => panic!("the Codex request's input is not a list: {other:?}"),
-    };
-    request.remove("previous_response_id");
-    request.insert("store".to_owned(), json!(stored));
-    request.insert("stream".to_owned(), json!(true));
-    (request, input)
-}
 
 /// About 5 KB of command output.
 fn tool_output(call_id: &str, n: usize) -> Value {

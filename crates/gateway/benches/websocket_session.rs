@@ -4,7 +4,8 @@
 //!
 //! The session starts from Codex's recorded request (`common/codex.rs`: its input, tools and
 //! settings; a generated equivalent without `../shared`). Every turn the model calls
-//! `exec_command` and the client answers with the call's output:
+//! `exec_command` (reporting usage, as providers do: `common/turns.rs`) and the client answers
+//! with the call's output:
 //! - over HTTP (`store: false`, as Codex sends it) each turn resends the whole history;
 //! - over one socket each turn sends only its new item with `previous_response_id`, the rest
 //!   of the request (tools, settings) as Codex's frames do, and the gateway expands it from
@@ -33,9 +34,8 @@ use std::sync::Arc;
 use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use toolbridge_testkit::chat::chunk;
-use toolbridge_testkit::{FakeUpstream, GatewayProcess, Recorded, Reply};
-use turns::{completed, cpu_nanos, events_until_done, sse_events, the_call};
+use toolbridge_testkit::{FakeUpstream, GatewayProcess};
+use turns::{codex_shape, completed, cpu_nanos, events_until_done, model, sse_events, the_call};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 /// Tool calls per session.
@@ -67,43 +67,13 @@ impl Cost {
     }
 }
 
-/// The model: always one `exec_command` call, streamed (Codex always streams), its id new
-/// each turn.
-fn model(request: &Recorded) -> Option<Reply> {
-    let turn = request.body["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    Some(Reply::sse(vec![
-        chunk(
-            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_turn_{turn}"),
-                "type": "function", "function": {"name": "exec_command", "arguments": "{\"cmd\":\"ls\"}"}}]}),
-            None,
-        ),
-        chunk(json!({}), Some("tool_calls")),
-    ]))
-}
-
-/// The recorded request's fields other than its input (tools, settings), and its input.
-fn codex_shape() -> (serde_json::Map<String, Value>, Vec<Value>) {
-    let mut request: serde_json::Map<String, Value> =
-        serde_json::from_slice(&codex::codex_request()).expect("the Codex request is JSON");
-    let input = match request.remove("input") {
-        Some(Value::Array(items)) => items,
-        other => panic!("the Codex request's input is not a list: {other:?}"),
-    };
-    request.remove("previous_response_id");
-    request.insert("store".to_owned(), json!(false));
-    request.insert("stream".to_owned(), json!(true));
-    (request, input)
-}
-
 fn tool_output(call_id: &str, n: usize) -> Value {
     json!({"type": "function_call_output", "call_id": call_id,
         "output": format!("Chunk ID: {n}\nProcess exited with code 0\nOutput:\nCargo.toml\nsrc\n")})
 }
 
 async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Cost {
-    let (fields, mut history) = codex_shape();
+    let (fields, mut history) = codex_shape(false);
     let mut cost = Cost::default();
     let before = cpu_nanos(gateway.pid());
     for n in 0..CALLS {
@@ -131,7 +101,7 @@ async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Cos
 }
 
 async fn websocket_session(gateway: &GatewayProcess) -> Cost {
-    let (fields, first) = codex_shape();
+    let (fields, first) = codex_shape(false);
     let url = format!("ws://{}/v1/responses", gateway.addr());
     let mut cost = Cost::default();
     let before = cpu_nanos(gateway.pid());
