@@ -304,12 +304,12 @@ impl Persist {
         // Kept for a retry should the store refuse it while down (the body is shared, not
         // copied; the record is rebuilt from it only then).
         let body = Arc::clone(record.body());
-        let held = self.chain.take().map(|sink| (sink, record.clone()));
+        let held = self.chain.take().map(|sink| sink.link(&record));
         match self.write(record, request_id).await {
             Ok(written) => {
                 // Held only as the store keeps it (not when a cancel was kept instead).
-                if let Some((sink, record)) = held.filter(|_| written) {
-                    sink.written(&self.tenant, &record);
+                if let Some(held) = held.filter(|_| written) {
+                    held.written(&self.tenant);
                 }
                 unsaved.map_or(Ok(()), Err)
             }

@@ -4,7 +4,7 @@
 //! A [`Link`] is one stored response's items (its input, then its output, as the store keeps
 //! them) and the link before it: a chain is shared by every response continuing it, so memory
 //! grows with what each turn adds. A stored response's final write, once the store took it (not
-//! when a cancel stored first kept it out), adds its link ([`ChainSink::written`]); a chain
+//! when a cancel stored first kept it out), adds its link ([`HeldOnceWritten::written`]); a chain
 //! read from the store is kept the same way. Its items are parsed once, the first time the
 //! chain is continued (a response nobody continues is never parsed).
 //!
@@ -173,11 +173,27 @@ pub(in crate::http::responses) struct ChainSink {
 }
 
 impl ChainSink {
-    /// Holds the chain ending at `record`, written for `tenant`.
-    pub(in crate::http::responses) fn written(self, tenant: &Tenant, record: &ResponseRecord) {
+    /// The chain that will end at `record` once it is written: built before the write, which
+    /// takes the record.
+    pub(in crate::http::responses) fn link(self, record: &ResponseRecord) -> HeldOnceWritten {
         let texts = record.item_texts().map(Box::from).collect();
-        let head = Link::new(record.id().to_owned(), self.previous, texts);
-        self.recent.put(tenant, head);
+        HeldOnceWritten {
+            recent: self.recent,
+            head: Link::new(record.id().to_owned(), self.previous, texts),
+        }
+    }
+}
+
+/// A chain to hold once its last response is written ([`Self::written`]).
+pub(in crate::http::responses) struct HeldOnceWritten {
+    recent: Arc<RecentChains>,
+    head: Arc<Link>,
+}
+
+impl HeldOnceWritten {
+    /// Holds the chain, written for `tenant`.
+    pub(in crate::http::responses) fn written(self, tenant: &Tenant) {
+        self.recent.put(tenant, self.head);
     }
 }
 
