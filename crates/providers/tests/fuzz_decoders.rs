@@ -115,7 +115,7 @@ fn whole_answers_decode_or_fail_typed() {
         {
             Ok(events) => {
                 let decoded: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
-                bounded_so_far(&decoded, body.len())?;
+                bounded(&decoded, body.len())?;
             }
             Err(e) => typed(&e)?,
         }
@@ -287,7 +287,7 @@ fn decode(case: &Case) -> Result<Decoded, TestCaseError> {
         decoded.extend(out.iter().map(|e| format!("{e:?}")));
         // What came out so far is bounded by what went in so far (a decoder may hold a part
         // back and give it with a later event: a thinking block's signature at its stop).
-        bounded_so_far(&decoded, input)?;
+        bounded(&decoded, input)?;
         for d in diagnostics {
             assembler.add_diagnostic(d);
         }
@@ -311,7 +311,7 @@ fn decode(case: &Case) -> Result<Decoded, TestCaseError> {
             decoder.finish(&mut out);
             decoded.extend(out.iter().map(|e| format!("{e:?}")));
             // What the decoder held back is bounded by what it was given.
-            bounded_so_far(&decoded, input)?;
+            bounded(&decoded, input)?;
             for ev in out {
                 assembler.on_event(ev, &mut transcript);
             }
@@ -406,7 +406,7 @@ fn is_terminal(e: &Value) -> bool {
 
 /// Events decoded from `input` bytes (as their `Debug` text): at most one per four bytes and a
 /// few more, their text at most a small multiple of the input (a usage event has a fixed size).
-fn bounded_so_far(decoded: &[String], input: usize) -> Result<(), TestCaseError> {
+fn bounded(decoded: &[String], input: usize) -> Result<(), TestCaseError> {
     prop_assert!(
         decoded.len() <= input / 4 + 4,
         "{} events out of {} bytes",
