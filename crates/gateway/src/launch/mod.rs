@@ -141,9 +141,9 @@ async fn shutdown_signal() {
     }
 }
 
-/// The store's background work: late final writes and budget charges, and every heartbeat period the heartbeat,
-/// failing runs that dead processes left behind and this one's own orphans, and (every 20th)
-/// deleting what expired.
+/// The store's background work: late final writes and budget charges, and every heartbeat
+/// period the heartbeat, failing runs that dead processes left behind and this one's own
+/// orphans, and (every 20th) deleting what expired.
 fn spawn_sweeps(state: &AppState, store: std::sync::Arc<dyn toolbridge_store::ResponseStore>) {
     let captures = state.captures.clone();
     let cache_turns = state.cache_turns.clone();

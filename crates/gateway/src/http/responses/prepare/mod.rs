@@ -131,8 +131,8 @@ fn chain_root(req: &CreateResponse, turn_items: &[serde_json::Value]) -> Option<
 
 /// The request's history (`previous_response_id`, item references, a conversation) and its
 /// compaction items expanded: the items this turn adds (kept when `stored`) and the chain it
-/// continues, and the diagnostics of compaction items that could not be opened. Every path that reads a
-/// conversation — a response, a background check, a compaction — starts here.
+/// continues, and the diagnostics of compaction items that could not be opened. Every path
+/// that reads a conversation — a response, a background check, a compaction — starts here.
 pub(crate) async fn expand(
     state: &AppState,
     tenant: &Tenant,
