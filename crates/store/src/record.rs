@@ -102,7 +102,7 @@ impl ResponseRecord {
     ) -> Result<Self, StoreError> {
         let body: Arc<str> = body.into();
         // A derived struct would also take an array, field by field.
-        if !body.trim_start().starts_with('{') {
+        if !body.trim_start().starts_with("{") {
             return Err(StoreError::Corrupt(
                 "the response is not a JSON object".to_owned(),
             ));
