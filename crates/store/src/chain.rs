@@ -22,27 +22,14 @@ impl SqlStore {
         id: &str,
         max_depth: usize,
     ) -> Result<Vec<StoredResponse>, StoreError> {
-        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
-        let rows = sqlx::query(CHAIN_RESPONSES)
-            .bind(id)
-            .bind(depth)
-            .bind(t.name())
-            .bind(t.all_flag())
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = self.walk(CHAIN_RESPONSES, t, id, max_depth).await?;
         let mut chain = walked(id, max_depth, &rows, |row| {
             let response = response_from_row(row)?;
             let (id, previous) = (response.id.clone(), response.previous_response_id.clone());
             Ok((response, id, previous))
         })?;
 
-        let items = sqlx::query(CHAIN_ITEMS)
-            .bind(id)
-            .bind(depth)
-            .bind(t.name())
-            .bind(t.all_flag())
-            .fetch_all(&self.pool)
-            .await?;
+        let items = self.walk(CHAIN_ITEMS, t, id, max_depth).await?;
         let index: HashMap<String, usize> = chain
             .iter()
             .enumerate()
@@ -70,19 +57,12 @@ impl SqlStore {
         id: &str,
         max_depth: usize,
     ) -> Result<Vec<ChainLink>, StoreError> {
-        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
         let query = if self.sqlite {
             CHAIN_LINKS_SQLITE
         } else {
             CHAIN_LINKS
         };
-        let rows = sqlx::query(query)
-            .bind(id)
-            .bind(depth)
-            .bind(t.name())
-            .bind(t.all_flag())
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = self.walk(query, t, id, max_depth).await?;
         let mut links = walked(id, max_depth, &rows, |row| {
             let link = ChainLink {
                 id: row.try_get("id")?,
@@ -93,6 +73,27 @@ impl SqlStore {
         })?;
         links.reverse();
         Ok(links)
+    }
+}
+
+impl SqlStore {
+    /// The rows of `query`, one of the walks below, from `id` for tenant `t`, at most
+    /// `max_depth` links.
+    async fn walk(
+        &self,
+        query: &'static str,
+        t: &Tenant,
+        id: &str,
+        max_depth: usize,
+    ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
+        let depth = i64::try_from(max_depth).unwrap_or(i64::MAX);
+        Ok(sqlx::query(query)
+            .bind(id)
+            .bind(depth)
+            .bind(t.name())
+            .bind(t.all_flag())
+            .fetch_all(&self.pool)
+            .await?)
     }
 }
 
