@@ -16,22 +16,27 @@
 //! - `text.format` is asked for in the system prompt ([`OUTPUT_CONTRACT_DEGRADED`]): Messages has
 //!   no JSON mode.
 
-use serde_json::{Map, Value, json};
+use serde_json::Map;
 use toolbridge_core::canonical::{AssistantTurn, CanonicalRequest, Turn, UserPart};
 use toolbridge_core::contract::OutputContract;
 use toolbridge_core::diagnostics::{
-    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, PARAM_RENAMED,
-    SYSTEM_MERGED, TOOL_CHOICE_DOWNGRADED, diag,
+    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, SYSTEM_MERGED, diag,
 };
-use toolbridge_core::plan::{NativeSearch, ToolPlan, UpstreamTool, sanitize};
+use toolbridge_core::plan::{ToolPlan, sanitize};
 use toolbridge_wire::anthropic::{
-    ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest, Metadata,
-    RedactedThinkingBlock, System, TextBlock, Thinking, ThinkingBlock, Tool, ToolChoice,
-    ToolUseBlock,
+    ContentBlock, ImageBlock, ImageSource, Message, MessageContent, MessagesRequest,
+    RedactedThinkingBlock, System, TextBlock, ThinkingBlock, ToolUseBlock,
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use crate::profile::{CacheAffinity, Profile};
+use crate::profile::Profile;
+
+mod params;
+mod tools;
+
+use params::params;
+use tools::tools;
+pub(crate) use tools::web_search;
 
 /// `max_tokens` when the client set no `max_output_tokens`. Anthropic requires the field; 8192 is
 /// an answer length every current Claude model accepts. When thinking is on, its budget is added.
@@ -39,26 +44,6 @@ pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 
 /// The smallest thinking budget Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1024;
-
-/// The thinking budget `profile` gives a Responses `reasoning.effort` (its effort table: `none`
-/// and `minimal` turn thinking off with a budget of 0); `None` with thinking off. An effort
-/// the table does not name is dropped with a diagnostic; the row's other fields go into the
-/// request as written.
-fn thinking_budget(
-    profile: &Profile,
-    effort: &str,
-    out: &mut MessagesRequest,
-    dropped: &mut Vec<&str>,
-) -> Option<u64> {
-    let Some(say) = profile.effort(effort) else {
-        dropped.push("reasoning.effort");
-        return None;
-    };
-    for (key, value) in &say.fields {
-        out.extra.insert(key.clone(), value.clone());
-    }
-    say.budget.filter(|b| *b > 0)
-}
 
 /// Translates `req` for Anthropic with `profile`, sending `upstream_model`, with the tools and
 /// names of `plan`. Every lossy decision is appended to `diagnostics`.
@@ -279,246 +264,6 @@ fn assistant_blocks(turn: &AssistantTurn, plan: &ToolPlan, profile: &Profile) ->
     blocks
 }
 
-/// `metadata.user_id`: the end user when the client names one, else the session's
-/// `prompt_cache_key` where the profile keeps sessions by it (one account, and so one cache,
-/// behind pooled relays); a key that goes nowhere is dropped.
-fn user_id(
-    p: &toolbridge_core::canonical::Params,
-    profile: &Profile,
-    out: &mut MessagesRequest,
-    dropped: &mut Vec<&str>,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    let affinity = profile.cache.affinity == CacheAffinity::MetadataUserId;
-    if p.prompt_cache_key.is_some() && (p.end_user.is_some() || !affinity) {
-        dropped.push("prompt_cache_key");
-    }
-    let user = match (&p.end_user, &p.prompt_cache_key) {
-        (Some(user), _) => user,
-        (None, Some(key)) if affinity => {
-            diagnostics.push(diag(
-                PARAM_RENAMED,
-                Some("prompt_cache_key"),
-                "Anthropic keeps a session on one cache by `metadata.user_id`; the key was sent there",
-            ));
-            key
-        }
-        _ => return,
-    };
-    out.metadata = Some(Metadata {
-        user_id: Some(user.clone()),
-        extra: Map::new(),
-    });
-}
-
-fn params(
-    req: &CanonicalRequest,
-    profile: &Profile,
-    out: &mut MessagesRequest,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    let p = &req.params;
-    let mut dropped: Vec<&str> = Vec::new();
-    if p.presence_penalty.is_some() {
-        dropped.push("presence_penalty");
-    }
-    if p.frequency_penalty.is_some() {
-        dropped.push("frequency_penalty");
-    }
-    if p.top_logprobs.is_some_and(|n| n > 0) {
-        dropped.push("top_logprobs");
-    }
-    if !p.stop.is_empty() {
-        out.stop_sequences = Some(p.stop.clone());
-    }
-    user_id(p, profile, out, &mut dropped, diagnostics);
-    let budget = p
-        .reasoning_effort
-        .as_deref()
-        .and_then(|effort| thinking_budget(profile, effort, out, &mut dropped));
-    out.max_tokens = match (p.max_output_tokens, budget) {
-        (Some(max), _) => max,
-        (None, Some(budget)) => DEFAULT_MAX_TOKENS + budget,
-        (None, None) => DEFAULT_MAX_TOKENS,
-    };
-    if let Some(budget) = budget {
-        // The budget must stay below `max_tokens` (half of it is kept for the answer when the
-        // client's limit is smaller), and at least Anthropic's minimum.
-        let fitted = if budget < out.max_tokens {
-            budget
-        } else {
-            out.max_tokens / 2
-        };
-        if fitted < MIN_THINKING_BUDGET {
-            diagnostics.push(diag(
-                PARAM_DROPPED,
-                Some("reasoning.effort"),
-                format!(
-                    "max_output_tokens {} leaves no room for Anthropic's minimum thinking budget of {MIN_THINKING_BUDGET}; thinking was not enabled",
-                    out.max_tokens
-                ),
-            ));
-        } else {
-            if fitted != budget {
-                diagnostics.push(diag(
-                    PARAM_CLAMPED,
-                    Some("reasoning.effort"),
-                    format!(
-                        "the thinking budget {budget} was lowered to {fitted} to fit max_output_tokens {}",
-                        out.max_tokens
-                    ),
-                ));
-            }
-            out.thinking = Some(Thinking {
-                kind: "enabled".to_owned(),
-                budget_tokens: Some(fitted),
-                extra: Map::new(),
-            });
-        }
-    }
-    let thinking = out.thinking.is_some();
-    if let Some(t) = p.temperature {
-        if thinking {
-            // Anthropic rejects a temperature other than the default with thinking on.
-            dropped.push("temperature");
-        } else {
-            let [lo, hi] = profile.temperature_range;
-            let [lo, hi] = [lo.max(0.0), hi.min(1.0)];
-            let clamped = t.clamp(lo, hi);
-            out.temperature = Some(clamped);
-            if clamped != t {
-                diagnostics.push(diag(
-                    PARAM_CLAMPED,
-                    Some("temperature"),
-                    format!("temperature {t} was clamped to {clamped}, Anthropic's range is [{lo}, {hi}]"),
-                ));
-            }
-        }
-    }
-    if let Some(top_p) = p.top_p {
-        // With thinking on, Anthropic accepts top_p only in [0.95, 1].
-        let clamped = if thinking { top_p.max(0.95) } else { top_p };
-        out.top_p = Some(clamped);
-        if clamped != top_p {
-            diagnostics.push(diag(
-                PARAM_CLAMPED,
-                Some("top_p"),
-                format!("top_p {top_p} was raised to {clamped}, the least Anthropic accepts with thinking on"),
-            ));
-        }
-    }
-    if p.end_user.is_some() {
-        diagnostics.push(diag(
-            PARAM_RENAMED,
-            Some("safety_identifier"),
-            "the end-user id was sent as Anthropic's metadata.user_id",
-        ));
-    }
-    for param in dropped {
-        diagnostics.push(diag(
-            PARAM_DROPPED,
-            Some(param),
-            format!("Anthropic does not accept `{param}` here; it was not sent"),
-        ));
-    }
-}
-
-fn tools(
-    req: &CanonicalRequest,
-    plan: &ToolPlan,
-    out: &mut MessagesRequest,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    if !plan.send_tools || plan.upstream.is_empty() {
-        return;
-    }
-    out.tools = Some(plan.upstream.iter().filter_map(tool).collect());
-    let mut choice = plan.tool_choice.as_ref().map(tool_choice);
-    // Anthropic cannot force a tool while thinking: `any` and `tool` become `auto`.
-    if out.thinking.is_some()
-        && let Some(c) = &mut choice
-        && matches!(c.kind.as_str(), "any" | "tool")
-    {
-        c.kind = "auto".to_owned();
-        c.name = None;
-        diagnostics.push(diag(
-            TOOL_CHOICE_DOWNGRADED,
-            Some("tool_choice"),
-            "Anthropic cannot force tool use with thinking on; tool_choice was sent as \"auto\"",
-        ));
-    }
-    if req.params.parallel_tool_calls == Some(false) {
-        let c = choice.get_or_insert_with(|| ToolChoice {
-            kind: "auto".to_owned(),
-            ..ToolChoice::default()
-        });
-        if c.kind != "none" {
-            c.disable_parallel_tool_use = Some(true);
-        }
-    }
-    out.tool_choice = choice;
-    for (key, value) in &plan.request_flags {
-        out.extra.insert(key.clone(), value.clone());
-    }
-}
-
-fn tool(t: &UpstreamTool) -> Option<Tool> {
-    Some(match t {
-        UpstreamTool::Function {
-            name,
-            description,
-            parameters,
-            ..
-        } => Tool {
-            name: name.clone(),
-            description: description.clone(),
-            input_schema: Some(parameters.clone()),
-            extra: Map::new(),
-        },
-        UpstreamTool::Native(native) => {
-            let value = crate::native::render(native)?;
-            let mut extra = value.as_object().cloned().unwrap_or_default();
-            let name = match extra.remove("name") {
-                Some(Value::String(name)) => name,
-                _ => String::new(),
-            };
-            Tool {
-                name,
-                description: None,
-                input_schema: None,
-                extra,
-            }
-        }
-    })
-}
-
-/// The plan's Chat-shaped `tool_choice` in Anthropic's shape: `auto` → `auto`, `required` →
-/// `any`, `none` → `none`, a named function → `{type: tool, name}`.
-fn tool_choice(choice: &Value) -> ToolChoice {
-    let (kind, name) = match choice {
-        Value::String(s) if s == "required" => ("any", None),
-        Value::String(s) if s == "none" => ("none", None),
-        Value::Object(obj) => {
-            let name = obj
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .or_else(|| obj.get("name"))
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            match name {
-                Some(name) => ("tool", Some(name)),
-                None => ("auto", None),
-            }
-        }
-        _ => ("auto", None),
-    };
-    ToolChoice {
-        kind: kind.to_owned(),
-        name,
-        ..ToolChoice::default()
-    }
-}
-
 /// Asks for `text.format` in the system prompt.
 fn output_contract(
     contract: &OutputContract,
@@ -542,27 +287,4 @@ fn output_contract(
         Some("text.format"),
         "Anthropic has no JSON mode; the format was asked for in the system prompt",
     ));
-}
-
-/// The version of Anthropic's web search server tool sent.
-const WEB_SEARCH_TOOL: &str = "web_search_20250305";
-
-/// The most searches Anthropic may run for one turn: a bound on what one request can cost.
-const WEB_SEARCH_MAX_USES: u32 = 5;
-
-/// Anthropic's web search server tool, run by Anthropic within the turn, with the declaration's
-/// allowed domains and user location (Responses' `user_location` has Anthropic's shape).
-pub(crate) fn web_search(search: &NativeSearch) -> Value {
-    let mut tool = json!({
-        "type": WEB_SEARCH_TOOL,
-        "name": "web_search",
-        "max_uses": WEB_SEARCH_MAX_USES,
-    });
-    if !search.allowed_domains.is_empty() {
-        tool["allowed_domains"] = Value::Array(search.allowed_domains.clone());
-    }
-    if let Some(location) = &search.user_location {
-        tool["user_location"] = location.clone();
-    }
-    tool
 }
