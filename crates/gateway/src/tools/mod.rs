@@ -10,32 +10,35 @@
 //! only when the gateway can run it (built from the tool library's registry, whose schemas are
 //! checked on every call). A tool's failure is a short structured result the model reads
 //! (`{"error":{"code","message"}}`), never a failed request.
-
 //!
 //! The module is split by job: `file` holds `[gateway_tools]` as written and the two pieces
-//! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `mcp`
-//! one connected MCP server and its approval rule; `source` every tool as the tool library's
-//! typed source (a request's calls are resolved there, by the tool loop); `standalone` Codex's standalone search
-//! (`/v1/alpha/search`) over the same web tools; this file the tools of a running gateway,
-//! what each request is offered, and the running of one call.
+//! resolved from it outside [`GatewayTools::build`] (the search backend, the jq worker); `build`
+//! the tools of a running gateway built from it; `connect` the connecting of MCP servers, the
+//! configured ones and a request's own; `mcp` one connected MCP server and its approval rule;
+//! `source` every tool as the tool library's typed source (a request's calls are resolved
+//! there, by the tool loop); `run` the running of one call; `standalone` Codex's standalone
+//! search (`/v1/alpha/search`) over the same web tools; this file the tools of a running
+//! gateway and what each request is offered.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 use serde_json::{Value, json};
 use toolbridge_core::plan::{GatewayOffer, GatewayTool, ToolCapabilities};
+use toolbridge_tools::ToolRegistry;
 use toolbridge_tools::builtins::web::{SafeClient, SsrfPolicy};
-use toolbridge_tools::builtins::{self, BuiltinsConfig, WebConfig};
-use toolbridge_tools::mcp::{McpServerConfig, McpTransport};
-use toolbridge_tools::{ToolContext, ToolRegistry};
+use toolbridge_tools::mcp::McpServerConfig;
 use toolbridge_wire::responses::Tool;
 
+mod build;
+mod connect;
 mod deferred;
 mod describe;
 mod file;
 pub(crate) mod images;
 mod mcp;
+mod run;
 mod source;
 mod standalone;
 
@@ -44,9 +47,6 @@ pub(crate) use file::ToolsFile;
 pub(crate) use mcp::McpServer;
 pub(crate) use source::{Action, GatewaySource};
 pub(crate) use standalone::{MAX_OPERATIONS, Refusal};
-
-use file::{jq_worker, loop_limits, search_backend};
-use mcp::Approval;
 
 /// The server label of the gateway's built-in tools in `mcp_call` items.
 pub(crate) const BUILTIN_SERVER: &str = "toolbridge";
@@ -88,152 +88,6 @@ pub struct GatewayTools {
 }
 
 impl GatewayTools {
-    /// Builds the tools `file` names; `env` reads key variables. Fails on an unknown built-in, a
-    /// bad glob, a sandbox that cannot be opened or a bad search backend.
-    pub fn build(file: &ToolsFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let search = match &file.web_search {
-            Some(s) => Some(search_backend(s, env)?),
-            None => None,
-        };
-        let mut web = WebConfig::default();
-        if let Some(s) = &file.web_search {
-            web.policy.allow_loopback_ports = s.allow_loopback_ports.clone();
-        }
-        web.search = search;
-        let config = BuiltinsConfig {
-            sandbox_dir: file.sandbox_dir.clone(),
-            web,
-            jq_isolation: if file.jq_isolation.unwrap_or(true) {
-                Some(jq_worker()?)
-            } else {
-                None
-            },
-        };
-        let tools = builtins::configured(&config)
-            .map_err(|e| format!("gateway_tools: the built-in tools cannot be built: {e}"))?;
-        let registry = ToolRegistry::with_tools(tools)
-            .map_err(|e| format!("gateway_tools: the built-in tools cannot be registered: {e}"))?;
-        let offered = |name: &str| {
-            registry
-                .list()
-                .into_iter()
-                .find(|t| t.name == name)
-                .map(|t| GatewayTool {
-                    server: BUILTIN_SERVER.to_owned(),
-                    name: t.name,
-                    description: Some(t.description),
-                    parameters: t.parameters,
-                })
-        };
-        let mut always = Vec::new();
-        for name in &file.builtins {
-            if name == "*" {
-                always = registry.names().filter_map(offered).collect();
-                break;
-            }
-            always.push(offered(name).ok_or_else(|| {
-                format!(
-                    "gateway_tools.builtins: `{name}` is not a built-in tool here (available: {})",
-                    registry.names().collect::<Vec<_>>().join(", ")
-                )
-            })?);
-        }
-        let mut globs = GlobSetBuilder::new();
-        let patterns = if file.models.is_empty() {
-            vec!["*".to_owned()]
-        } else {
-            file.models.clone()
-        };
-        for pattern in &patterns {
-            globs.add(
-                Glob::new(pattern)
-                    .map_err(|e| format!("gateway_tools.models: `{pattern}`: {e}"))?,
-            );
-        }
-        let models = globs
-            .build()
-            .map_err(|e| format!("gateway_tools.models: {e}"))?;
-        let secs = |v: Option<u64>, d: u64| Duration::from_secs(v.unwrap_or(d));
-        for server in &file.mcp {
-            server
-                .validate()
-                .map_err(|e| format!("gateway_tools.mcp `{}`: {e}", server.label))?;
-            if server.label == BUILTIN_SERVER {
-                return Err(format!(
-                    "gateway_tools.mcp: the label `{BUILTIN_SERVER}` is the built-ins' own"
-                ));
-            }
-        }
-        let request_mcp = if file.request_mcp.unwrap_or(false) {
-            let policy = SsrfPolicy {
-                allow_loopback_ports: file.mcp_allow_loopback_ports.clone(),
-                timeout: secs(file.tool_timeout_secs, 30),
-                ..SsrfPolicy::default()
-            };
-            let client = SafeClient::new(policy.clone())
-                .map_err(|e| format!("gateway_tools.request_mcp: {e}"))?;
-            Some((client, policy))
-        } else {
-            None
-        };
-        let images = match &file.images {
-            Some(f) => {
-                let backend = images::ImagesBackend::build(f, env)?;
-                let tool = images::offered(&backend.model);
-                Some((Arc::new(backend), tool))
-            }
-            None => None,
-        };
-        let limits = loop_limits(file, images.as_ref().map(|(b, _)| b.timeout))?;
-        let note = match &file.system_note {
-            Some(text) if text.trim().is_empty() => None,
-            Some(text) => Some(text.clone()),
-            None => Some(describe::DEFAULT_NOTE.to_owned()),
-        };
-        Ok(Self {
-            search: offered(WEB_SEARCH),
-            images,
-            note,
-            mcp_configs: file.mcp.clone(),
-            mcp: tokio::sync::OnceCell::new(),
-            source: std::sync::OnceLock::new(),
-            request_mcp,
-            registry,
-            always,
-            models,
-            show: file.show.unwrap_or(true),
-            limits,
-        })
-    }
-
-    /// Connects the configured MCP servers (once, at start). A server that cannot be reached
-    /// is logged and left out: the gateway serves without its tools.
-    pub async fn connect_configured(&self) {
-        self.mcp
-            .get_or_init(|| async {
-                let mut servers = Vec::new();
-                for config in &self.mcp_configs {
-                    match McpServer::connect(config, None).await {
-                        Ok(server) => {
-                            tracing::info!(
-                                server = server.label,
-                                tools = server.tools.len(),
-                                "connected to the MCP server"
-                            );
-                            servers.push(server);
-                        }
-                        Err(e) => tracing::warn!(
-                            server = config.label,
-                            "the MCP server cannot be reached; its tools are not offered: {e}"
-                        ),
-                    }
-                }
-                servers
-            })
-            .await;
-        self.source();
-    }
-
     /// The typed source of every tool this gateway runs for any request: the built-ins, the
     /// search, images and `tool_search` functions, the configured MCP servers' tools (those
     /// connected when it is first needed: [`Self::connect_configured`] builds it).
@@ -281,79 +135,6 @@ impl GatewayTools {
             }
         }
         source
-    }
-
-    /// Connects a request's own `mcp` tool (`server_label`, `server_url`, `headers`,
-    /// `authorization`, `allowed_tools`), when the gateway serves them: `None` when it does
-    /// not; else the server or why it could not be listed (shown in `mcp_list_tools`).
-    pub async fn connect_request_tool(
-        &self,
-        tool: &serde_json::Map<String, Value>,
-    ) -> Option<Result<McpServer, String>> {
-        let (client, policy) = self.request_mcp.as_ref()?;
-        let label = tool.get("server_label")?.as_str()?.to_owned();
-        let url = tool.get("server_url")?.as_str()?.to_owned();
-        let checked = url::Url::parse(&url)
-            .map_err(|e| format!("`{url}` is not a URL: {e}"))
-            .and_then(|u| {
-                policy
-                    .check_url(&u)
-                    .map_err(|r| format!("`{url}` may not be reached: {r}"))
-            });
-        if let Err(e) = checked {
-            return Some(Err(e));
-        }
-        let headers = tool
-            .get("headers")
-            .and_then(Value::as_object)
-            .map(|h| {
-                h.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let allowed_tools =
-            match tool.get("allowed_tools") {
-                Some(Value::Array(names)) => Some(
-                    names
-                        .iter()
-                        .filter_map(|n| n.as_str().map(str::to_owned))
-                        .collect(),
-                ),
-                Some(Value::Object(filter)) => filter
-                    .get("tool_names")
-                    .and_then(Value::as_array)
-                    .map(|names| {
-                        names
-                            .iter()
-                            .filter_map(|n| n.as_str().map(str::to_owned))
-                            .collect()
-                    }),
-                _ => None,
-            };
-        let config = McpServerConfig {
-            label,
-            transport: McpTransport::StreamableHttp {
-                url,
-                headers,
-                bearer_token: tool
-                    .get("authorization")
-                    .and_then(Value::as_str)
-                    .map(|a| a.trim_start_matches("Bearer ").to_owned()),
-            },
-            allowed_tools,
-            prefix_names: true,
-            limits: toolbridge_tools::mcp::McpLimits::default(),
-        };
-        if let Err(e) = config.validate() {
-            return Some(Err(e.to_string()));
-        }
-        let approval = Approval::parse(tool.get("require_approval"));
-        Some(
-            McpServer::connect(&config, Some(client.http_client()))
-                .await
-                .map(|server| server.with_approval(approval)),
-        )
     }
 
     /// Whether a call to `name` of `server` waits for the client's approval.
@@ -448,67 +229,6 @@ impl GatewayTools {
     /// True when the gateway shows `name` of `server` as an `image_generation_call` item.
     pub fn is_image(server: &str, name: &str) -> bool {
         server == BUILTIN_SERVER && name == images::IMAGE_TOOL
-    }
-
-    /// Runs a call the client approved (`name` of `server`, raw `arguments`), resolved by
-    /// `source` as the loop's calls are; `Err` is the structured error the model reads.
-    pub(crate) async fn run_approved(
-        &self,
-        source: &GatewaySource,
-        (server, name, arguments): (&str, &str, &str),
-        listed: &[McpServer],
-    ) -> Result<String, String> {
-        let Some(id) = source.id(server, name) else {
-            return Err(unavailable(name));
-        };
-        let transport =
-            toolbridge_tools::typed::create_model_transport("approved", source.registry().clone());
-        match transport.resolve_text("", id, arguments) {
-            Ok((
-                _,
-                Action::Run {
-                    server,
-                    name,
-                    arguments,
-                },
-            )) => {
-                self.execute(&server, &name, arguments, self.limits.tool_timeout, listed)
-                    .await
-            }
-            Ok(_) => Err(unavailable(name)),
-            Err(e) => Err(error_result(e.code(), &e.to_string())),
-        }
-    }
-
-    /// Runs one resolved call (`arguments` checked by the typed source) within `timeout`.
-    /// `Ok` is the result the model reads; `Err` is a short structured error, which the model
-    /// reads too (the request goes on).
-    pub(crate) async fn execute(
-        &self,
-        server: &str,
-        name: &str,
-        arguments: Value,
-        timeout: Duration,
-        listed: &[McpServer],
-    ) -> Result<String, String> {
-        let ctx = ToolContext::with_timeout(timeout, self.limits.max_output_bytes);
-        if server == BUILTIN_SERVER && self.registry.contains(name) {
-            return match self.registry.execute(name, arguments, &ctx).await {
-                Ok(output) => Ok(output_text(output)),
-                Err(e) => Err(error_result(e.code(), &e.to_string())),
-            };
-        }
-        let mcp = self
-            .mcp
-            .get()
-            .into_iter()
-            .flatten()
-            .chain(listed)
-            .find(|s| s.label == server);
-        match mcp {
-            Some(server) => server.run(name, arguments, &ctx).await,
-            None => Err(unavailable(name)),
-        }
     }
 }
 
