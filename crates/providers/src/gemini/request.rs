@@ -24,24 +24,22 @@ use serde_json::{Map, Value, json};
 use toolbridge_core::canonical::{
     AssistantTurn, CallKind, CanonicalRequest, ToolOutput, Turn, UserPart,
 };
-use toolbridge_core::contract::OutputContract;
-use toolbridge_core::diagnostics::{
-    DEVELOPER_AS_SYSTEM, OUTPUT_CONTRACT_DEGRADED, PARAM_CLAMPED, PARAM_DROPPED, SYSTEM_MERGED,
-    TOOL_DEGRADED, TOOL_OUTPUT_MISSING, diag,
-};
-use toolbridge_core::plan::{ToolPlan, UpstreamTool, sanitize};
+use toolbridge_core::diagnostics::{DEVELOPER_AS_SYSTEM, SYSTEM_MERGED, TOOL_OUTPUT_MISSING, diag};
+use toolbridge_core::plan::{ToolPlan, sanitize};
 use toolbridge_wire::gemini::{
-    Blob, Content, FileData, FunctionCall, FunctionCallingConfig, FunctionDeclaration,
-    FunctionResponse, GenerateContentRequest, GenerationConfig, Part, ThinkingConfig, Tool,
-    ToolConfig,
+    Blob, Content, FileData, FunctionCall, FunctionResponse, GenerateContentRequest,
+    GenerationConfig, Part,
 };
 use toolbridge_wire::responses::Diagnostic;
 
-use super::schema;
 use crate::profile::Profile;
 
-/// The most stop sequences Gemini accepts.
-const MAX_STOP_SEQUENCES: usize = 5;
+mod params;
+mod tools;
+
+use params::{generation_config, output_contract};
+pub(crate) use tools::google_search;
+use tools::tools;
 
 /// Translates `req` for Gemini, with the tools and names of `plan`. `upstream_model` goes in the
 /// URL, not the body; it is taken for symmetry with the other dialects and unused here. Every
@@ -287,202 +285,4 @@ fn tool_result(
         }),
         ..Part::default()
     }
-}
-
-fn generation_config(
-    req: &CanonicalRequest,
-    plan: &ToolPlan,
-    profile: &Profile,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> GenerationConfig {
-    let p = &req.params;
-    let mut config = GenerationConfig::default();
-    let mut dropped: Vec<&str> = Vec::new();
-    if let Some(t) = p.temperature {
-        let [lo, hi] = profile.temperature_range;
-        let clamped = t.clamp(lo, hi);
-        config.temperature = Some(clamped);
-        if clamped != t {
-            diagnostics.push(diag(
-                PARAM_CLAMPED,
-                Some("temperature"),
-                format!(
-                    "temperature {t} was clamped to {clamped}, the provider's range is [{lo}, {hi}]"
-                ),
-            ));
-        }
-    }
-    config.top_p = p.top_p;
-    config.max_output_tokens = p.max_output_tokens;
-    if profile.penalties {
-        for (key, value) in [
-            ("presencePenalty", p.presence_penalty),
-            ("frequencyPenalty", p.frequency_penalty),
-        ] {
-            if let Some(v) = value {
-                config.extra.insert(key.to_owned(), json!(v));
-            }
-        }
-    } else {
-        if p.presence_penalty.is_some() {
-            dropped.push("presence_penalty");
-        }
-        if p.frequency_penalty.is_some() {
-            dropped.push("frequency_penalty");
-        }
-    }
-    if !p.stop.is_empty() {
-        if !profile.stop {
-            dropped.push("stop");
-        } else {
-            config.stop_sequences = p.stop.iter().take(MAX_STOP_SEQUENCES).cloned().collect();
-            if p.stop.len() > MAX_STOP_SEQUENCES {
-                diagnostics.push(diag(
-                    PARAM_CLAMPED,
-                    Some("stop"),
-                    format!("Gemini takes at most {MAX_STOP_SEQUENCES} stop sequences; the rest were not sent"),
-                ));
-            }
-        }
-    }
-    if p.top_logprobs.is_some_and(|n| n > 0) {
-        dropped.push("top_logprobs");
-    }
-    if p.end_user.is_some() {
-        dropped.push("safety_identifier");
-    }
-    if p.prompt_cache_key.is_some() {
-        dropped.push("prompt_cache_key");
-    }
-    if p.parallel_tool_calls == Some(false) && plan.send_tools && !plan.upstream.is_empty() {
-        dropped.push("parallel_tool_calls");
-    }
-    if let Some(effort) = &p.reasoning_effort {
-        match profile.effort(effort) {
-            Some(say) => {
-                if let Some(budget) = say.budget {
-                    let budget = i64::try_from(budget).unwrap_or(i64::MAX);
-                    config.thinking_config = Some(ThinkingConfig {
-                        thinking_budget: Some(budget),
-                        include_thoughts: Some(budget != 0),
-                    });
-                }
-                for (key, value) in &say.fields {
-                    config.extra.insert(key.clone(), value.clone());
-                }
-            }
-            None => dropped.push("reasoning.effort"),
-        }
-    }
-    for param in dropped {
-        diagnostics.push(diag(
-            PARAM_DROPPED,
-            Some(param),
-            format!("Gemini does not accept `{param}` here; it was not sent"),
-        ));
-    }
-    config
-}
-
-fn output_contract(
-    contract: &OutputContract,
-    config: &mut GenerationConfig,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    match contract {
-        OutputContract::Text => {}
-        OutputContract::JsonObject => {
-            config.response_mime_type = Some("application/json".to_owned());
-        }
-        OutputContract::JsonSchema(contract) => {
-            config.response_mime_type = Some("application/json".to_owned());
-            config.response_schema = Some(schema::sanitize(
-                &contract.schema,
-                "text.format.schema",
-                OUTPUT_CONTRACT_DEGRADED,
-                diagnostics,
-            ));
-        }
-    }
-}
-
-fn tools(plan: &ToolPlan, diagnostics: &mut Vec<Diagnostic>) -> (Vec<Tool>, Option<ToolConfig>) {
-    if !plan.send_tools || plan.upstream.is_empty() {
-        return (Vec::new(), None);
-    }
-    let mut declarations = Vec::new();
-    let mut native = Vec::new();
-    for tool in &plan.upstream {
-        match tool {
-            UpstreamTool::Function {
-                name,
-                description,
-                parameters,
-                ..
-            } => declarations.push(FunctionDeclaration {
-                name: name.clone(),
-                description: description.clone(),
-                parameters: Some(schema::sanitize(
-                    parameters.value(),
-                    &format!("tools.{name}.parameters"),
-                    TOOL_DEGRADED,
-                    diagnostics,
-                )),
-            }),
-            UpstreamTool::Native(tool) => {
-                if let Some(value) = crate::native::render(tool) {
-                    native.push(Tool {
-                        extra: value.as_object().cloned().unwrap_or_default(),
-                        ..Tool::default()
-                    });
-                }
-            }
-        }
-    }
-    let mut tools = Vec::new();
-    if !declarations.is_empty() {
-        tools.push(Tool {
-            function_declarations: declarations,
-            ..Tool::default()
-        });
-    }
-    tools.extend(native);
-    let config = plan.tool_choice.as_ref().and_then(function_calling_config);
-    (
-        tools,
-        config.map(|c| ToolConfig {
-            function_calling_config: Some(c),
-            extra: Map::new(),
-        }),
-    )
-}
-
-/// The plan's Chat-shaped `tool_choice` → `functionCallingConfig`.
-fn function_calling_config(choice: &Value) -> Option<FunctionCallingConfig> {
-    let config = |mode: &str, names: Vec<String>| FunctionCallingConfig {
-        mode: Some(mode.to_owned()),
-        allowed_function_names: names,
-    };
-    match choice {
-        Value::String(mode) => match mode.as_str() {
-            "auto" => Some(config("AUTO", Vec::new())),
-            "required" => Some(config("ANY", Vec::new())),
-            "none" => Some(config("NONE", Vec::new())),
-            _ => None,
-        },
-        Value::Object(obj) => {
-            let name = obj
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .or_else(|| obj.get("name"))
-                .and_then(Value::as_str)?;
-            Some(config("ANY", vec![name.to_owned()]))
-        }
-        _ => None,
-    }
-}
-
-/// Gemini's `googleSearch` tool (grounding with Google Search), run by Gemini.
-pub(crate) fn google_search() -> Value {
-    json!({"googleSearch": {}})
 }
