@@ -1,14 +1,15 @@
 //! The reduction of input items to [`Turn`]s, with the checks each item gets (ids, calls paired
 //! with their outputs, unknown types dropped with a diagnostic).
 //!
-//! Not here: the texts of message contents and tool outputs (`content`), and the items of tool
+//! Not here: the texts of message contents and tool outputs (`content`); the items of tool
 //! search and `additional_tools`, whose tools the reducer collects for planning
-//! (`turns/search`).
+//! (`turns/search`); the gateway's own `mcp_call` and `image_generation_call` items
+//! (`turns/gateway`); the items Codex sends beside the API's own (`turns/codex`).
 
 use std::collections::HashSet;
 
 use serde_json::Value;
-use toolbridge_wire::responses::{Diagnostic, InputItem, McpCallItem, MessageItem, ReasoningItem};
+use toolbridge_wire::responses::{Diagnostic, InputItem, MessageItem, ReasoningItem};
 
 use super::content::{
     marks_cache, output_text, plain_text, shell_output_text, tool_output, user_parts,
@@ -17,33 +18,13 @@ use crate::Error;
 use crate::canonical::{
     AssistantTurn, CallKind, ContextSource, ContextTool, ToolCall, ToolOutput, Turn,
 };
-use crate::diagnostics::{
-    DUPLICATE_ITEM, IMAGE_CALL_DESCRIBED, ITEM_DROPPED, PARAM_DROPPED, TOOL_OUTPUT_MISSING, diag,
-};
+use crate::diagnostics::{DUPLICATE_ITEM, ITEM_DROPPED, PARAM_DROPPED, TOOL_OUTPUT_MISSING, diag};
 
 mod codex;
+mod gateway;
 mod search;
 
 pub use search::found_text;
-
-/// The note an earlier `image_generation_call` is replayed as.
-pub(crate) fn image_note(id: &str, map: &serde_json::Map<String, Value>) -> String {
-    let prompt = map
-        .get("revised_prompt")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty());
-    let made = map.get("status").and_then(Value::as_str) != Some("failed")
-        && map.get("result").is_some_and(|r| !r.is_null());
-    let what = if made {
-        "generated an image, which the user was shown"
-    } else {
-        "tried to generate an image; it failed"
-    };
-    match prompt {
-        Some(prompt) => format!("[I {what} (image `{id}`) from the prompt: {prompt}]"),
-        None => format!("[I {what} (image `{id}`).]"),
-    }
-}
 
 /// Folds input items into turns: consecutive assistant output (reasoning, messages, calls)
 /// becomes one assistant turn, as Chat-style dialects need. It also pairs calls with outputs:
@@ -195,56 +176,6 @@ impl Reducer {
                 Ok(())
             }
         }
-    }
-
-    /// A `mcp_call` the gateway ran: the call and its output (or error), answered at once.
-    fn mcp_call(&mut self, i: usize, c: &McpCallItem) -> Result<(), Error> {
-        if self.repeated(i, Some(&c.id)) {
-            return Ok(());
-        }
-        let call_id = if c.id.is_empty() {
-            format!("mcp_{i}")
-        } else {
-            c.id.clone()
-        };
-        self.call(
-            i,
-            &call_id,
-            CallKind::Gateway {
-                server: c.server_label.clone(),
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            },
-        )?;
-        let output = match (&c.output, &c.error) {
-            (Some(output), _) => output.clone(),
-            (None, Some(error)) => format!("error: {error}"),
-            (None, None) => String::new(),
-        };
-        self.output(i, &call_id, output.into())
-    }
-
-    /// An `image_generation_call` echoed back: the model sees that it made the image (its id
-    /// and prompt) as a short note in its own turn, never the image's bytes.
-    fn image_call(&mut self, i: usize, map: &serde_json::Map<String, Value>) {
-        let id = map.get("id").and_then(Value::as_str).unwrap_or_default();
-        if self.repeated(i, Some(id)) {
-            return;
-        }
-        let note = image_note(id, map);
-        let turn = self.assistant_turn();
-        match &mut turn.text {
-            Some(text) if !text.is_empty() => {
-                text.push_str("\n\n");
-                text.push_str(&note);
-            }
-            _ => turn.text = Some(note),
-        }
-        self.diagnostics.push(diag(
-            IMAGE_CALL_DESCRIBED,
-            Some(&format!("input[{i}]")),
-            "an image_generation_call was replayed upstream as a short description (its image stays with the client)",
-        ));
     }
 
     /// An item of a type with no representation upstream: left out, with a diagnostic.
