@@ -104,6 +104,10 @@ pub enum GatewayError {
         "no turns of session `{0}` are in the cache ledger (none were answered, they expired, or the gateway keeps no store)"
     )]
     CacheSessionNotFound(String),
+    #[error(
+        "request `{0}` is not in the console's journal (another process served it, it was evicted, or it is another tenant's)"
+    )]
+    JournalRequestNotFound(String),
     #[error("the response store failed: {0}")]
     Store(String),
     #[error("this gateway key may not use the model `{model}`")]
@@ -172,6 +176,7 @@ impl GatewayError {
             Self::ResponseNotFound(_) => "response_not_found",
             Self::ConversationNotFound(_) => "conversation_not_found",
             Self::CacheSessionNotFound(_) => "cache_session_not_found",
+            Self::JournalRequestNotFound(_) => "request_not_found",
             Self::Store(_) => "store_unavailable",
             Self::ModelNotAllowed { .. } => "model_not_allowed",
             Self::ToolNotAllowed { .. } => "tool_not_allowed",
@@ -191,7 +196,8 @@ impl GatewayError {
             | Self::RouteNotFound(_)
             | Self::ResponseNotFound(_)
             | Self::ConversationNotFound(_)
-            | Self::CacheSessionNotFound(_) => 404,
+            | Self::CacheSessionNotFound(_)
+            | Self::JournalRequestNotFound(_) => 404,
             Self::PreviousResponseNotFound(_) | Self::ItemReferenceNotFound { .. } => 400,
             Self::Store(_) => 503,
             Self::BodyTooLarge { .. } => 413,
@@ -245,6 +251,9 @@ impl GatewayError {
                         ("invalid_request_error", Some("conversation"))
                     }
                     Self::CacheSessionNotFound(_) => ("invalid_request_error", Some("session_id")),
+                    Self::JournalRequestNotFound(_) => {
+                        ("invalid_request_error", Some("request_id"))
+                    }
                     Self::Rejected(500..) => ("server_error", None),
                     Self::BodyTooLarge { .. }
                     | Self::BodyUnreadable(_)

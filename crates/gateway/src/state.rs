@@ -83,6 +83,8 @@ pub struct Shared {
     pub(crate) schema_cache: Arc<toolbridge_core::repair::SchemaCache>,
     /// The Codex catalog's version (`x-models-etag`), made once from the config.
     pub(crate) catalog_etag: Arc<std::sync::OnceLock<String>>,
+    /// The latest requests, for the console; `None` when the console is off.
+    pub(crate) journal: Option<Arc<crate::platform::ops::journal::Journal>>,
 }
 
 impl AppState {
@@ -164,8 +166,10 @@ impl AppState {
         let sessions = EventBus::from_config(&config.sessions).await?;
         crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
         let (tx, rx) = watch::channel(false);
+        let journal = journal_for(&config, None);
         Ok((
             Self(Arc::new(Shared {
+                journal,
                 config: Arc::new(config),
                 upstreams: Arc::new(upstreams),
                 shutdown: rx,
@@ -229,7 +233,9 @@ impl AppState {
             Arc::new(AeadSealer::new(&config.reasoning_keys)?)
         };
         crate::platform::ops::metrics::set_enabled(config.ops.metrics.enabled);
+        let journal = journal_for(&config, self.journal.as_ref());
         Ok(Self(Arc::new(Shared {
+            journal,
             config: Arc::new(config),
             upstreams: Arc::new(upstreams),
             sealer,
@@ -239,6 +245,24 @@ impl AppState {
             ..Shared::clone(self)
         })))
     }
+}
+
+/// The console's journal under `config`: the running one kept across a reload (its bounds
+/// apply at the next restart), a new one when the console is turned on, none when it is off.
+fn journal_for(
+    config: &Config,
+    running: Option<&Arc<crate::platform::ops::journal::Journal>>,
+) -> Option<Arc<crate::platform::ops::journal::Journal>> {
+    let console = &config.console;
+    if !console.enabled {
+        return None;
+    }
+    Some(running.cloned().unwrap_or_else(|| {
+        Arc::new(crate::platform::ops::journal::Journal::new(
+            console.max_requests,
+            console.max_bytes,
+        ))
+    }))
 }
 
 /// How many times opening the store is tried when the database is slow or not up yet.

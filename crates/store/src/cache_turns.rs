@@ -23,9 +23,28 @@ pub struct CacheTurn {
     pub input_tokens: u64,
     pub cached_tokens: u64,
     pub cache_write_tokens: u64,
+    pub output_tokens: u64,
     /// Seconds since the epoch after which the row is purged.
     pub expires_at: i64,
 }
+
+/// One session of the ledger, summed over its turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSession {
+    pub tenant: Tenant,
+    pub session: String,
+    pub turns: u64,
+    /// Milliseconds since the epoch of its first and latest turns.
+    pub first_at: i64,
+    pub last_at: i64,
+    pub input_tokens: u64,
+    pub cached_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The most sessions one listing gives (the latest).
+pub const MAX_LISTED_SESSIONS: i64 = 200;
 
 /// What the gateway needs of a cache ledger.
 pub trait CacheLedger: Send + Sync {
@@ -41,6 +60,12 @@ pub trait CacheLedger: Send + Sync {
         tenant: &'a Tenant,
         session: &'a str,
     ) -> BoxFuture<'a, Result<Vec<CacheTurn>, StoreError>>;
+    /// The latest sessions (at most [`MAX_LISTED_SESSIONS`]), latest first, summed; only the
+    /// tenant's (every tenant's for an admin).
+    fn cache_sessions<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+    ) -> BoxFuture<'a, Result<Vec<CacheSession>, StoreError>>;
     /// Deletes the turns expired at `now` (seconds); returns how many.
     fn purge_cache_turns(&self, now: i64) -> BoxFuture<'_, Result<u64, StoreError>>;
 }
@@ -64,8 +89,9 @@ impl CacheLedger for SqlStore {
             for t in turns {
                 let written = sqlx::query(
                     "INSERT INTO toolbridge_cache_turns (tenant, session, at, provider, model,
-                         input_tokens, cached_tokens, cache_write_tokens, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                         input_tokens, cached_tokens, cache_write_tokens, expires_at,
+                         output_tokens)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 )
                 .bind(t.tenant.name())
                 .bind(&t.session)
@@ -76,6 +102,7 @@ impl CacheLedger for SqlStore {
                 .bind(signed(t.cached_tokens))
                 .bind(signed(t.cache_write_tokens))
                 .bind(t.expires_at)
+                .bind(signed(t.output_tokens))
                 .execute(&mut *conn)
                 .await;
                 if let Err(e) = written {
@@ -96,7 +123,7 @@ impl CacheLedger for SqlStore {
         Box::pin(self.guard(async move {
             let rows = sqlx::query(
                 "SELECT tenant, session, at, provider, model, input_tokens, cached_tokens,
-                        cache_write_tokens, expires_at
+                        cache_write_tokens, output_tokens, expires_at
                  FROM toolbridge_cache_turns
                  WHERE session = $1 AND (tenant = $2 OR $3 = 1)
                  ORDER BY at DESC LIMIT $4",
@@ -119,12 +146,54 @@ impl CacheLedger for SqlStore {
                         input_tokens: unsigned(row.try_get("input_tokens")?),
                         cached_tokens: unsigned(row.try_get("cached_tokens")?),
                         cache_write_tokens: unsigned(row.try_get("cache_write_tokens")?),
+                        output_tokens: unsigned(row.try_get("output_tokens")?),
                         expires_at: row.try_get("expires_at")?,
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
             turns.reverse();
             Ok(turns)
+        }))
+    }
+
+    fn cache_sessions<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+    ) -> BoxFuture<'a, Result<Vec<CacheSession>, StoreError>> {
+        Box::pin(self.guard(async move {
+            let rows = sqlx::query(
+                "SELECT tenant, session, COUNT(*) AS turns, MIN(at) AS first_at,
+                        MAX(at) AS last_at,
+                        CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
+                        CAST(SUM(cached_tokens) AS BIGINT) AS cached_tokens,
+                        CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
+                        CAST(SUM(output_tokens) AS BIGINT) AS output_tokens
+                 FROM toolbridge_cache_turns
+                 WHERE tenant = $1 OR $2 = 1
+                 GROUP BY tenant, session
+                 ORDER BY MAX(at) DESC LIMIT $3",
+            )
+            .bind(tenant.name())
+            .bind(tenant.all_flag())
+            .bind(MAX_LISTED_SESSIONS)
+            .fetch_all(&self.pool)
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    // PostgreSQL sums BIGINTs into NUMERIC: the query casts them back.
+                    Ok(CacheSession {
+                        tenant: Tenant::named(&row.try_get::<String, _>("tenant")?),
+                        session: row.try_get("session")?,
+                        turns: unsigned(row.try_get("turns")?),
+                        first_at: row.try_get("first_at")?,
+                        last_at: row.try_get("last_at")?,
+                        input_tokens: unsigned(row.try_get("input_tokens")?),
+                        cached_tokens: unsigned(row.try_get("cached_tokens")?),
+                        cache_write_tokens: unsigned(row.try_get("cache_write_tokens")?),
+                        output_tokens: unsigned(row.try_get("output_tokens")?),
+                    })
+                })
+                .collect()
         }))
     }
 
@@ -154,6 +223,7 @@ mod tests {
             input_tokens: 1000,
             cached_tokens: cached,
             cache_write_tokens: 10,
+            output_tokens: 7,
             expires_at,
         }
     }
@@ -180,6 +250,19 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(all.len(), 3);
+        let listed = store.cache_sessions(&a).await.unwrap();
+        let first = listed.iter().find(|s| s.session == one).unwrap();
+        assert_eq!((first.turns, first.cached_tokens), (2, 900));
+        assert_eq!(
+            (first.first_at, first.last_at, first.output_tokens),
+            (1, 2, 14)
+        );
+        assert!(listed.iter().all(|s| s.tenant == a));
+        let everyone = store
+            .cache_sessions(&Tenant::named("ops").reading_all())
+            .await
+            .unwrap();
+        assert!(everyone.iter().any(|s| s.tenant == b && s.session == one));
         assert!(store.purge_cache_turns(500).await.unwrap() >= 1);
         assert!(store.cache_turns(&a, &two).await.unwrap().is_empty());
         assert_eq!(store.cache_turns(&a, &one).await.unwrap().len(), 2);

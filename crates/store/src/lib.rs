@@ -47,7 +47,9 @@ mod sql;
 mod sweeps;
 mod tenant;
 mod writer;
-pub use cache_turns::{CacheLedger, CacheTurn, MAX_REPORTED_TURNS};
+pub use cache_turns::{
+    CacheLedger, CacheSession, CacheTurn, MAX_LISTED_SESSIONS, MAX_REPORTED_TURNS,
+};
 pub use captures::CaptureStore;
 pub use chain::ChainLink;
 pub use guard::{StoreHealth, StoreOptions};

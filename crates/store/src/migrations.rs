@@ -94,6 +94,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // A chain's walk reads only the index (`chain`): without it every step read the row, and
     // on SQLite `tenant`, stored after the body, through the body's overflow pages.
     "CREATE INDEX IF NOT EXISTS toolbridge_responses_links ON toolbridge_responses (id, previous_response_id, tenant, status)",
+    // The ledger's output tokens, for a session's cost, and its sessions listed by tenant.
+    "ALTER TABLE toolbridge_cache_turns ADD COLUMN output_tokens BIGINT NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS toolbridge_cache_turns_tenant ON toolbridge_cache_turns (tenant, at)",
 ];
 
 impl SqlStore {

@@ -1,5 +1,6 @@
 //! The real clients ring-3 tests drive: the OpenAI Python SDK, the Codex CLI, the Vercel AI
-//! SDK, openai-node and the OpenAI Agents SDK, all installed by `scripts/test`. Each finder returns `None` when the tool is absent, so
+//! SDK, openai-node, the OpenAI Agents SDK and a browser (Chromium driven by playwright-core),
+//! all installed by `scripts/test`. Each finder returns `None` when the tool is absent, so
 //! the test can say it skipped; on CI (`CI` set) an absent tool is a failure, because CI installs
 //! them.
 
@@ -169,6 +170,38 @@ pub fn python_with_agents() -> Option<PathBuf> {
     eprintln!(
         "SKIPPED: Agents SDK test: {} cannot import agents; run scripts/test to install it",
         python.display()
+    );
+    None
+}
+
+/// A browser for the console's test: Debian's Chromium (`$TOOLBRIDGE_TEST_CHROMIUM`, else
+/// `/usr/bin/chromium`) and the folder whose `node_modules` holds playwright-core
+/// (`$TOOLBRIDGE_TEST_PLAYWRIGHT`, else `.tools/playwright`).
+pub fn browser() -> Option<(PathBuf, PathBuf)> {
+    let chromium = std::env::var_os("TOOLBRIDGE_TEST_CHROMIUM")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    let playwright = std::env::var_os("TOOLBRIDGE_TEST_PLAYWRIGHT")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/playwright"));
+    let installed = playwright
+        .join("node_modules/playwright-core/package.json")
+        .exists();
+    if chromium.exists() && installed {
+        return Some((chromium, playwright));
+    }
+    if on_ci() {
+        panic!(
+            "no browser: {} or playwright-core in {} is missing; scripts/test installs both",
+            chromium.display(),
+            playwright.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: browser test: {} or playwright-core in {} is missing; run scripts/test",
+        chromium.display(),
+        playwright.display()
     );
     None
 }

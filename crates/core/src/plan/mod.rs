@@ -58,6 +58,19 @@ pub enum Decision {
     Rejected,
 }
 
+impl Decision {
+    /// The decision's word, as the diagnostics, metrics, matrix and console say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::Degraded => "degraded",
+            Self::Gateway => "gateway",
+            Self::Ignored => "ignored",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
 /// Who a provider-side tool name stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

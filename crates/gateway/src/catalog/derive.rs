@@ -127,7 +127,7 @@ pub(crate) fn capabilities(
     };
     Capabilities {
         freeform_apply_patch,
-        custom_tools: custom.map_or("rejected", word),
+        custom_tools: custom.map_or("rejected", Decision::as_str),
         parallel_tool_calls: profile.parallel_tool_calls || !dialect.reads_chat_profile(),
         reasoning_levels: reasoning_levels(profile, dialect),
         images: profile.image_input,
@@ -141,16 +141,6 @@ fn decision(profile: &Profile, probe: Value) -> Option<Decision> {
     let tool: Tool = serde_json::from_value(probe).ok()?;
     let plan = plan(std::slice::from_ref(&tool), None, &profile.tools).ok()?;
     plan.entries.last().map(|e| e.decision)
-}
-
-fn word(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Native => "native",
-        Decision::Degraded => "degraded",
-        Decision::Gateway => "gateway",
-        Decision::Ignored => "ignored",
-        Decision::Rejected => "rejected",
-    }
 }
 
 /// The efforts worth offering: each effort is translated, an effort the translator drops (a

@@ -1,8 +1,7 @@
 //! The `toolbridge` command line: `serve`, `check`, `plan`, `providers`, `keys`, `healthcheck`,
-//! `--version`. [`main`] (in `run`) is the binary's whole body; `matrix` renders the
-//! `providers` report.
+//! `--version`. [`main`] (in `run`) is the binary's whole body; the `providers` report is
+//! `http::matrix`'s.
 
-mod matrix;
 mod run;
 
 pub use run::main;

@@ -270,21 +270,7 @@ fn providers(
                 }
             };
             gateway = config.gateway_tools.clone();
-            for (name, p) in &config.providers {
-                if provider.is_none_or(|wanted| wanted == name) {
-                    // The dialect and profile that model is served with (`dialect_for`).
-                    let served = p.for_model(model.unwrap_or_default());
-                    let mut profile = served.profile_for(model.unwrap_or_default());
-                    profile.name = format!("{name} ({})", profile.name);
-                    profiles.push((profile, served.dialect));
-                    // Without a model, the models served in another dialect get their own.
-                    for d in p.dialect_for.iter().filter(|_| model.is_none()) {
-                        let mut profile = d.provider.profile.clone();
-                        profile.name = format!("{name}, models {} ({})", d.pattern, profile.name);
-                        profiles.push((profile, d.provider.dialect));
-                    }
-                }
-            }
+            profiles = crate::http::matrix::configured_profiles(&config, provider, model);
         }
         None => {
             for name in Profile::preset_names() {
@@ -308,7 +294,7 @@ fn providers(
     let served = gateway.as_deref().map(|g| (g, model.unwrap_or("*")));
     let reports: Vec<String> = profiles
         .iter()
-        .map(|(profile, dialect)| super::matrix::report(profile, *dialect, served))
+        .map(|(profile, dialect)| crate::http::matrix::report(profile, *dialect, served))
         .collect();
     print_out(&reports.join("\n"))
 }

@@ -103,6 +103,9 @@ pub struct FileConfig {
     /// Opt-in request capture into the store.
     #[serde(default)]
     pub capture: crate::config::ops::CaptureFile,
+    /// The console at `/console`.
+    #[serde(default)]
+    pub console: crate::config::console::ConsoleFile,
 }
 
 /// One `[[keys]]` entry: a key known by its hash.

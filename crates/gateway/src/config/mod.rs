@@ -25,6 +25,7 @@ use crate::error::ConfigError;
 use crate::platform::auth::ConfiguredKey;
 use crate::platform::limits::{LimitsConfig, LimitsFile};
 
+pub mod console;
 mod file;
 mod keys;
 mod model_dialects;
@@ -84,6 +85,8 @@ pub struct Config {
     pub gateway_tools: crate::tools::Shared,
     /// Metrics, traces, log format and request capture.
     pub ops: ops::OpsConfig,
+    /// The console and its request journal.
+    pub console: console::ConsoleConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -112,6 +115,7 @@ impl std::fmt::Debug for Config {
             .field("routes", &self.routes)
             .field("gateway_tools", &self.gateway_tools.is_some())
             .field("ops", &self.ops)
+            .field("console", &self.console)
             .finish()
     }
 }
@@ -238,6 +242,7 @@ impl Config {
             env,
         )?;
         let sessions = SessionsConfig::from_file(file.sessions, env)?;
+        let console = console::ConsoleConfig::from_file(&file.console)?;
         let gateway_tools = match &file.gateway_tools {
             Some(tools) => Some(std::sync::Arc::new(
                 crate::tools::GatewayTools::build(tools, env)
@@ -247,6 +252,7 @@ impl Config {
         };
         Ok(Self {
             ops,
+            console,
             listen,
             body_limit: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             keys,

@@ -29,6 +29,9 @@ pub struct TelemetryFile {
     pub otlp_endpoint: Option<String>,
     /// `service.name` of the spans (default `toolbridge`, or `OTEL_SERVICE_NAME`).
     pub service_name: Option<String>,
+    /// Record message content (prompts, completions, tool arguments and results) on the GenAI
+    /// spans (default false, or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    pub capture_content: Option<bool>,
 }
 
 /// `[logging]` as written.
@@ -73,6 +76,8 @@ pub struct TelemetryConfig {
     pub service_name: String,
     /// Head sampling, from `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`.
     pub sampler: crate::platform::ops::spans::Sampler,
+    /// Whether the GenAI spans carry message content (the conventions' opt-in).
+    pub capture_content: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +109,7 @@ impl Default for OpsConfig {
                 traces_url: None,
                 service_name: "toolbridge".to_owned(),
                 sampler: crate::platform::ops::spans::Sampler::default(),
+                capture_content: false,
             },
             log_format: LogFormat::Text,
             capture: CaptureConfig {
@@ -187,6 +193,10 @@ impl OpsConfig {
             .unwrap_or(defaults.telemetry.service_name);
         let sampler = crate::platform::ops::spans::Sampler::from_env(env)
             .map_err(|(variable, message)| ConfigError::invalid(variable, message))?;
+        let capture_content = files.telemetry.capture_content.unwrap_or_else(|| {
+            env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        });
         let format_text = env("TOOLBRIDGE_LOG_FORMAT").or_else(|| files.logging.format.clone());
         let log_format = match format_text {
             None => LogFormat::Text,
@@ -227,6 +237,7 @@ impl OpsConfig {
                 traces_url,
                 service_name,
                 sampler,
+                capture_content,
             },
             log_format,
             capture: CaptureConfig {
@@ -246,10 +257,15 @@ impl OpsConfig {
         };
         let traces = match &self.telemetry.traces_url {
             Some(url) => format!(
-                "OTLP/HTTP to {} as `{}`, sampler {}",
+                "OTLP/HTTP to {} as `{}`, sampler {}, message content {}",
                 super::redact_url(url),
                 self.telemetry.service_name,
-                self.telemetry.sampler.describe()
+                self.telemetry.sampler.describe(),
+                if self.telemetry.capture_content {
+                    "recorded"
+                } else {
+                    "not recorded"
+                }
             ),
             None => "off (no otlp_endpoint)".to_owned(),
         };

@@ -1,8 +1,8 @@
 //! The HTTP face of the gateway: [`app`] builds the whole router, for `main` and for tests
 //! alike, from one router per route module (`responses`, `stored`, `conversations`, `models`,
 //! `search`, `sessions`, `cache`) under `/v1`, behind authentication (gateway keys and the per-key request limit,
-//! see [`crate::platform::auth`] and [`crate::platform::limits`]), plus `/healthz` and the
-//! metrics route. Every error answer is OpenAI's JSON, the router's own included
+//! see [`crate::platform::auth`] and [`crate::platform::limits`]), plus `/healthz`, the
+//! metrics route and, when enabled, the console (`console`, which resolves its own key). Every error answer is OpenAI's JSON, the router's own included
 //! ([`json_errors`]).
 //!
 //! Who imports from `http`: `launch` (the router), `cli` (`toolbridge plan` and `providers`
@@ -12,9 +12,11 @@
 //! checked against the code.
 
 mod cache;
+mod console;
 pub(crate) mod conversations;
 mod health;
 pub(crate) mod json_errors;
+pub(crate) mod matrix;
 mod models;
 pub(crate) mod responses;
 mod search;
@@ -54,6 +56,7 @@ pub fn app(state: AppState) -> Router {
     let mut router = Router::new()
         .merge(api)
         .merge(websocket)
+        .merge(console::router(&state))
         .route("/healthz", get(health::healthz));
     let metrics = &state.config.ops.metrics;
     if metrics.enabled {
@@ -62,6 +65,7 @@ pub fn app(state: AppState) -> Router {
     let observer = Observer {
         config: state.config.clone(),
         captures: state.captures.clone(),
+        journal: state.journal.clone(),
     };
     // Outermost first: a declared length over the body limit and an unknown Content-Encoding
     // are refused before anything reads the body (the observer does, for a capture); known

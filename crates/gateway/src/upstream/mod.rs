@@ -212,6 +212,7 @@ impl Upstreams {
                     error: Box::new(error),
                 });
             }
+            crate::platform::ops::observe::note(|entry| entry.retries += 1);
             tracing::info!(
                 provider = provider.name,
                 attempt = attempt + 1,

@@ -6,6 +6,8 @@
 //!
 //! Keys, budgets and rate limits are elsewhere (`auth`, `limits`).
 
+pub(crate) mod genai;
+pub(crate) mod journal;
 mod log_line;
 mod log_writer;
 pub(crate) mod metrics;

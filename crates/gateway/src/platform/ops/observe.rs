@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use toolbridge_store::CaptureStore;
 use tracing::Instrument;
 
+use super::journal::{Entry, Journal};
 use super::metrics::{self, RequestLabels};
 use crate::config::Config;
 use crate::error::GatewayError;
@@ -55,6 +56,39 @@ pub(crate) struct RequestCtx {
     deferred: AtomicBool,
     /// The tenant owning the capture, once the key is known (the open gateway's otherwise).
     tenant: OnceLock<toolbridge_store::Tenant>,
+    /// The request's entry in the console's journal, filled by the stages ([`note`]) and kept
+    /// when this context is dropped (the answer is over); `None` when the console is off.
+    journal: Option<(Arc<Journal>, Mutex<Entry>)>,
+    /// Nanoseconds from the start to a stream's first output delta (0: none yet).
+    first_token_nanos: AtomicU64,
+}
+
+impl Drop for RequestCtx {
+    fn drop(&mut self) {
+        let Some((journal, entry)) = self.journal.take() else {
+            return;
+        };
+        let Ok(mut entry) = entry.into_inner() else {
+            return;
+        };
+        // A WebSocket upgrade has no answer of its own: each response on the socket has its
+        // entry.
+        if entry.http_status == 101 {
+            return;
+        }
+        entry.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let first = self.first_token_nanos.load(Ordering::Relaxed);
+        entry.first_token_ms = (first > 0).then(|| first as f64 / 1e6);
+        if let Some(tenant) = self.tenant.get() {
+            tenant.name().clone_into(&mut entry.tenant);
+        }
+        journal.push(entry);
+    }
+}
+
+/// Adds to the current request's journal entry (when the console is on).
+pub(crate) fn note(fill: impl FnOnce(&mut Entry)) {
+    let _ = CTX.try_with(|c| c.note(fill));
 }
 
 /// The current request's context, if the caller runs under the middleware.
@@ -122,6 +156,15 @@ impl RequestCtx {
     /// Records the request's tenant, which owns its capture.
     pub(crate) fn set_tenant(&self, tenant: toolbridge_store::Tenant) {
         let _ = self.tenant.set(tenant);
+    }
+
+    /// Adds to this request's journal entry (when the console is on).
+    pub(crate) fn note(&self, fill: impl FnOnce(&mut Entry)) {
+        if let Some((_, entry)) = &self.journal
+            && let Ok(mut entry) = entry.lock()
+        {
+            fill(&mut entry);
+        }
     }
 
     pub(crate) fn set_labels(&self, provider: &str, model: String) {
@@ -232,6 +275,27 @@ fn capped(bytes: &[u8], max_bytes: usize) -> Value {
 pub(crate) struct Observer {
     pub config: Arc<Config>,
     pub captures: Option<Arc<dyn CaptureStore>>,
+    /// The console's journal; `None` when the console is off.
+    pub journal: Option<Arc<Journal>>,
+}
+
+impl Observer {
+    /// A journal entry for a request of `route` named `request_id`, when the console is on and
+    /// the route is a model request's.
+    fn journal_entry(&self, route: &str, request_id: &str) -> Option<(Arc<Journal>, Mutex<Entry>)> {
+        let journal = self.journal.as_ref()?;
+        if !route.starts_with("/v1/responses") || route.contains('{') {
+            return None;
+        }
+        let entry = Entry {
+            id: request_id.to_owned(),
+            at_ms: crate::platform::time::now_ms(),
+            route: route.to_owned(),
+            tenant: toolbridge_store::Tenant::open().name().to_owned(),
+            ..Entry::default()
+        };
+        Some((journal.clone(), Mutex::new(entry)))
+    }
 }
 
 /// The middleware's work around `inner`, the rest of the request's way (the router's middleware
@@ -281,6 +345,7 @@ where
         }
         _ => None,
     };
+    let journal = state.journal_entry(&route, &request_id);
     let ctx = Arc::new(RequestCtx {
         request_id,
         route,
@@ -291,6 +356,8 @@ where
         capture,
         deferred: AtomicBool::new(false),
         tenant: OnceLock::new(),
+        journal,
+        first_token_nanos: AtomicU64::new(0),
     });
     let mut response = CTX
         .scope(ctx.clone(), inner(request))
@@ -298,6 +365,7 @@ where
         .await;
     let overhead = ctx.overhead();
     let status = response.status().as_u16();
+    ctx.note(|entry| entry.http_status = status);
     let headers = response.headers_mut();
     if !headers.contains_key(REQUEST_ID_HEADER)
         && let Ok(v) = HeaderValue::from_str(&ctx.request_id)
@@ -370,7 +438,10 @@ pub(crate) fn message_ctx(
         });
     let tenant_cell = OnceLock::new();
     let _ = tenant_cell.set(tenant);
+    let journal = observer.journal_entry(route, &request_id);
     Arc::new(RequestCtx {
+        journal,
+        first_token_nanos: AtomicU64::new(0),
         request_id,
         route: route.to_owned(),
         started: Instant::now(),
@@ -482,7 +553,10 @@ impl Stream for Observed {
             if !this.first_token && is_delta_frame(chunk) {
                 this.first_token = true;
                 let (provider, model) = ctx.labels();
-                metrics::first_token(&ctx.route, provider, model, ctx.started.elapsed());
+                let elapsed = ctx.started.elapsed();
+                metrics::first_token(&ctx.route, provider, model, elapsed);
+                let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX).max(1);
+                ctx.first_token_nanos.store(nanos, Ordering::Relaxed);
             }
         }
         polled

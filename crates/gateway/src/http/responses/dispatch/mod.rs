@@ -24,6 +24,10 @@ pub(super) async fn dispatch<'a>(
     request_id: &str,
 ) -> Result<Dispatched<'a>, GatewayError> {
     let targets = &prepared.targets;
+    crate::platform::ops::observe::note(|entry| {
+        entry.model.clone_from(&prepared.canonical.model);
+        entry.stream = prepared.canonical.stream;
+    });
     let mut schemas: Option<super::route::ToolChecks> = None;
     let mut failures: Vec<String> = Vec::new();
     let mut last_error = None;
@@ -126,6 +130,7 @@ fn served<'a>(
             ),
         ));
     }
+    crate::platform::ops::observe::note(|entry| journal_routed(entry, &routed, failures));
     for d in &routed.diagnostics {
         // The request's one `info` line is "forwarding" (with the count); each decision is a
         // `debug` line, and the client sees them all on the response.
@@ -135,4 +140,41 @@ fn served<'a>(
         routed: Box::new(routed),
         answer,
     }
+}
+
+/// What the console's journal keeps of the target that took the request: the provider, the
+/// plan's decision for every declared tool, the diagnostics so far and the translated body.
+fn journal_routed(
+    entry: &mut crate::platform::ops::journal::Entry,
+    routed: &Routed<'_>,
+    failures: &[String],
+) {
+    use crate::platform::ops::journal::{DiagnosticRow, MAX_BODY, PlanRow};
+    entry.provider = Some(routed.provider.name.clone());
+    entry.upstream_model = Some(routed.upstream_model.clone());
+    entry.fallback = !failures.is_empty();
+    entry.plan = routed
+        .plan
+        .entries
+        .iter()
+        .map(|p| PlanRow {
+            param: p.param.clone(),
+            kind: p.kind.clone(),
+            name: p.name.clone(),
+            decision: p.decision.as_str(),
+            reason: p.reason,
+            upstream_name: p.provider_name.clone(),
+        })
+        .collect();
+    entry.diagnostics = routed
+        .diagnostics
+        .iter()
+        .map(|d| DiagnosticRow {
+            code: d.code.clone(),
+            param: d.param.clone(),
+            message: d.message.clone(),
+        })
+        .collect();
+    let body = &routed.payload;
+    entry.upstream_body = Some(body.slice(..body.len().min(MAX_BODY)));
 }

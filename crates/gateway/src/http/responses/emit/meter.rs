@@ -11,6 +11,8 @@ use crate::state::AppState;
 use std::time::Instant;
 
 use crate::platform::auth::Authenticated;
+use crate::platform::ops::genai::{Inference, InferenceEnd, InferenceStart, Tokens, ToolRun};
+use crate::platform::ops::journal::{self, DiagnosticRow, ItemRow};
 use crate::platform::sessions::{MediaRef, ResponseInfo, SessionEvent, ToolInfo};
 
 /// What the end of a response reports: its status and tokens.
@@ -21,6 +23,7 @@ struct Ended<'a> {
     cached_tokens: u64,
     cache_write_tokens: u64,
     output_tokens: u64,
+    reasoning_tokens: u64,
     /// `None` when the response reports no usage.
     total_tokens: Option<u64>,
 }
@@ -40,6 +43,8 @@ pub(in crate::http::responses) struct Meter {
     model: String,
     /// The request's observer, kept for the end of a stream (polled outside the handler).
     observed: Option<Arc<crate::platform::ops::observe::RequestCtx>>,
+    /// The response's GenAI inference span (disabled unless spans are exported).
+    inference: Inference,
 }
 
 impl Meter {
@@ -50,8 +55,10 @@ impl Meter {
         (provider, model): (&str, &str),
         (session, cache_session): (Option<String>, Option<(toolbridge_store::Tenant, String)>),
         response_id: &str,
+        inference: &InferenceStart<'_>,
     ) -> Self {
         let model = crate::platform::ops::metrics::model_label(&state.config, model);
+        let inference = Inference::start(inference);
         let observed = crate::platform::ops::observe::current();
         if let Some(ctx) = &observed {
             ctx.set_labels(provider, model.clone());
@@ -59,6 +66,7 @@ impl Meter {
         let meter = Self {
             model,
             observed,
+            inference,
             state: state.clone(),
             key,
             provider: provider.to_owned(),
@@ -88,8 +96,40 @@ impl Meter {
                 .as_u64()
                 .unwrap_or(0),
             output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+            reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
+                .as_u64()
+                .unwrap_or(0),
             total_tokens: usage["total_tokens"].as_u64(),
         };
+        let output = &response["output"];
+        self.inference.end(&InferenceEnd {
+            response_id: response["id"].as_str().unwrap_or(""),
+            status: ended.status,
+            incomplete_reason: response["incomplete_details"]["reason"].as_str(),
+            error_code: response["error"]["code"].as_str(),
+            tool_calls: output.as_array().is_some_and(|items| {
+                items.iter().any(|i| {
+                    matches!(
+                        i["type"].as_str(),
+                        Some("function_call" | "custom_tool_call")
+                    )
+                })
+            }),
+            usage: ended.total_tokens.map(|_| tokens_of(&ended)),
+            output: Some(output),
+        });
+        self.journal_end(&ended, response["error"]["code"].as_str(), || {
+            let items = output.as_array().map(Vec::as_slice).unwrap_or_default();
+            let rows = items
+                .iter()
+                .map(|item| ItemRow {
+                    kind: item["type"].as_str().unwrap_or("unknown").to_owned(),
+                    name: item["name"].as_str().map(str::to_owned),
+                    call_id: item["call_id"].as_str().map(str::to_owned),
+                })
+                .collect();
+            (rows, None)
+        });
         let text = match &self.observed {
             Some(ctx) if ctx.capture_pending() => serde_json::to_vec(response).ok(),
             _ => None,
@@ -113,9 +153,83 @@ impl Meter {
             cached_tokens: usage.map_or(0, |u| u.input_tokens_details.cached_tokens),
             cache_write_tokens: usage.map_or(0, |u| u.input_tokens_details.cache_write_tokens),
             output_tokens: usage.map_or(0, |u| u.output_tokens),
+            reasoning_tokens: usage.map_or(0, |u| u.output_tokens_details.reasoning_tokens),
             total_tokens: usage.map(|u| u.total_tokens),
         };
+        self.end_inference(response, &ended);
+        let error_code = response.error.as_ref().map(|e| e.code.as_str());
+        self.journal_end(&ended, error_code, || {
+            let diagnostics = response
+                .toolbridge_diagnostics
+                .iter()
+                .map(|d| DiagnosticRow {
+                    code: d.code.clone(),
+                    param: d.param.clone(),
+                    message: d.message.clone(),
+                })
+                .collect();
+            (
+                response.output.iter().map(item_row).collect(),
+                Some(diagnostics),
+            )
+        });
         self.end(ended, used, Some(text.as_bytes())).await;
+    }
+
+    /// Records the gateway's own response on the inference span (its output as JSON only when
+    /// content is captured).
+    fn end_inference(&self, response: &toolbridge_wire::responses::Response, ended: &Ended<'_>) {
+        use toolbridge_wire::responses::OutputItem;
+        let output = self
+            .inference
+            .captures_content()
+            .then(|| serde_json::to_value(&response.output).unwrap_or_default());
+        self.inference.end(&InferenceEnd {
+            response_id: &response.id,
+            status: ended.status,
+            incomplete_reason: response
+                .incomplete_details
+                .as_ref()
+                .map(|d| d.reason.as_str()),
+            error_code: response.error.as_ref().map(|e| e.code.as_str()),
+            tool_calls: response.output.iter().any(|item| {
+                matches!(
+                    item,
+                    OutputItem::FunctionCall(_) | OutputItem::CustomToolCall(_)
+                )
+            }),
+            usage: ended.total_tokens.map(|_| tokens_of(ended)),
+            output: output.as_ref(),
+        });
+    }
+
+    /// What the console's journal keeps of the end: status, tokens, the restored items and
+    /// (for the gateway's own response) every diagnostic it carried. `rows` runs only when the
+    /// console is on.
+    fn journal_end(
+        &self,
+        ended: &Ended<'_>,
+        error_code: Option<&str>,
+        rows: impl FnOnce() -> (Vec<ItemRow>, Option<Vec<DiagnosticRow>>),
+    ) {
+        let Some(ctx) = &self.observed else {
+            return;
+        };
+        ctx.note(|entry| {
+            entry.status = Some(ended.status.to_owned());
+            entry.error_code = error_code.map(str::to_owned);
+            entry.tokens = ended.total_tokens.map(|_| journal::Tokens {
+                input: ended.input_tokens,
+                output: ended.output_tokens,
+                cached: ended.cached_tokens,
+                cache_write: ended.cache_write_tokens,
+            });
+            let (output, diagnostics) = rows();
+            entry.output = output;
+            if let Some(diagnostics) = diagnostics {
+                entry.diagnostics = diagnostics;
+            }
+        });
     }
 
     async fn end(&self, ended: Ended<'_>, used: Option<u64>, text: Option<&[u8]>) {
@@ -144,6 +258,7 @@ impl Meter {
                 input_tokens: ended.input_tokens,
                 cached_tokens: ended.cached_tokens,
                 cache_write_tokens: ended.cache_write_tokens,
+                output_tokens: ended.output_tokens,
                 expires_at: time::now() + crate::platform::cache_ledger::KEPT.as_secs() as i64,
             });
         }
@@ -189,14 +304,17 @@ impl Meter {
         call_id: &str,
         server: &str,
         tool: &str,
+        arguments: &str,
         step: u32,
     ) -> ToolTimer {
         let info = ToolInfo::new(&self.response_id, call_id, tool, step, time::now_ms())
             .server_label(server);
         self.publish(SessionEvent::ToolStarted(info.clone()));
+        let capture = self.inference.captures_content();
         ToolTimer {
             info,
             started: Instant::now(),
+            span: ToolRun::start(tool, call_id, server, Some(arguments), capture),
         }
     }
 
@@ -248,6 +366,7 @@ impl Meter {
             result.is_ok(),
         );
         let elapsed = u64::try_from(timer.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        timer.span.end(result);
         let info = timer.info.at(time::now_ms(), elapsed);
         self.publish(match result {
             Ok(output) => SessionEvent::ToolCompleted(info.detail(summary(output)).media(media)),
@@ -272,6 +391,44 @@ impl Meter {
 pub(in crate::http::responses) struct ToolTimer {
     info: ToolInfo,
     started: Instant,
+    span: ToolRun,
+}
+
+/// An output item as the journal lists it.
+fn item_row(item: &toolbridge_wire::responses::OutputItem) -> ItemRow {
+    use toolbridge_wire::responses::OutputItem;
+    let (kind, name, call_id) = match item {
+        OutputItem::Message(_) => ("message", None, None),
+        OutputItem::FunctionCall(c) => ("function_call", Some(&c.name), Some(&c.call_id)),
+        OutputItem::CustomToolCall(c) => ("custom_tool_call", Some(&c.name), Some(&c.call_id)),
+        OutputItem::LocalShellCall(_) => ("local_shell_call", None, None),
+        OutputItem::ShellCall(_) => ("shell_call", None, None),
+        OutputItem::ApplyPatchCall(_) => ("apply_patch_call", None, None),
+        OutputItem::WebSearchCall(_) => ("web_search_call", None, None),
+        OutputItem::Reasoning(_) => ("reasoning", None, None),
+        OutputItem::McpCall(c) => ("mcp_call", Some(&c.name), None),
+        OutputItem::McpListTools(_) => ("mcp_list_tools", None, None),
+        OutputItem::McpApprovalRequest(_) => ("mcp_approval_request", None, None),
+        OutputItem::ToolSearchCall(_) => ("tool_search_call", None, None),
+        OutputItem::ToolSearchOutput(_) => ("tool_search_output", None, None),
+        OutputItem::ImageGenerationCall(_) => ("image_generation_call", None, None),
+    };
+    ItemRow {
+        kind: kind.to_owned(),
+        name: name.cloned(),
+        call_id: call_id.cloned(),
+    }
+}
+
+/// The conventions' token counts of a response's end.
+fn tokens_of(ended: &Ended<'_>) -> Tokens {
+    Tokens {
+        input: ended.input_tokens,
+        output: ended.output_tokens,
+        cache_read: ended.cached_tokens,
+        cache_write: ended.cache_write_tokens,
+        reasoning: ended.reasoning_tokens,
+    }
 }
 
 /// The start of a result, for a side-channel event (the bus bounds it again).

@@ -137,12 +137,34 @@ fn setup(
         .session
         .clone()
         .map(|key| (prepared.tenant.clone(), key));
+    let provider = dispatched.routed.provider;
+    // The session the ledger records the response under (its `prompt_cache_key`,
+    // conversation, chain or Codex session): the console links to it, and the GenAI span names
+    // it as the conversation.
+    let conversation_key = prepared.session.as_deref();
+    crate::platform::ops::observe::note(|entry| {
+        entry.session = conversation_key.map(str::to_owned);
+        entry.key_id = caller.key.as_ref().map(|k| k.key_id.clone());
+    });
     let meter = Meter::start(
         state,
         caller.key.clone(),
-        (&dispatched.routed.provider.name, &prepared.canonical.model),
+        (&provider.name, &prepared.canonical.model),
         (caller.session.clone(), cache_session),
         &meta.id,
+        &crate::platform::ops::genai::InferenceStart {
+            provider: crate::platform::ops::genai::provider_name(
+                &provider.profile.name,
+                provider.dialect.as_str(),
+            ),
+            gateway_provider: &provider.name,
+            model: &dispatched.routed.upstream_model,
+            route: &prepared.canonical.model,
+            base_url: &provider.base_url,
+            conversation: conversation_key,
+            request: &prepared.req,
+            capture_content: state.config.ops.telemetry.capture_content,
+        },
     );
     let persist = match &state.store {
         Some(store) if stored || conversation.is_some() => Some(Persist {

@@ -235,7 +235,7 @@ impl ToolRounds {
             .iter()
             .map(|c| {
                 self.meter
-                    .tool_started(&c.call_id, &c.server, &c.name, self.step)
+                    .tool_started(&c.call_id, &c.server, &c.name, &c.arguments, self.step)
             })
             .collect();
         // Searches past the response's bound are answered with an error, not run.

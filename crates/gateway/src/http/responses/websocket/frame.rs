@@ -170,6 +170,7 @@ impl Connection {
         let observer = observe::Observer {
             config: self.state.config.clone(),
             captures: self.state.captures.clone(),
+            journal: self.state.journal.clone(),
         };
         let tenant = crate::platform::auth::tenant_of(self.key.as_ref());
         let ctx = observe::message_ctx(&observer, ROUTE, request_id, &text, span, tenant);

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use toolbridge_core::plan::{Decision, ToolPlan};
+use toolbridge_core::plan::ToolPlan;
 use toolbridge_wire::responses::Diagnostic;
 
 mod handles;
@@ -339,7 +339,7 @@ pub(crate) fn plan(provider: &str, plan: ToolPlan) -> ToolPlan {
         static HANDLES: Handles<3, Counter> = Handles::new();
         for entry in &plan.entries {
             HANDLES.with(
-                [provider, tool_type_label(&entry.kind), decision_label(entry.decision)],
+                [provider, tool_type_label(&entry.kind), entry.decision.as_str()],
                 |[provider, tool_type, decision]| counter!(names::PLAN_DECISIONS, "provider" => provider, "tool_type" => tool_type, "decision" => decision),
                 |c| c.increment(1),
             );
@@ -442,16 +442,6 @@ fn tool_type_label(kind: &str) -> &'static str {
         "tool_search",
     ];
     KNOWN.iter().find(|k| **k == kind).copied().unwrap_or(OTHER)
-}
-
-fn decision_label(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Native => "native",
-        Decision::Degraded => "degraded",
-        Decision::Gateway => "gateway",
-        Decision::Ignored => "ignored",
-        Decision::Rejected => "rejected",
-    }
 }
 
 #[cfg(test)]

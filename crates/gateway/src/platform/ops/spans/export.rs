@@ -138,10 +138,12 @@ fn span_data(closed: Closed, scope: &InstrumentationScope) -> SpanData {
         false,
         trace_state,
     );
+    let name = span_name(name, &open.attributes);
     let attributes = open
         .attributes
         .into_iter()
         .map(|(key, value)| match value {
+            Attr::Str(s) if LIST_KEYS.contains(&key) => KeyValue::new(key, string_list(s)),
             Attr::Str(s) => KeyValue::new(key, s),
             Attr::Bool(b) => KeyValue::new(key, b),
             Attr::I64(i) => KeyValue::new(key, i),
@@ -174,8 +176,8 @@ fn span_data(closed: Closed, scope: &InstrumentationScope) -> SpanData {
             SpanId::from_bytes(open.parent_id.to_be_bytes())
         },
         parent_span_is_remote: open.remote_parent,
-        span_kind: kind_of(name),
-        name: Cow::Borrowed(name),
+        span_kind: kind_of(&name),
+        name,
         start_time: open.start,
         end_time: end,
         attributes,
@@ -190,11 +192,41 @@ fn span_data(closed: Closed, scope: &InstrumentationScope) -> SpanData {
     }
 }
 
-/// The request span serves, the upstream span calls out; the rest is the gateway's own work.
+/// The request span serves, the upstream and inference (`chat …`) spans call out; the rest is
+/// the gateway's own work.
 fn kind_of(name: &str) -> SpanKind {
     match name {
         "request" => SpanKind::Server,
         "upstream" => SpanKind::Client,
+        _ if name.starts_with("chat") => SpanKind::Client,
         _ => SpanKind::Internal,
     }
+}
+
+/// Attributes the conventions type as string lists; a span records them as a JSON array text.
+const LIST_KEYS: &[&str] = &["gen_ai.response.finish_reasons"];
+
+/// The GenAI conventions name a span after what it does: `chat {gen_ai.request.model}`,
+/// `execute_tool {gen_ai.tool.name}`. Other spans keep their `tracing` name.
+fn span_name(name: &'static str, attributes: &[(&'static str, Attr)]) -> Cow<'static, str> {
+    let detail = match name {
+        "chat" => "gen_ai.request.model",
+        "execute_tool" => "gen_ai.tool.name",
+        _ => return Cow::Borrowed(name),
+    };
+    match attributes.iter().find(|(key, _)| *key == detail) {
+        Some((_, Attr::Str(value))) => Cow::Owned(format!("{name} {value}")),
+        _ => Cow::Borrowed(name),
+    }
+}
+
+/// A JSON array of strings as an OpenTelemetry string list (another text: a list of itself).
+fn string_list(text: String) -> opentelemetry::Value {
+    let list = match serde_json::from_str::<Vec<String>>(&text) {
+        Ok(list) => list,
+        Err(_) => vec![text],
+    };
+    opentelemetry::Value::Array(opentelemetry::Array::String(
+        list.into_iter().map(Into::into).collect(),
+    ))
 }

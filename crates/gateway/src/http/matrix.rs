@@ -1,11 +1,13 @@
-//! `toolbridge providers`: each provider's capability matrix, produced by running the real
-//! planner and reading the real profile, so it cannot drift from what the gateway does.
+//! Each provider's capability matrix (`toolbridge providers`, and the console's providers page),
+//! produced by running the real planner and translator and reading the real profile, so it
+//! cannot drift from what the gateway does. In `http` because it translates through
+//! `responses::translate`, the one place bodies are built.
 //!
 //! Every probe tool is planned on its own, so one tool the provider rejects does not hide what
 //! happens to the others; each `tool_choice` form is planned with one function tool declared.
 
 use serde_json::{Value, json};
-use toolbridge_core::plan::{Decision, plan_with};
+use toolbridge_core::plan::plan_with;
 use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::Tool;
@@ -54,16 +56,6 @@ fn native_form(profile: &Profile, kind: &str) -> Option<String> {
     form.as_str().map(str::to_owned)
 }
 
-fn decision_word(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Native => "native",
-        Decision::Degraded => "degraded",
-        Decision::Gateway => "gateway",
-        Decision::Ignored => "ignored",
-        Decision::Rejected => "rejected",
-    }
-}
-
 /// The matrix of one profile as text, for a provider speaking `dialect`. The tool rows are the
 /// planner's, the same for every dialect; the `tool_choice` and parameter rows describe the Chat
 /// translation, so for another dialect they are replaced by a pointer to its own rules rather
@@ -72,7 +64,7 @@ fn decision_word(decision: Decision) -> &'static str {
 /// With the config's gateway tools (`gateway`, for client model `model`), a hosted tool the
 /// gateway serves (`web_search` with a search backend, `image_generation` with an images
 /// backend) shows as `gateway`.
-pub(super) fn report(
+pub(crate) fn report(
     profile: &Profile,
     dialect: Dialect,
     gateway: Option<(&crate::tools::GatewayTools, &str)>,
@@ -149,7 +141,7 @@ fn tool_row(
             let line = match entry {
                 Some(e) => format!(
                     "{:<9} as {:<24} ({})",
-                    decision_word(e.decision),
+                    e.decision.as_str(),
                     e.provider_name
                         .clone()
                         .or_else(|| native_form(profile, &kind))
@@ -170,4 +162,40 @@ fn tool_row(
         }
         Err(e) => format!("  {kind:<22} {:<9} ({})\n", "rejected", e.code()),
     }
+}
+
+/// The profiles of the configured providers (`provider`: only that one), each as `model` is
+/// served (`dialect_for`); without a model, the models served in another dialect get their own.
+pub(crate) fn configured_profiles(
+    config: &crate::config::Config,
+    provider: Option<&str>,
+    model: Option<&str>,
+) -> Vec<(toolbridge_providers::profile::Profile, Dialect)> {
+    let mut profiles = Vec::new();
+    for (name, p) in &config.providers {
+        if provider.is_some_and(|wanted| wanted != name) {
+            continue;
+        }
+        let served = p.for_model(model.unwrap_or_default());
+        let mut profile = served.profile_for(model.unwrap_or_default());
+        profile.name = format!("{name} ({})", profile.name);
+        profiles.push((profile, served.dialect));
+        for d in p.dialect_for.iter().filter(|_| model.is_none()) {
+            let mut profile = d.provider.profile.clone();
+            profile.name = format!("{name}, models {} ({})", d.pattern, profile.name);
+            profiles.push((profile, d.provider.dialect));
+        }
+    }
+    profiles
+}
+
+/// The capability matrix of the configured provider `name`, as `toolbridge providers --config
+/// … --provider NAME` prints it (the console's providers page).
+pub(crate) fn provider_matrix(config: &crate::config::Config, name: &str) -> String {
+    let served = config.gateway_tools.as_deref().map(|g| (g, "*"));
+    configured_profiles(config, Some(name), None)
+        .iter()
+        .map(|(profile, dialect)| report(profile, *dialect, served))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
