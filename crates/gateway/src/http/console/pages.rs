@@ -157,6 +157,23 @@ fn pretty(value: &Value) -> String {
 
 fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup {
     let body = html! {
+        (facts(e))
+        (plan_table(e))
+        (diagnostics_table(e))
+        (items_table(e))
+        (bodies(e, captured))
+    };
+    layout::page(
+        &format!("Request {}", e.id),
+        "/console",
+        &viewer.describe(),
+        body,
+    )
+}
+
+/// The request's facts: when, who, where it went, how it ended, what it cost.
+fn facts(e: &Entry) -> Markup {
+    html! {
         dl.facts {
             dt { "Time (UTC)" } dd { (layout::time(e.at_ms)) }
             dt { "Route" } dd { (e.route) @if e.stream { " (streamed)" } }
@@ -186,6 +203,12 @@ fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup 
                 }
             }
         }
+    }
+}
+
+/// The plan: each declared tool, its decision, the reason and its name upstream.
+fn plan_table(e: &Entry) -> Markup {
+    html! {
         h2 { "Plan" }
         @if e.plan.is_empty() {
             p.muted { "The request declared no tools." }
@@ -213,6 +236,12 @@ fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup 
                 }
             }
         }
+    }
+}
+
+/// Every diagnostic the response carried.
+fn diagnostics_table(e: &Entry) -> Markup {
+    html! {
         h2 { "Diagnostics" }
         @if e.diagnostics.is_empty() {
             p.muted { "None." }
@@ -228,6 +257,12 @@ fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup 
                 }
             }
         }
+    }
+}
+
+/// The items restored for the client.
+fn items_table(e: &Entry) -> Markup {
+    html! {
         h2 { "Restored items" }
         @if e.output.is_empty() {
             p.muted { "None recorded." }
@@ -243,6 +278,12 @@ fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup 
                 }
             }
         }
+    }
+}
+
+/// The client's request (from its capture) beside the translated upstream body.
+fn bodies(e: &Entry, captured: Option<&Value>) -> Markup {
+    html! {
         h2 { "Client request and upstream body" }
         div.pair {
             section aria-label="The client's request" {
@@ -262,13 +303,7 @@ fn request_page(viewer: &Viewer, e: &Entry, captured: Option<&Value>) -> Markup 
                 }
             }
         }
-    };
-    layout::page(
-        &format!("Request {}", e.id),
-        "/console",
-        &viewer.describe(),
-        body,
-    )
+    }
 }
 
 /// `text` made safe for a path segment.

@@ -11,25 +11,31 @@
 //! It never reads or logs headers other than `traceparent`; the request body is read only when
 //! capture is on.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, BodyDataStream, Bytes};
+use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use axum::response::Response;
 use toolbridge_store::CaptureStore;
 use tracing::Instrument;
+
+mod capture;
+mod streams;
+
+pub(crate) use capture::capture_upstream;
+pub(crate) use streams::Scoped;
+
+use capture::{Capture, Parts, capped};
+#[cfg(test)]
+use streams::is_delta_frame;
+use streams::{Observed, OpenStream};
 
 use super::journal::{Entry, Journal};
 use super::metrics::{self, RequestLabels};
 use crate::config::Config;
-use crate::error::GatewayError;
 
 /// The header carrying the gateway's own time, in milliseconds.
 pub(crate) const OVERHEAD_HEADER: &str = "x-toolbridge-overhead-ms";
@@ -135,20 +141,6 @@ pub(crate) fn upstream_waited(elapsed: Duration) {
     });
 }
 
-/// Records an upstream request body in the current capture (when capture is on).
-pub(crate) fn capture_upstream(provider: &str, payload: &Bytes) {
-    let _ = CTX.try_with(|c| {
-        if let Some(capture) = &c.capture
-            && let Ok(mut parts) = capture.parts.lock()
-        {
-            let body = capped(payload, capture.max_bytes);
-            parts
-                .upstream
-                .push(json!({"provider": provider, "body": body}));
-        }
-    });
-}
-
 impl RequestCtx {
     /// Names the provider and model (a route pattern, see [`metrics::model_label`]) of the
     /// request's labels; the first call wins (a fallback is labelled by the provider that took
@@ -184,88 +176,6 @@ impl RequestCtx {
         let upstream = Duration::from_nanos(self.upstream_nanos.load(Ordering::Relaxed));
         self.started.elapsed().saturating_sub(upstream)
     }
-
-    /// Whether a capture is on for this request and not written yet.
-    pub(crate) fn capture_pending(&self) -> bool {
-        self.capture
-            .as_ref()
-            .is_some_and(|c| !c.written.load(Ordering::Relaxed))
-    }
-
-    /// Writes the capture with the final response (once; later calls do nothing).
-    pub(crate) async fn write_capture(&self, response: Option<&Value>, status: u16) {
-        let text = match response {
-            Some(r) if self.capture_pending() => serde_json::to_vec(r).ok(),
-            _ => None,
-        };
-        self.write_capture_json(text.as_deref(), status).await;
-    }
-
-    /// [`Self::write_capture`] with the final response as its JSON text.
-    pub(crate) async fn write_capture_json(&self, response: Option<&[u8]>, status: u16) {
-        let Some(capture) = &self.capture else {
-            return;
-        };
-        if capture.written.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let record = match capture.parts.lock() {
-            Ok(parts) => json!({
-                "request_id": self.request_id,
-                "route": self.route,
-                "captured_at": crate::platform::time::now(),
-                "status": status,
-                "request": parts.request,
-                "upstream": parts.upstream,
-                "response": response.map(|text| capped(text, capture.max_bytes)),
-            }),
-            Err(_) => return,
-        };
-        let now = crate::platform::time::now();
-        let expires = now.saturating_add(i64::try_from(capture.ttl.as_secs()).unwrap_or(i64::MAX));
-        let tenant = self
-            .tenant
-            .get()
-            .cloned()
-            .unwrap_or_else(toolbridge_store::Tenant::open);
-        if let Err(e) = capture
-            .store
-            .put_capture(&tenant, &self.request_id, &record, now, expires)
-            .instrument(super::telemetry::stage_span!("store", what = "capture"))
-            .await
-        {
-            tracing::warn!(
-                request_id = self.request_id,
-                "cannot store the request capture: {e}"
-            );
-        }
-    }
-}
-
-/// One request's capture, while it is served.
-struct Capture {
-    store: Arc<dyn CaptureStore>,
-    max_bytes: usize,
-    ttl: Duration,
-    parts: Mutex<Parts>,
-    written: AtomicBool,
-}
-
-#[derive(Default)]
-struct Parts {
-    request: Value,
-    upstream: Vec<Value>,
-}
-
-/// A body as JSON when it is JSON and fits `max_bytes`; else its first `max_bytes` as text,
-/// marked truncated.
-fn capped(bytes: &[u8], max_bytes: usize) -> Value {
-    if bytes.len() <= max_bytes {
-        return serde_json::from_slice(bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()));
-    }
-    let head = String::from_utf8_lossy(&bytes[..max_bytes]).into_owned();
-    json!({"truncated": true, "bytes": bytes.len(), "head": head})
 }
 
 /// What the middleware reads of the application: the configuration (capture settings, body
@@ -313,37 +223,9 @@ where
     let request_id = crate::platform::ids::new("req");
     let span = tracing::info_span!("request", request_id = %request_id, route = %route);
     super::telemetry::continue_trace(&span, request.headers());
-    let ops = &state.config.ops;
-    let mut request = request;
-    let capture = match (
-        &state.captures,
-        ops.capture.enabled && route == "/v1/responses",
-    ) {
-        (Some(store), true) => {
-            let (parts, body) = request.into_parts();
-            let bytes = match axum::body::to_bytes(body, state.config.body_limit).await {
-                Ok(bytes) => bytes,
-                Err(_) => {
-                    return GatewayError::BodyTooLarge {
-                        limit: state.config.body_limit,
-                    }
-                    .into_response();
-                }
-            };
-            let captured = Parts {
-                request: capped(&bytes, ops.capture.max_bytes),
-                upstream: Vec::new(),
-            };
-            request = Request::from_parts(parts, Body::from(bytes));
-            Some(Capture {
-                store: store.clone(),
-                max_bytes: ops.capture.max_bytes,
-                ttl: ops.capture.ttl,
-                parts: Mutex::new(captured),
-                written: AtomicBool::new(false),
-            })
-        }
-        _ => None,
+    let (request, capture) = match capture::begin(state, &route, request).await {
+        Ok(begun) => begun,
+        Err(refused) => return refused,
     };
     let journal = state.journal_entry(&route, &request_id);
     let ctx = Arc::new(RequestCtx {
@@ -454,115 +336,6 @@ pub(crate) fn message_ctx(
     })
 }
 
-/// A stream polled inside a [`RequestCtx`] (its span and task-local), as the middleware polls
-/// an HTTP stream's body; dropped before its capture is written (the client went away), it
-/// writes it with status 499, as an HTTP stream does.
-pub(crate) struct Scoped<S> {
-    inner: S,
-    ctx: Arc<RequestCtx>,
-}
-
-impl<S> Scoped<S> {
-    pub(crate) fn new(ctx: Arc<RequestCtx>, inner: S) -> Self {
-        Self { inner, ctx }
-    }
-}
-
-impl<S: Stream + Unpin> Stream for Scoped<S> {
-    type Item = S::Item;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let span = this.ctx.span.clone();
-        let _entered = span.enter();
-        CTX.sync_scope(this.ctx.clone(), || this.inner.poll_next_unpin(cx))
-    }
-}
-
-impl<S> Drop for Scoped<S> {
-    fn drop(&mut self) {
-        if self.ctx.capture_pending()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let ctx = self.ctx.clone();
-            runtime.spawn(async move { ctx.write_capture(None, CLIENT_CLOSED).await });
-        }
-    }
-}
-
-/// A stream's body, observed.
-struct Observed {
-    inner: BodyDataStream,
-    guard: OpenStream,
-    first: bool,
-    first_token: bool,
-}
-
-/// Whether a piece of an SSE body carries output: one of its events is an `event:
-/// response.….delta` (text, reasoning, call arguments, a custom tool's input, a refusal). The
-/// gateway writes whole events, each with its `event:` line first, a batch of them per piece,
-/// whether it translated the stream or relayed it.
-fn is_delta_frame(piece: &[u8]) -> bool {
-    const EVENT: &[u8] = b"event: response.";
-    memchr::memmem::find_iter(piece, EVENT)
-        .filter(|&at| at == 0 || piece[at - 1] == b'\n')
-        .any(|at| {
-            let rest = &piece[at + EVENT.len()..];
-            let name = rest.split(|b| *b == b'\n').next().unwrap_or_default();
-            name.ends_with(b".delta")
-        })
-}
-
-/// Counts a stream open until dropped, whichever way it ends.
-struct OpenStream {
-    ctx: Arc<RequestCtx>,
-}
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        let (provider, model) = self.ctx.labels();
-        metrics::open_streams(&self.ctx.route, -1.0);
-        metrics::stream_ended(&self.ctx.route, provider, model, self.ctx.started.elapsed());
-        // A stream that ended without its final response (the client went away) still leaves
-        // its capture: the request and the upstream bodies so far, status 499, no response.
-        if self.ctx.capture_pending()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let ctx = self.ctx.clone();
-            runtime.spawn(async move { ctx.write_capture(None, CLIENT_CLOSED).await });
-        }
-    }
-}
-
-impl Stream for Observed {
-    type Item = Result<Bytes, axum::Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let ctx = this.guard.ctx.clone();
-        let span = ctx.span.clone();
-        let _entered = span.enter();
-        let polled = CTX.sync_scope(ctx, || this.inner.poll_next_unpin(cx));
-        if let Poll::Ready(Some(Ok(chunk))) = &polled {
-            let ctx = &this.guard.ctx;
-            if !this.first {
-                this.first = true;
-                let (provider, model) = ctx.labels();
-                metrics::first_byte(&ctx.route, provider, model, ctx.started.elapsed());
-            }
-            if !this.first_token && is_delta_frame(chunk) {
-                this.first_token = true;
-                let (provider, model) = ctx.labels();
-                let elapsed = ctx.started.elapsed();
-                metrics::first_token(&ctx.route, provider, model, elapsed);
-                let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX).max(1);
-                ctx.first_token_nanos.store(nanos, Ordering::Relaxed);
-            }
-        }
-        polled
-    }
-}
-
 /// `duration` in milliseconds with three decimals (`1.234`), rounded to the microsecond: what
 /// `format!("{:.3}", ms)` writes, from integers (the float formatting cost about 1 K
 /// instructions a request).
@@ -579,6 +352,8 @@ fn milliseconds(duration: std::time::Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// The overhead header's text is the float formatting's, from integers.
