@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::Env;
 use crate::error::ConfigError;
 
 /// `[console]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleFile {
-    /// Serve the console at `/console` (default false).
+    /// Serve the console at `/console` (default false, or `TOOLBRIDGE_CONSOLE=true`).
     pub enabled: Option<bool>,
     /// The most requests the journal keeps (default 2,000).
     pub max_requests: Option<usize>,
@@ -75,7 +76,7 @@ const MAX_REQUESTS: usize = 100_000;
 const MAX_BYTES: usize = 1024 * 1024 * 1024;
 
 impl ConsoleConfig {
-    pub(super) fn from_file(file: &ConsoleFile) -> Result<Self, ConfigError> {
+    pub(super) fn from_file(file: &ConsoleFile, env: Env<'_>) -> Result<Self, ConfigError> {
         let defaults = Self::default();
         let max_requests = file.max_requests.unwrap_or(defaults.max_requests);
         if !(1..=MAX_REQUESTS).contains(&max_requests) {
@@ -105,8 +106,22 @@ impl ConsoleConfig {
                 ));
             }
         }
+        let enabled = match (file.enabled, env("TOOLBRIDGE_CONSOLE")) {
+            (Some(enabled), _) => enabled,
+            (None, Some(text)) => match text.trim() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                other => {
+                    return Err(ConfigError::invalid(
+                        "TOOLBRIDGE_CONSOLE",
+                        format!("`{other}` is neither `true` nor `false`"),
+                    ));
+                }
+            },
+            (None, None) => false,
+        };
         Ok(Self {
-            enabled: file.enabled.unwrap_or(false),
+            enabled,
             max_requests,
             max_bytes,
             prices: file.prices.clone(),
@@ -141,7 +156,9 @@ mod tests {
             max_requests: Some(0),
             ..ConsoleFile::default()
         };
-        let e = ConsoleConfig::from_file(&file).unwrap_err().to_string();
+        let e = ConsoleConfig::from_file(&file, &|_| None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("console.max_requests"), "{e}");
         let mut file = ConsoleFile::default();
         file.prices.insert(
@@ -151,7 +168,9 @@ mod tests {
                 ..Price::default()
             },
         );
-        let e = ConsoleConfig::from_file(&file).unwrap_err().to_string();
+        let e = ConsoleConfig::from_file(&file, &|_| None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("console.prices.m"), "{e}");
     }
 }

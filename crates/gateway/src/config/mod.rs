@@ -242,7 +242,7 @@ impl Config {
             env,
         )?;
         let sessions = SessionsConfig::from_file(file.sessions, env)?;
-        let console = console::ConsoleConfig::from_file(&file.console)?;
+        let console = console::ConsoleConfig::from_file(&file.console, env)?;
         let gateway_tools = match &file.gateway_tools {
             Some(tools) => Some(std::sync::Arc::new(
                 crate::tools::GatewayTools::build(tools, env)
