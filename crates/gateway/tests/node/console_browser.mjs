@@ -121,8 +121,10 @@ try {
   seen.plan = plan;
   const patch = plan.find((r) => r[0].startsWith("apply_patch"));
   check(patch && patch[2] === "degraded" && patch[3].length > 0, `plan: ${JSON.stringify(plan)}`);
-  const bodies = await page.locator("pre").count();
+  const bodies = await page.locator("div.pair pre").count();
   check(bodies === 2, `the client's request and the upstream body side by side: ${bodies}`);
+  const captured = await page.locator("details summary").first().textContent();
+  check(captured.includes("response the client got"), `no captured response: ${captured}`);
   await readable(page, "request");
   await shot(page, "request");
 

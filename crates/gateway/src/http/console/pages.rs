@@ -303,6 +303,21 @@ fn bodies(e: &Entry, captured: Option<&Value>) -> Markup {
                 }
             }
         }
+        @if let Some(c) = captured {
+            @let rounds = c["upstream"].as_array().map_or(0, Vec::len);
+            @if !c["response"].is_null() {
+                details {
+                    summary { "The response the client got (captured)" }
+                    pre tabindex="0" { (pretty(&c["response"])) }
+                }
+            }
+            @if rounds > 1 {
+                details {
+                    summary { "Every upstream body sent (" (rounds) " rounds, captured)" }
+                    pre tabindex="0" { (pretty(&c["upstream"])) }
+                }
+            }
+        }
     }
 }
 
