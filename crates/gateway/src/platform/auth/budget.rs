@@ -115,7 +115,7 @@ impl Period {
     /// The ledger's name for the period holding `now` (Unix seconds): `day:2025-01-31`,
     /// `month:2025-01`.
     pub(crate) fn label(self, now: i64) -> String {
-        let (y, m, d) = civil(now.div_euclid(86_400));
+        let (y, m, d) = crate::platform::time::civil(now.div_euclid(86_400));
         match self {
             Self::Day => format!("day:{y:04}-{m:02}-{d:02}"),
             Self::Month => format!("month:{y:04}-{m:02}"),
@@ -128,9 +128,9 @@ impl Period {
         match self {
             Self::Day => (day + 1) * 86_400,
             Self::Month => {
-                let (y, m, _) = civil(day);
+                let (y, m, _) = crate::platform::time::civil(day);
                 let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-                days_from_civil(y, m, 1) * 86_400
+                crate::platform::time::days_from_civil(y, m, 1) * 86_400
             }
         }
     }
@@ -156,7 +156,7 @@ pub(crate) fn verdict(
         return Ok(());
     }
     let end = period.end(now);
-    let (y, m, d) = civil(end.div_euclid(86_400));
+    let (y, m, d) = crate::platform::time::civil(end.div_euclid(86_400));
     Err(GatewayError::BudgetExhausted {
         period: period.word(),
         limit,
@@ -164,32 +164,6 @@ pub(crate) fn verdict(
         resets_at: format!("{y:04}-{m:02}-{d:02}T00:00:00Z"),
         retry_after_secs: u64::try_from(end - now).unwrap_or(1).max(1),
     })
-}
-
-/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Days since 1970-01-01 of a date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -91,6 +91,16 @@ pub(crate) struct ItemRow {
     pub call_id: Option<String>,
 }
 
+impl From<&toolbridge_wire::responses::Diagnostic> for DiagnosticRow {
+    fn from(d: &toolbridge_wire::responses::Diagnostic) -> Self {
+        Self {
+            code: d.code.clone(),
+            param: d.param.clone(),
+            message: d.message.clone(),
+        }
+    }
+}
+
 impl Entry {
     /// What the entry holds, roughly, in bytes (for the journal's byte bound).
     fn weight(&self) -> usize {

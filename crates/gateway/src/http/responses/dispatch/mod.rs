@@ -166,15 +166,7 @@ fn journal_routed(
             upstream_name: p.provider_name.clone(),
         })
         .collect();
-    entry.diagnostics = routed
-        .diagnostics
-        .iter()
-        .map(|d| DiagnosticRow {
-            code: d.code.clone(),
-            param: d.param.clone(),
-            message: d.message.clone(),
-        })
-        .collect();
+    entry.diagnostics = routed.diagnostics.iter().map(DiagnosticRow::from).collect();
     let body = &routed.payload;
     entry.upstream_body = Some(body.slice(..body.len().min(MAX_BODY)));
 }

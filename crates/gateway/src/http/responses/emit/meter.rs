@@ -162,11 +162,7 @@ impl Meter {
             let diagnostics = response
                 .toolbridge_diagnostics
                 .iter()
-                .map(|d| DiagnosticRow {
-                    code: d.code.clone(),
-                    param: d.param.clone(),
-                    message: d.message.clone(),
-                })
+                .map(DiagnosticRow::from)
                 .collect();
             (
                 response.output.iter().map(item_row).collect(),
