@@ -149,42 +149,8 @@ impl OpsConfig {
         env: Env<'_>,
     ) -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let path = files.metrics.path.clone().unwrap_or(defaults.metrics.path);
-        let reserved = path == "/healthz" || path == "/v1" || path.starts_with("/v1/");
-        if !path.starts_with('/') || path.len() < 2 || reserved || path.contains(['{', '}', '*']) {
-            return Err(ConfigError::invalid(
-                "metrics.path",
-                format!(
-                    "`{path}` must be an absolute path such as `/metrics`, outside `/v1` and `/healthz`, without `{{` `}}` `*`"
-                ),
-            ));
-        }
-        let endpoint = files
-            .telemetry
-            .otlp_endpoint
-            .clone()
-            .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-            .filter(|e| !e.trim().is_empty());
-        let traces_url = match endpoint {
-            None => None,
-            Some(endpoint) => {
-                let parsed = url::Url::parse(endpoint.trim()).map_err(|e| {
-                    ConfigError::invalid("telemetry.otlp_endpoint", format!("`{endpoint}`: {e}"))
-                })?;
-                if parsed.scheme() != "http" && parsed.scheme() != "https" {
-                    return Err(ConfigError::invalid(
-                        "telemetry.otlp_endpoint",
-                        format!("`{endpoint}` must be an http:// or https:// URL (OTLP/HTTP)"),
-                    ));
-                }
-                let base = endpoint.trim().trim_end_matches('/');
-                Some(if base.ends_with("/v1/traces") {
-                    base.to_owned()
-                } else {
-                    format!("{base}/v1/traces")
-                })
-            }
-        };
+        let path = metrics_path(files.metrics, defaults.metrics.path)?;
+        let traces_url = traces_url(files.telemetry, env)?;
         let service_name = files
             .telemetry
             .service_name
@@ -207,27 +173,6 @@ impl OpsConfig {
                 )
             })?,
         };
-        let enabled = files.capture.enabled.unwrap_or(false);
-        if enabled && !has_store {
-            return Err(ConfigError::invalid(
-                "capture.enabled",
-                "request capture writes to the store: set `store_url` (or turn capture off)",
-            ));
-        }
-        let max_bytes = files.capture.max_bytes.unwrap_or(DEFAULT_CAPTURE_BYTES);
-        if max_bytes == 0 || max_bytes > MAX_CAPTURE_BYTES {
-            return Err(ConfigError::invalid(
-                "capture.max_bytes",
-                format!("must be between 1 and {MAX_CAPTURE_BYTES}"),
-            ));
-        }
-        let ttl_secs = files.capture.ttl_secs.unwrap_or(86_400);
-        if ttl_secs == 0 {
-            return Err(ConfigError::invalid(
-                "capture.ttl_secs",
-                "must be at least 1",
-            ));
-        }
         Ok(Self {
             metrics: MetricsConfig {
                 enabled: files.metrics.enabled.unwrap_or(true),
@@ -240,11 +185,7 @@ impl OpsConfig {
                 capture_content,
             },
             log_format,
-            capture: CaptureConfig {
-                enabled,
-                max_bytes,
-                ttl: Duration::from_secs(ttl_secs),
-            },
+            capture: capture(files.capture, has_store)?,
         })
     }
 
@@ -286,6 +227,82 @@ impl OpsConfig {
             }
         )
     }
+}
+
+/// The metrics path `metrics` gives (else `default`), refused when it is not absolute, shadows
+/// the API or the health check, or holds a route pattern's characters.
+fn metrics_path(metrics: &MetricsFile, default: String) -> Result<String, ConfigError> {
+    let path = metrics.path.clone().unwrap_or(default);
+    let reserved = path == "/healthz" || path == "/v1" || path.starts_with("/v1/");
+    if !path.starts_with('/') || path.len() < 2 || reserved || path.contains(['{', '}', '*']) {
+        return Err(ConfigError::invalid(
+            "metrics.path",
+            format!(
+                "`{path}` must be an absolute path such as `/metrics`, outside `/v1` and `/healthz`, without `{{` `}}` `*`"
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+/// The full traces URL (`…/v1/traces`, added once) of the OTLP/HTTP endpoint `telemetry` or
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` names; `None` when neither does. Refused when it is not an
+/// http:// or https:// URL.
+fn traces_url(telemetry: &TelemetryFile, env: Env<'_>) -> Result<Option<String>, ConfigError> {
+    let endpoint = telemetry
+        .otlp_endpoint
+        .clone()
+        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .filter(|e| !e.trim().is_empty());
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    let parsed = url::Url::parse(endpoint.trim()).map_err(|e| {
+        ConfigError::invalid("telemetry.otlp_endpoint", format!("`{endpoint}`: {e}"))
+    })?;
+    if parsed.scheme() != "http" && parsed.scheme() != "https" {
+        return Err(ConfigError::invalid(
+            "telemetry.otlp_endpoint",
+            format!("`{endpoint}` must be an http:// or https:// URL (OTLP/HTTP)"),
+        ));
+    }
+    let base = endpoint.trim().trim_end_matches('/');
+    Ok(Some(if base.ends_with("/v1/traces") {
+        base.to_owned()
+    } else {
+        format!("{base}/v1/traces")
+    }))
+}
+
+/// `[capture]` resolved; `has_store` says whether a store is configured (capture writes there).
+/// Refused when capture is on without a store, or a bound is out of range.
+fn capture(capture: &CaptureFile, has_store: bool) -> Result<CaptureConfig, ConfigError> {
+    let enabled = capture.enabled.unwrap_or(false);
+    if enabled && !has_store {
+        return Err(ConfigError::invalid(
+            "capture.enabled",
+            "request capture writes to the store: set `store_url` (or turn capture off)",
+        ));
+    }
+    let max_bytes = capture.max_bytes.unwrap_or(DEFAULT_CAPTURE_BYTES);
+    if max_bytes == 0 || max_bytes > MAX_CAPTURE_BYTES {
+        return Err(ConfigError::invalid(
+            "capture.max_bytes",
+            format!("must be between 1 and {MAX_CAPTURE_BYTES}"),
+        ));
+    }
+    let ttl_secs = capture.ttl_secs.unwrap_or(86_400);
+    if ttl_secs == 0 {
+        return Err(ConfigError::invalid(
+            "capture.ttl_secs",
+            "must be at least 1",
+        ));
+    }
+    Ok(CaptureConfig {
+        enabled,
+        max_bytes,
+        ttl: Duration::from_secs(ttl_secs),
+    })
 }
 
 #[cfg(test)]
