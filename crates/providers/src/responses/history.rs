@@ -39,14 +39,7 @@ fn through_dispatcher(map: &mut Map<String, Value>, plan: &ToolPlan) -> bool {
 
 /// Rewrites `items` for `plan` (a plan that changed some tool's form).
 pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
-    let functions: HashSet<&str> = plan
-        .upstream
-        .iter()
-        .filter_map(|u| match u {
-            UpstreamTool::Function { name, .. } => Some(name.as_str()),
-            UpstreamTool::Native(_) => None,
-        })
-        .collect();
+    let functions = function_names(plan);
     let provider = |identity: &Identity| {
         plan.names
             .provider_name(identity)
@@ -62,65 +55,23 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
             continue;
         }
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
-        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
-        let call_id = text("call_id")
-            .or_else(|| text("id"))
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| format!("tool_search_{index}"));
+        let call_id = call_id(map, index);
         let call = match kind {
             "function_call" => {
-                let identity = Identity::Function {
-                    namespace: text("namespace"),
-                    name: text("name").unwrap_or_default(),
-                };
-                if let Some(name) = provider(&identity)
-                    && (identity.declared_name() != name || text("namespace").is_some())
-                {
-                    map.insert("name".to_owned(), json!(name));
-                    map.remove("namespace");
-                }
+                rename_function(map, provider);
                 continue;
             }
-            "custom_tool_call" => Some((
-                Identity::Custom {
-                    namespace: text("namespace"),
-                    name: text("name").unwrap_or_default(),
-                },
-                CallKind::Custom {
-                    namespace: None,
-                    name: String::new(),
-                    input: text("input").unwrap_or_default(),
-                },
-            )),
-            "local_shell_call" => Some((
-                Identity::LocalShell,
-                CallKind::LocalShell {
-                    action: map.get("action").cloned().unwrap_or(Value::Null),
-                },
-            )),
-            "shell_call" => Some((
-                Identity::Shell,
-                CallKind::Shell {
-                    action: map.get("action").cloned().unwrap_or(Value::Null),
-                },
-            )),
-            "apply_patch_call" => Some((
-                Identity::ApplyPatch,
-                CallKind::ApplyPatch {
-                    operation: map.get("operation").cloned().unwrap_or(Value::Null),
-                },
-            )),
             "tool_search_call" => {
-                let call = CallKind::ToolSearch {
-                    arguments: map.get("arguments").cloned().unwrap_or(Value::Null),
-                };
                 if provider(&Identity::ToolSearch).is_some() {
                     last_search = Some(call_id.clone());
                 }
-                Some((Identity::ToolSearch, call))
+                Some(degraded_call(map, kind))
             }
             "tool_search_output" => {
-                let call_id = text("call_id")
+                let call_id = map
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
                     .filter(|id| !id.is_empty())
                     .or_else(|| last_search.clone());
                 if let Some(call_id) = call_id.filter(|id| converted.contains(id)) {
@@ -137,26 +88,119 @@ pub(super) fn encode(items: &mut [Value], plan: &ToolPlan) {
                 *map = output(map, kind, &call_id);
                 None
             }
+            "custom_tool_call" | "local_shell_call" | "shell_call" | "apply_patch_call" => {
+                Some(degraded_call(map, kind))
+            }
             _ => None,
         };
         if let Some((identity, call)) = call
             && let Some(name) = provider(&identity)
         {
-            let mut out = Map::new();
-            out.insert("type".to_owned(), json!("function_call"));
-            out.insert("call_id".to_owned(), json!(call_id));
-            out.insert("name".to_owned(), json!(name));
-            out.insert(
-                "arguments".to_owned(),
-                json!(crate::degraded::call_text(&call)),
-            );
-            if let Some(status) = map.get("status") {
-                out.insert("status".to_owned(), status.clone());
-            }
+            *map = function_call(map, &call_id, &name, &call);
             converted.insert(call_id);
-            *map = out;
         }
     }
+}
+
+/// The names of the tools the plan sends upstream as functions.
+fn function_names(plan: &ToolPlan) -> HashSet<&str> {
+    plan.upstream
+        .iter()
+        .filter_map(|u| match u {
+            UpstreamTool::Function { name, .. } => Some(name.as_str()),
+            UpstreamTool::Native(_) => None,
+        })
+        .collect()
+}
+
+/// An item's call id: its `call_id`, else its `id`, else one made from its place in the history.
+fn call_id(map: &Map<String, Value>, index: usize) -> String {
+    let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    text("call_id")
+        .or_else(|| text("id"))
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| format!("tool_search_{index}"))
+}
+
+/// A `function_call` renamed to the name the plan sent its tool under (a namespace member under
+/// its flattened name, without `namespace`), when that name differs.
+fn rename_function(map: &mut Map<String, Value>, provider: impl Fn(&Identity) -> Option<String>) {
+    let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    let identity = Identity::Function {
+        namespace: text("namespace"),
+        name: text("name").unwrap_or_default(),
+    };
+    if let Some(name) = provider(&identity)
+        && (identity.declared_name() != name || text("namespace").is_some())
+    {
+        map.insert("name".to_owned(), json!(name));
+        map.remove("namespace");
+    }
+}
+
+/// The tool a call item of `kind` (a custom, shell, patch or search call) calls, and the call as
+/// the degraded function would take it.
+fn degraded_call(map: &Map<String, Value>, kind: &str) -> (Identity, CallKind) {
+    let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    let value = |key: &str| map.get(key).cloned().unwrap_or(Value::Null);
+    match kind {
+        "custom_tool_call" => (
+            Identity::Custom {
+                namespace: text("namespace"),
+                name: text("name").unwrap_or_default(),
+            },
+            CallKind::Custom {
+                namespace: None,
+                name: String::new(),
+                input: text("input").unwrap_or_default(),
+            },
+        ),
+        "local_shell_call" => (
+            Identity::LocalShell,
+            CallKind::LocalShell {
+                action: value("action"),
+            },
+        ),
+        "shell_call" => (
+            Identity::Shell,
+            CallKind::Shell {
+                action: value("action"),
+            },
+        ),
+        "apply_patch_call" => (
+            Identity::ApplyPatch,
+            CallKind::ApplyPatch {
+                operation: value("operation"),
+            },
+        ),
+        _ => (
+            Identity::ToolSearch,
+            CallKind::ToolSearch {
+                arguments: value("arguments"),
+            },
+        ),
+    }
+}
+
+/// A converted call as the `function_call` of the function `name`, keeping the item's status.
+fn function_call(
+    map: &Map<String, Value>,
+    call_id: &str,
+    name: &str,
+    call: &CallKind,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("type".to_owned(), json!("function_call"));
+    out.insert("call_id".to_owned(), json!(call_id));
+    out.insert("name".to_owned(), json!(name));
+    out.insert(
+        "arguments".to_owned(),
+        json!(crate::degraded::call_text(call)),
+    );
+    if let Some(status) = map.get("status") {
+        out.insert("status".to_owned(), status.clone());
+    }
+    out
 }
 
 /// A search's output as the `function_call_output` of the degraded `tool_search`: the text
