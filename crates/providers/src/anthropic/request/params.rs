@@ -65,6 +65,8 @@ fn user_id(
     });
 }
 
+/// Writes `req`'s parameters into `out` in Anthropic's terms, with a diagnostic for each one
+/// changed or not sent.
 pub(super) fn params(
     req: &CanonicalRequest,
     profile: &Profile,
@@ -96,70 +98,14 @@ pub(super) fn params(
         (None, None) => DEFAULT_MAX_TOKENS,
     };
     if let Some(budget) = budget {
-        // The budget must stay below `max_tokens` (half of it is kept for the answer when the
-        // client's limit is smaller), and at least Anthropic's minimum.
-        let fitted = if budget < out.max_tokens {
-            budget
-        } else {
-            out.max_tokens / 2
-        };
-        if fitted < MIN_THINKING_BUDGET {
-            diagnostics.push(diag(
-                PARAM_DROPPED,
-                Some("reasoning.effort"),
-                format!(
-                    "max_output_tokens {} leaves no room for Anthropic's minimum thinking budget of {MIN_THINKING_BUDGET}; thinking was not enabled",
-                    out.max_tokens
-                ),
-            ));
-        } else {
-            if fitted != budget {
-                diagnostics.push(diag(
-                    PARAM_CLAMPED,
-                    Some("reasoning.effort"),
-                    format!(
-                        "the thinking budget {budget} was lowered to {fitted} to fit max_output_tokens {}",
-                        out.max_tokens
-                    ),
-                ));
-            }
-            out.thinking = Some(Thinking {
-                kind: "enabled".to_owned(),
-                budget_tokens: Some(fitted),
-                extra: Map::new(),
-            });
-        }
+        enable_thinking(budget, out, diagnostics);
     }
     let thinking = out.thinking.is_some();
     if let Some(t) = p.temperature {
-        if thinking {
-            // Anthropic rejects a temperature other than the default with thinking on.
-            dropped.push("temperature");
-        } else {
-            let [lo, hi] = profile.temperature_range;
-            let [lo, hi] = [lo.max(0.0), hi.min(1.0)];
-            let clamped = t.clamp(lo, hi);
-            out.temperature = Some(clamped);
-            if clamped != t {
-                diagnostics.push(diag(
-                    PARAM_CLAMPED,
-                    Some("temperature"),
-                    format!("temperature {t} was clamped to {clamped}, Anthropic's range is [{lo}, {hi}]"),
-                ));
-            }
-        }
+        fit_temperature(t, thinking, profile, out, &mut dropped, diagnostics);
     }
     if let Some(top_p) = p.top_p {
-        // With thinking on, Anthropic accepts top_p only in [0.95, 1].
-        let clamped = if thinking { top_p.max(0.95) } else { top_p };
-        out.top_p = Some(clamped);
-        if clamped != top_p {
-            diagnostics.push(diag(
-                PARAM_CLAMPED,
-                Some("top_p"),
-                format!("top_p {top_p} was raised to {clamped}, the least Anthropic accepts with thinking on"),
-            ));
-        }
+        fit_top_p(top_p, thinking, out, diagnostics);
     }
     if p.end_user.is_some() {
         diagnostics.push(diag(
@@ -173,6 +119,91 @@ pub(super) fn params(
             PARAM_DROPPED,
             Some(param),
             format!("Anthropic does not accept `{param}` here; it was not sent"),
+        ));
+    }
+}
+
+/// Turns thinking on with `budget`, fitted below `out.max_tokens`, or leaves it off with a
+/// diagnostic when what fits is below Anthropic's minimum.
+fn enable_thinking(budget: u64, out: &mut MessagesRequest, diagnostics: &mut Vec<Diagnostic>) {
+    // The budget must stay below `max_tokens` (half of it is kept for the answer when the
+    // client's limit is smaller), and at least Anthropic's minimum.
+    let fitted = if budget < out.max_tokens {
+        budget
+    } else {
+        out.max_tokens / 2
+    };
+    if fitted < MIN_THINKING_BUDGET {
+        diagnostics.push(diag(
+            PARAM_DROPPED,
+            Some("reasoning.effort"),
+            format!(
+                "max_output_tokens {} leaves no room for Anthropic's minimum thinking budget of {MIN_THINKING_BUDGET}; thinking was not enabled",
+                out.max_tokens
+            ),
+        ));
+        return;
+    }
+    if fitted != budget {
+        diagnostics.push(diag(
+            PARAM_CLAMPED,
+            Some("reasoning.effort"),
+            format!(
+                "the thinking budget {budget} was lowered to {fitted} to fit max_output_tokens {}",
+                out.max_tokens
+            ),
+        ));
+    }
+    out.thinking = Some(Thinking {
+        kind: "enabled".to_owned(),
+        budget_tokens: Some(fitted),
+        extra: Map::new(),
+    });
+}
+
+/// The temperature `t`, clamped to the profile's range within Anthropic's [0, 1]; dropped with
+/// thinking on.
+fn fit_temperature(
+    t: f64,
+    thinking: bool,
+    profile: &Profile,
+    out: &mut MessagesRequest,
+    dropped: &mut Vec<&str>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if thinking {
+        // Anthropic rejects a temperature other than the default with thinking on.
+        dropped.push("temperature");
+        return;
+    }
+    let [lo, hi] = profile.temperature_range;
+    let [lo, hi] = [lo.max(0.0), hi.min(1.0)];
+    let clamped = t.clamp(lo, hi);
+    out.temperature = Some(clamped);
+    if clamped != t {
+        diagnostics.push(diag(
+            PARAM_CLAMPED,
+            Some("temperature"),
+            format!("temperature {t} was clamped to {clamped}, Anthropic's range is [{lo}, {hi}]"),
+        ));
+    }
+}
+
+/// `top_p`, raised to the least Anthropic accepts when thinking is on.
+fn fit_top_p(
+    top_p: f64,
+    thinking: bool,
+    out: &mut MessagesRequest,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    // With thinking on, Anthropic accepts top_p only in [0.95, 1].
+    let clamped = if thinking { top_p.max(0.95) } else { top_p };
+    out.top_p = Some(clamped);
+    if clamped != top_p {
+        diagnostics.push(diag(
+            PARAM_CLAMPED,
+            Some("top_p"),
+            format!("top_p {top_p} was raised to {clamped}, the least Anthropic accepts with thinking on"),
         ));
     }
 }
