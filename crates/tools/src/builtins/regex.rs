@@ -155,91 +155,114 @@ fn search(
                 "match": first.map_or(Value::Null, span),
             }))
         }
-        "find_all" | "captures" => {
-            let limit = limit(&args, DEFAULT_LIMIT)?;
-            let mut items = Vec::new();
-            let mut truncated = false;
-            // `find_iter` runs on the lazy DFA; only `captures` needs the slower group engines.
-            let mut matches: Box<dyn Iterator<Item = Value>> = if op == "find_all" {
-                Box::new(re.find_iter(text).map(span))
-            } else {
-                Box::new(re.captures_iter(text).map(|caps| capture_groups(re, &caps)))
-            };
-            for item in &mut matches {
-                if stop.is_raised() {
-                    return Err(stopped());
-                }
-                if items.len() == limit {
-                    truncated = true;
-                    break;
-                }
-                items.push(item);
-            }
-            Ok(json!({
-                "operation": op,
-                "count": items.len(),
-                "truncated": truncated,
-                "matches": items,
-            }))
-        }
-        "replace" => {
-            let replacement = args.str("replacement")?;
-            cap_len("replacement", replacement.len(), MAX_REPLACEMENT_BYTES)?;
-            let literal = args.opt_bool("literal")?.unwrap_or(false);
-            let count = args
-                .opt_int("limit", 1, i64::MAX)?
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(usize::MAX);
-            let mut out = String::new();
-            let mut last = 0;
-            let mut replacements = 0usize;
-            let per_match = replacement.len().max(1);
-            for caps in re.captures_iter(text).take(count) {
-                if stop.is_raised() {
-                    return Err(stopped());
-                }
-                if replacements.saturating_mul(per_match) > MAX_EXPANSION_WORK {
-                    return Err(ToolError::LimitExceeded(format!(
-                        "the replacement would expand the template {replacements}+ times; narrow the pattern or use `limit`"
-                    )));
-                }
-                let Some(whole) = caps.get(0) else { continue };
-                out.push_str(&text[last..whole.start()]);
-                if literal {
-                    out.push_str(replacement);
-                } else {
-                    caps.expand(replacement, &mut out);
-                }
-                last = whole.end();
-                replacements += 1;
-                // Measured as it grows: `$0$0$0…` on every position could otherwise reach gigabytes.
-                if out.len() > max_output {
-                    return Err(ToolError::OutputTooLarge { limit: max_output });
-                }
-            }
-            out.push_str(&text[last..]);
-            if out.len() > max_output {
-                return Err(ToolError::OutputTooLarge { limit: max_output });
-            }
-            Ok(json!({"operation": op, "result": out, "replacements": replacements}))
-        }
-        "split" => {
-            let parts: Vec<&str> = match args.get("limit") {
-                Some(_) => re.splitn(text, limit(&args, MAX_LIMIT)?).collect(),
-                None => re.split(text).take(MAX_LIMIT + 1).collect(),
-            };
-            if parts.len() > MAX_LIMIT {
-                return Err(ToolError::LimitExceeded(format!(
-                    "the split gives more than {MAX_LIMIT} parts; pass `limit` to stop earlier"
-                )));
-            }
-            Ok(json!({"operation": op, "count": parts.len(), "parts": parts}))
-        }
+        "find_all" | "captures" => find_all(op, re, text, &args, stop),
+        "replace" => replace(op, re, text, &args, max_output, stop),
+        "split" => split(op, re, text, &args),
         other => Err(invalid(
             "/operation",
             format!("unknown operation `{other}`"),
         )),
     }
+}
+
+/// `find_all` or `captures`: the matches (with their groups for `captures`), up to the limit.
+fn find_all(
+    op: &str,
+    re: &Regex,
+    text: &str,
+    args: &Args<'_>,
+    stop: &StopFlag,
+) -> Result<Value, ToolError> {
+    let limit = limit(args, DEFAULT_LIMIT)?;
+    let mut items = Vec::new();
+    let mut truncated = false;
+    // `find_iter` runs on the lazy DFA; only `captures` needs the slower group engines.
+    let mut matches: Box<dyn Iterator<Item = Value>> = if op == "find_all" {
+        Box::new(re.find_iter(text).map(span))
+    } else {
+        Box::new(re.captures_iter(text).map(|caps| capture_groups(re, &caps)))
+    };
+    for item in &mut matches {
+        if stop.is_raised() {
+            return Err(stopped());
+        }
+        if items.len() == limit {
+            truncated = true;
+            break;
+        }
+        items.push(item);
+    }
+    Ok(json!({
+        "operation": op,
+        "count": items.len(),
+        "truncated": truncated,
+        "matches": items,
+    }))
+}
+
+/// `replace`: the text with each match (up to `limit`) replaced by the template or the literal
+/// text, its output measured as it grows.
+fn replace(
+    op: &str,
+    re: &Regex,
+    text: &str,
+    args: &Args<'_>,
+    max_output: usize,
+    stop: &StopFlag,
+) -> Result<Value, ToolError> {
+    let replacement = args.str("replacement")?;
+    cap_len("replacement", replacement.len(), MAX_REPLACEMENT_BYTES)?;
+    let literal = args.opt_bool("literal")?.unwrap_or(false);
+    let count = args
+        .opt_int("limit", 1, i64::MAX)?
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(usize::MAX);
+    let mut out = String::new();
+    let mut last = 0;
+    let mut replacements = 0usize;
+    let per_match = replacement.len().max(1);
+    for caps in re.captures_iter(text).take(count) {
+        if stop.is_raised() {
+            return Err(stopped());
+        }
+        if replacements.saturating_mul(per_match) > MAX_EXPANSION_WORK {
+            return Err(ToolError::LimitExceeded(format!(
+                "the replacement would expand the template {replacements}+ times; narrow the pattern or use `limit`"
+            )));
+        }
+        let Some(whole) = caps.get(0) else { continue };
+        out.push_str(&text[last..whole.start()]);
+        if literal {
+            out.push_str(replacement);
+        } else {
+            caps.expand(replacement, &mut out);
+        }
+        last = whole.end();
+        replacements += 1;
+        // Measured as it grows: `$0$0$0…` on every position could otherwise reach gigabytes.
+        if out.len() > max_output {
+            return Err(ToolError::OutputTooLarge { limit: max_output });
+        }
+    }
+    out.push_str(&text[last..]);
+    if out.len() > max_output {
+        return Err(ToolError::OutputTooLarge { limit: max_output });
+    }
+    Ok(json!({"operation": op, "result": out, "replacements": replacements}))
+}
+
+/// `split`: the pieces between matches, at most `limit` of them.
+fn split(op: &str, re: &Regex, text: &str, args: &Args<'_>) -> Result<Value, ToolError> {
+    let parts: Vec<&str> = match args.get("limit") {
+        Some(_) => re.splitn(text, limit(args, MAX_LIMIT)?).collect(),
+        None => re.split(text).take(MAX_LIMIT + 1).collect(),
+    };
+    if parts.len() > MAX_LIMIT {
+        return Err(ToolError::LimitExceeded(format!(
+            "the split gives more than {MAX_LIMIT} parts; pass `limit` to stop earlier"
+        )));
+    }
+    Ok(json!({"operation": op, "count": parts.len(), "parts": parts}))
 }
 
 impl RegexTool {
