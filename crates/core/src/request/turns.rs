@@ -8,8 +8,11 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-use toolbridge_wire::responses::{Diagnostic, InputItem, MessageItem, ReasoningItem};
+use serde_json::{Map, Value};
+use toolbridge_wire::responses::{
+    ApplyPatchCallOutputItem, Diagnostic, FunctionCallItem, InputItem, LocalShellCallOutputItem,
+    MessageItem, ReasoningItem,
+};
 
 use super::content::{
     marks_cache, output_text, plain_text, shell_output_text, tool_output, user_parts,
@@ -72,24 +75,7 @@ impl Reducer {
                 }
                 Ok(())
             }
-            InputItem::FunctionCall(c) => {
-                if c.encrypted_function_args.is_some() {
-                    self.diagnostics.push(diag(
-                        PARAM_DROPPED,
-                        Some(&format!("input[{i}].encrypted_function_args")),
-                        "encrypted function arguments are readable by OpenAI only; the call was sent with its plain `arguments`",
-                    ));
-                }
-                self.call(
-                    i,
-                    &c.call_id,
-                    CallKind::Function {
-                        namespace: c.namespace.clone(),
-                        name: c.name.clone(),
-                        arguments: c.arguments.clone(),
-                    },
-                )
-            }
+            InputItem::FunctionCall(c) => self.function_call(i, c),
             InputItem::CustomToolCall(c) => self.call(
                 i,
                 &c.call_id,
@@ -128,23 +114,8 @@ impl Reducer {
                 let output = shell_output_text(&o.output);
                 self.output(i, &o.call_id, output.into())
             }
-            InputItem::LocalShellCallOutput(o) => {
-                let Some(call_id) = o.call_id.as_deref().or(o.id.as_deref()) else {
-                    return Err(Error::MissingParameter {
-                        param: format!("input[{i}].call_id"),
-                    });
-                };
-                let output = output_text(i, &o.output)?;
-                self.output(i, call_id, output.into())
-            }
-            InputItem::ApplyPatchCallOutput(o) => {
-                let status = o.status.as_deref().unwrap_or("completed");
-                let output = match &o.output {
-                    Some(v) => format!("{status}: {}", output_text(i, v)?),
-                    None => status.to_owned(),
-                };
-                self.output(i, &o.call_id, output.into())
-            }
+            InputItem::LocalShellCallOutput(o) => self.local_shell_output(i, o),
+            InputItem::ApplyPatchCallOutput(o) => self.apply_patch_output(i, o),
             // A call the gateway ran comes back as the call and its result, so the provider
             // sees the exchange it had.
             InputItem::McpCall(c) => self.mcp_call(i, c),
@@ -152,11 +123,7 @@ impl Reducer {
             // `mcp_call` before normalising; what is left was never answered (or the gateway
             // runs no tools here).
             InputItem::McpApprovalRequest(_) | InputItem::McpApprovalResponse(_) => {
-                self.diagnostics.push(diag(
-                    ITEM_DROPPED,
-                    Some(&format!("input[{i}]")),
-                    "an MCP approval item without its counterpart (or with no gateway tools to run it) was left out",
-                ));
+                self.unanswered_approval(i);
                 Ok(())
             }
             InputItem::ToolSearchCall(c) => self.tool_search_call(i, c),
@@ -166,15 +133,72 @@ impl Reducer {
                 Ok(())
             }
             InputItem::Other(map) => {
-                let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
-                match kind {
-                    "image_generation_call" => self.image_call(i, map),
-                    "agent_message" => self.agent_message(map),
-                    "configuration_update" => self.configuration_update(map),
-                    _ => self.other(i, kind),
-                }
+                self.untyped(i, map);
                 Ok(())
             }
+        }
+    }
+
+    /// A `function_call` as a call; its encrypted arguments, which only OpenAI reads, are left
+    /// out with a diagnostic.
+    fn function_call(&mut self, i: usize, c: &FunctionCallItem) -> Result<(), Error> {
+        if c.encrypted_function_args.is_some() {
+            self.diagnostics.push(diag(
+                PARAM_DROPPED,
+                Some(&format!("input[{i}].encrypted_function_args")),
+                "encrypted function arguments are readable by OpenAI only; the call was sent with its plain `arguments`",
+            ));
+        }
+        self.call(
+            i,
+            &c.call_id,
+            CallKind::Function {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            },
+        )
+    }
+
+    /// A `local_shell_call_output` as the output of the call its `call_id` (else its `id`) names.
+    fn local_shell_output(&mut self, i: usize, o: &LocalShellCallOutputItem) -> Result<(), Error> {
+        let Some(call_id) = o.call_id.as_deref().or(o.id.as_deref()) else {
+            return Err(Error::MissingParameter {
+                param: format!("input[{i}].call_id"),
+            });
+        };
+        let output = output_text(i, &o.output)?;
+        self.output(i, call_id, output.into())
+    }
+
+    /// An `apply_patch_call_output` as its status, then its text when it has one.
+    fn apply_patch_output(&mut self, i: usize, o: &ApplyPatchCallOutputItem) -> Result<(), Error> {
+        let status = o.status.as_deref().unwrap_or("completed");
+        let output = match &o.output {
+            Some(v) => format!("{status}: {}", output_text(i, v)?),
+            None => status.to_owned(),
+        };
+        self.output(i, &o.call_id, output.into())
+    }
+
+    /// An MCP approval item the gateway did not turn into an `mcp_call`: left out, with a
+    /// diagnostic.
+    fn unanswered_approval(&mut self, i: usize) {
+        self.diagnostics.push(diag(
+            ITEM_DROPPED,
+            Some(&format!("input[{i}]")),
+            "an MCP approval item without its counterpart (or with no gateway tools to run it) was left out",
+        ));
+    }
+
+    /// An item of a type the wire types do not name, taken by its `type`.
+    fn untyped(&mut self, i: usize, map: &Map<String, Value>) {
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or("unknown");
+        match kind {
+            "image_generation_call" => self.image_call(i, map),
+            "agent_message" => self.agent_message(map),
+            "configuration_update" => self.configuration_update(map),
+            _ => self.other(i, kind),
         }
     }
 
