@@ -11,10 +11,12 @@ use toolbridge_wire::responses::{CustomTool, Diagnostic, FunctionTool, Tool};
 use super::hosted::{file_search, mcp, web_search};
 use super::{
     Decision, GatewayOffer, Identity, PlanEntry, ToolCapabilities, UnsupportedPolicy, UpstreamTool,
-    reasons, schemas, tool_types,
+    reasons, schemas,
 };
 use crate::Error;
 use crate::diagnostics::{TOOL_DEGRADED, TOOL_IGNORED, diag};
+
+mod client;
 
 /// Tool types the Responses API defines that toolbridge knows how to plan.
 pub(super) const HOSTED_TYPES: &[&str] = &[
@@ -171,6 +173,8 @@ pub(super) fn served_by_gateway(
     })
 }
 
+/// The candidates of one tool outside a namespace: a function, a custom tool, or a tool known by
+/// its `type` alone (a namespace's children are planned by `namespaced`).
 pub(super) fn candidate(
     param: &str,
     tool: &Tool,
@@ -178,108 +182,41 @@ pub(super) fn candidate(
     flags: &mut Map<String, Value>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Vec<Candidate>, Error> {
-    let entry = |kind: &str, name: Option<&str>, decision, reason| PlanEntry {
-        param: param.to_owned(),
-        kind: kind.to_owned(),
-        name: name.map(str::to_owned),
-        decision,
-        reason,
-        provider_name: None,
-    };
-    let one = |c: Candidate| Ok(vec![c]);
     match tool {
-        Tool::Function(f) => {
-            check_name(param, &f.name)?;
-            one(Candidate {
-                entry: entry(
-                    "function",
-                    Some(&f.name),
-                    Decision::Native,
-                    reasons::FUNCTION,
-                ),
-                identity: Some(Identity::Function {
-                    namespace: None,
-                    name: f.name.clone(),
-                }),
-                upstream: Some(function_upstream(param, f, caps, diagnostics)),
-            })
-        }
-        Tool::Custom(c) => {
-            check_name(param, &c.name)?;
-            let identity = Identity::Custom {
-                namespace: None,
-                name: c.name.clone(),
-            };
-            if let Some(decided) =
-                tool_types::decide(param, "custom", tool, &identity, caps, diagnostics)?
-            {
-                return one(decided);
-            }
-            diagnostics.push(diag(
-                TOOL_DEGRADED,
-                Some(param),
-                format!(
-                    "custom tool `{}` is sent as a function with one string parameter `input`",
-                    c.name
-                ),
-            ));
-            one(Candidate {
-                entry: entry(
-                    "custom",
-                    Some(&c.name),
-                    Decision::Degraded,
-                    reasons::CUSTOM_AS_FUNCTION,
-                ),
-                identity: Some(Identity::Custom {
-                    namespace: None,
-                    name: c.name.clone(),
-                }),
-                upstream: Some(custom_upstream(c)),
-            })
-        }
+        Tool::Function(f) => client::function(param, f, caps, diagnostics).map(|c| vec![c]),
+        Tool::Custom(c) => client::custom(param, tool, c, caps, diagnostics).map(|c| vec![c]),
         Tool::Namespace(_) => Ok(Vec::new()),
-        Tool::Other(map) => {
-            let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
-            match kind {
-                "local_shell" | "shell" | "apply_patch" => {
-                    let (identity, reason, parameters, description) = schemas::builtin(kind);
-                    if let Some(decided) =
-                        tool_types::decide(param, kind, tool, &identity, caps, diagnostics)?
-                    {
-                        return one(decided);
-                    }
-                    diagnostics.push(diag(
-                        TOOL_DEGRADED,
-                        Some(param),
-                        format!("`{kind}` is sent as a function and its calls are restored as `{kind}_call` items"),
-                    ));
-                    one(Candidate {
-                        entry: entry(kind, None, Decision::Degraded, reason),
-                        identity: Some(identity),
-                        upstream: Some(UpstreamTool::Function {
-                            name: kind.to_owned(),
-                            description: Some(description.to_owned()),
-                            parameters: parameters.into(),
-                            strict: None,
-                        }),
-                    })
-                }
-                "tool_search" => super::search::tool_search(param, tool, map, caps, diagnostics),
-                k if k.starts_with("web_search") => {
-                    web_search(param, map, caps, flags, diagnostics).map(|c| vec![c])
-                }
-                "file_search" => file_search(param, map, caps, diagnostics),
-                "mcp" => mcp(param, map, caps, diagnostics).map(|c| vec![c]),
-                k if HOSTED_TYPES.contains(&k) => {
-                    unsupported(param, k, caps, diagnostics).map(|c| vec![c])
-                }
-                "" => Err(Error::invalid(format!("{param}.type"), "is missing")),
-                other => Err(Error::UnsupportedToolType {
-                    param: param.to_owned(),
-                    kind: other.to_owned(),
-                }),
-            }
+        Tool::Other(map) => typed(param, tool, map, caps, flags, diagnostics),
+    }
+}
+
+/// The candidates of a tool known by its `type` alone: a client-run built-in, a hosted tool, or
+/// an error for a type that is missing or unknown.
+fn typed(
+    param: &str,
+    tool: &Tool,
+    map: &Map<String, Value>,
+    caps: &ToolCapabilities,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "local_shell" | "shell" | "apply_patch" => {
+            client::builtin(param, kind, tool, caps, diagnostics).map(|c| vec![c])
         }
+        "tool_search" => super::search::tool_search(param, tool, map, caps, diagnostics),
+        k if k.starts_with("web_search") => {
+            web_search(param, map, caps, flags, diagnostics).map(|c| vec![c])
+        }
+        "file_search" => file_search(param, map, caps, diagnostics),
+        "mcp" => mcp(param, map, caps, diagnostics).map(|c| vec![c]),
+        k if HOSTED_TYPES.contains(&k) => unsupported(param, k, caps, diagnostics).map(|c| vec![c]),
+        "" => Err(Error::invalid(format!("{param}.type"), "is missing")),
+        other => Err(Error::UnsupportedToolType {
+            param: param.to_owned(),
+            kind: other.to_owned(),
+        }),
     }
 }
 
