@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use toolbridge_core::plan::plan_request;
+use toolbridge_core::canonical::CanonicalRequest;
+use toolbridge_core::plan::{GatewayOffer, plan_request};
 use toolbridge_core::repair::ToolSchemas;
 use toolbridge_providers::dialect::{Raw, Source};
+use toolbridge_providers::profile::Profile;
 use toolbridge_providers::responses::reasoning::Provenance;
 
 use super::{Caller, GatewayStage, Prepared, Routed, sealed_by_gateway, translate};
@@ -61,31 +63,7 @@ pub(super) fn route<'a>(
     let upstream_model = &target.upstream_model;
     let canonical = &prepared.canonical;
     let profile = provider.profile_for(upstream_model);
-    // What the gateway runs itself for this request, if anything.
-    let mut offer = state
-        .config
-        .gateway_tools
-        .as_ref()
-        .map(|t| {
-            t.offer_for(
-                &canonical.model,
-                &canonical.tools,
-                &profile.tools,
-                &prepared.listed,
-            )
-        })
-        .unwrap_or_default();
-    // The gateway tools this request's tool loop may run: the typed source's selection of the
-    // offer, narrowed by the key's scope (`Scope::tool_view`); the offer keeps only those.
-    let stage = gateway_stage(prepared, caller, &mut offer);
-    // A key without `image_generation` does not get the declared tool served either.
-    if !offer
-        .tools
-        .iter()
-        .any(|t| crate::tools::GatewayTools::is_image(&t.server, &t.name))
-    {
-        offer.image_generation = false;
-    }
+    let (offer, stage) = offer_and_stage(state, prepared, caller, &profile);
     // The one plan of this request for this provider: the translator and the
     // reconstruction both read it.
     let plan = crate::platform::ops::telemetry::stage_span!("plan")
@@ -110,16 +88,7 @@ pub(super) fn route<'a>(
     };
     // A native Responses upstream's calls are relayed as they come, never repaired.
     let repairs = provider.repair.enabled && !provider.dialect.passes_through();
-    let checks = repairs.then(|| {
-        schemas.get_or_insert_with(|| {
-            let (schemas, text) = state
-                .schema_cache
-                .schemas_and_text(&canonical.planned_tools());
-            ToolChecks { schemas, text }
-        })
-    });
-    let tools_text = checks.as_ref().and_then(|c| c.text.clone());
-    let repair_checks = checks.map(|c| Arc::clone(&c.schemas));
+    let (repair_checks, tools_text) = tool_checks(state, canonical, repairs, schemas);
     if let Some(checks) = &repair_checks {
         diagnostics.extend(checks.diagnostics());
     }
@@ -162,6 +131,68 @@ pub(super) fn route<'a>(
         repair_checks,
         tools_text,
     })
+}
+
+/// What the gateway runs itself for this request on `profile`, and the stage its tool loop
+/// runs them from: the offer narrowed to what the caller may run; the image tool is served
+/// only when the caller keeps it.
+fn offer_and_stage(
+    state: &AppState,
+    prepared: &Prepared<'_>,
+    caller: &Caller,
+    profile: &Profile,
+) -> (GatewayOffer, Option<GatewayStage>) {
+    let canonical = &prepared.canonical;
+    // What the gateway runs itself for this request, if anything.
+    let mut offer = state
+        .config
+        .gateway_tools
+        .as_ref()
+        .map(|t| {
+            t.offer_for(
+                &canonical.model,
+                &canonical.tools,
+                &profile.tools,
+                &prepared.listed,
+            )
+        })
+        .unwrap_or_default();
+    // The gateway tools this request's tool loop may run: the typed source's selection of the
+    // offer, narrowed by the key's scope (`Scope::tool_view`); the offer keeps only those.
+    let stage = gateway_stage(prepared, caller, &mut offer);
+    // A key without `image_generation` does not get the declared tool served either.
+    if !offer
+        .tools
+        .iter()
+        .any(|t| crate::tools::GatewayTools::is_image(&t.server, &t.name))
+    {
+        offer.image_generation = false;
+    }
+    (offer, stage)
+}
+
+/// The request's tool checks when `repairs` is on, compiled once whatever the target (kept in
+/// `schemas` on first need), with the tools' JSON text they were keyed by.
+fn tool_checks(
+    state: &AppState,
+    canonical: &CanonicalRequest,
+    repairs: bool,
+    schemas: &mut Option<ToolChecks>,
+) -> (
+    Option<Arc<ToolSchemas>>,
+    Option<toolbridge_wire::raw::RawJson>,
+) {
+    let checks = repairs.then(|| {
+        schemas.get_or_insert_with(|| {
+            let (schemas, text) = state
+                .schema_cache
+                .schemas_and_text(&canonical.planned_tools());
+            ToolChecks { schemas, text }
+        })
+    });
+    let tools_text = checks.as_ref().and_then(|c| c.text.clone());
+    let repair_checks = checks.map(|c| Arc::clone(&c.schemas));
+    (repair_checks, tools_text)
 }
 
 /// The selection of the offered gateway tools the request may run — all of them, or the key's
