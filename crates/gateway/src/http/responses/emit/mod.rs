@@ -21,6 +21,8 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_core::plan::NameMap;
+use toolbridge_providers::dialect::Outgoing;
 use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
@@ -38,7 +40,7 @@ use super::rounds::tool_loop::{Continuation, ToolRounds};
 use super::stored::persist::Persist;
 use super::stored::provider_state::StateSink;
 use super::{
-    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, Routed,
+    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, GatewayStage, Prepared, Routed,
     diagnostics_header,
 };
 use crate::error::GatewayError;
@@ -295,39 +297,25 @@ fn assembled<'a>(
     // Chat round trip; for other dialects such calls stay ordinary function calls.
     let (echo_tools, echo) =
         if !routed.plan.echo_tools.is_empty() && routed.outgoing.echoes_builtins() {
-            (
-                routed.plan.echo_tools.clone(),
-                Some(Box::new(EchoRounds {
-                    upstreams: state.upstreams.clone(),
-                    provider: provider.clone(),
-                    affinity: routed.affinity,
-                    upstream_model: routed.upstream_model.clone(),
-                    outgoing: routed.outgoing,
-                    left: MAX_ECHO_ROUNDS,
-                })),
-            )
+            let rounds = echo_rounds(
+                state,
+                provider,
+                routed.affinity,
+                &routed.upstream_model,
+                routed.outgoing,
+            );
+            (routed.plan.echo_tools.clone(), Some(rounds))
         } else {
             (Vec::new(), None)
         };
     let tools = match (&state.config.gateway_tools, routed.stage) {
-        (Some(tools), Some(stage)) if routed.gateway_tools_offered => Some(Box::new(ToolRounds {
-            tools: tools.clone(),
-            transport: stage.source.transport(stage.selection, &routed.plan.names),
-            source: stage.source,
-            steps_left: tools.limits.max_steps,
-            calls_left: prepared.req.max_tool_calls,
-            deadline: tokio::time::Instant::now() + tools.limits.time_budget,
-            meter: setup.meter.clone(),
-            step: 0,
-            listed: prepared.listed.clone(),
-            deferred: Arc::new(crate::tools::Deferred::from_tools(
-                &prepared.canonical.tools,
-            )),
-            searches_left: crate::tools::MAX_SEARCHES,
-            image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
-                .unwrap_or_default(),
-            earlier: crate::tools::images::EarlierImages::from_input(prepared.req.input.as_ref()),
-        })),
+        (Some(tools), Some(stage)) if routed.gateway_tools_offered => Some(tool_rounds(
+            tools,
+            stage,
+            &routed.plan.names,
+            &prepared,
+            &setup.meter,
+        )),
         _ => None,
     };
     let repair = routed
@@ -396,6 +384,54 @@ fn assembled<'a>(
         affinity: routed.affinity,
     };
     (assembled, req)
+}
+
+/// The rounds that answer the provider's builtin calls by echoing them back, sending
+/// `outgoing` again to `provider`'s `upstream_model`.
+fn echo_rounds(
+    state: &AppState,
+    provider: &crate::config::Provider,
+    affinity: crate::upstream::Affinity,
+    upstream_model: &str,
+    outgoing: Outgoing,
+) -> Box<EchoRounds> {
+    Box::new(EchoRounds {
+        upstreams: state.upstreams.clone(),
+        provider: provider.clone(),
+        affinity,
+        upstream_model: upstream_model.to_owned(),
+        outgoing,
+        left: MAX_ECHO_ROUNDS,
+    })
+}
+
+/// The tool loop's rounds: the gateway's `tools` as the route's `stage` selected them, with the
+/// request's limits, MCP servers, deferred tools and images.
+fn tool_rounds(
+    tools: &Arc<crate::tools::GatewayTools>,
+    stage: GatewayStage,
+    names: &NameMap,
+    prepared: &Prepared<'_>,
+    meter: &Meter,
+) -> Box<ToolRounds> {
+    Box::new(ToolRounds {
+        tools: tools.clone(),
+        transport: stage.source.transport(stage.selection, names),
+        source: stage.source,
+        steps_left: tools.limits.max_steps,
+        calls_left: prepared.req.max_tool_calls,
+        deadline: tokio::time::Instant::now() + tools.limits.time_budget,
+        meter: meter.clone(),
+        step: 0,
+        listed: prepared.listed.clone(),
+        deferred: Arc::new(crate::tools::Deferred::from_tools(
+            &prepared.canonical.tools,
+        )),
+        searches_left: crate::tools::MAX_SEARCHES,
+        image_options: crate::tools::images::ImageOptions::declared(&prepared.canonical.tools)
+            .unwrap_or_default(),
+        earlier: crate::tools::images::EarlierImages::from_input(prepared.req.input.as_ref()),
+    })
 }
 
 /// The assembler and what its rounds need, for either transport.
