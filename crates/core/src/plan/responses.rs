@@ -17,7 +17,7 @@
 //! `hosted`), which this reuses.
 
 use serde_json::{Map, Value, json};
-use toolbridge_wire::responses::Tool;
+use toolbridge_wire::responses::{Diagnostic, Tool};
 
 use super::candidates::{self, Candidate, HOSTED_TYPES, check_name, ignored};
 use super::{
@@ -73,6 +73,46 @@ pub(super) fn plan(
     planned.tool_types = r.tool_types();
     let mut diagnostics = Vec::new();
     let mut flags = Map::new();
+    let mut found = declared(tools, r, &planned, offer, &mut flags, &mut diagnostics)?;
+    let dispatched = add_searched(context, &planned, &mut found, &mut flags, &mut diagnostics);
+    let names = NameMap::allocate(
+        found
+            .iter()
+            .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
+        &planned,
+    )?;
+    let (entries, upstream) = limited(found, &names, caps.max_tools, &mut diagnostics)?;
+    let functions: Vec<&str> = upstream
+        .iter()
+        .filter_map(|u| match u {
+            UpstreamTool::Function { name, .. } => Some(name.as_str()),
+            UpstreamTool::Native(_) => None,
+        })
+        .collect();
+    let tool_choice = tool_choice.map(|choice| choice_for(choice, &names, &functions));
+    Ok(ToolPlan {
+        entries,
+        upstream,
+        request_flags: flags,
+        tool_choice,
+        send_tools: true,
+        names,
+        echo_tools: Vec::new(),
+        dispatched,
+        diagnostics,
+    })
+}
+
+/// The candidates of the declared tools, each as the endpoint's profile decides: as declared,
+/// left out, refused, or planned as for a translating dialect.
+fn declared(
+    tools: &[Tool],
+    r: &ResponsesTools,
+    planned: &ToolCapabilities,
+    offer: &GatewayOffer,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Vec<Candidate>, Error> {
     let mut found = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let param = format!("tools[{i}]");
@@ -98,13 +138,25 @@ pub(super) fn plan(
             (ToolTypeDecision::Degraded, _) => found.extend(candidates::declared_one(
                 &param,
                 tool,
-                &planned,
+                planned,
                 offer,
-                &mut flags,
-                &mut diagnostics,
+                flags,
+                diagnostics,
             )?),
         }
     }
+    Ok(found)
+}
+
+/// The tools earlier searches found, added to `found` when `tool_search` goes as a function;
+/// the identities reached through `call_found_tool`.
+fn add_searched(
+    context: &[ContextTool],
+    planned: &ToolCapabilities,
+    found: &mut Vec<Candidate>,
+    flags: &mut Map<String, Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Identity> {
     // The searches reach the upstream as the degraded function's calls only when that function
     // is declared; then so must the tools they found.
     let mut dispatched = Vec::new();
@@ -117,23 +169,27 @@ pub(super) fn plan(
             .filter(|c| c.source == ContextSource::Found)
             .cloned()
             .collect();
-        let lifted =
-            super::context::candidates(&searched, &planned, &found, &mut flags, &mut diagnostics);
-        dispatched = super::search::dispatch(&mut found, lifted, &planned, context);
+        let lifted = super::context::candidates(&searched, planned, found, flags, diagnostics);
+        dispatched = super::search::dispatch(found, lifted, planned, context);
     }
-    let names = NameMap::allocate(
-        found
-            .iter()
-            .filter_map(|c| c.identity.clone().map(|id| (c.entry.param.clone(), id))),
-        &planned,
-    )?;
-    let (mut entries, mut upstream) = named(found, &names);
-    if let Some(max) = caps.max_tools {
-        let dropped = super::context::fit_limit(&mut upstream, max, &mut diagnostics);
+    dispatched
+}
+
+/// The named entries and upstream tools, the upstream tools fitted to `max_tools` (an error
+/// when they cannot be).
+fn limited(
+    found: Vec<Candidate>,
+    names: &NameMap,
+    max_tools: Option<usize>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<(Vec<PlanEntry>, Vec<UpstreamTool>), Error> {
+    let (mut entries, mut upstream) = named(found, names);
+    if let Some(max) = max_tools {
+        let dropped = super::context::fit_limit(&mut upstream, max, diagnostics);
         super::context::mark_dropped(&mut entries, &dropped);
     }
     let upstream: Vec<UpstreamTool> = upstream.into_iter().map(|(_, u)| u).collect();
-    if let Some(max) = caps.max_tools
+    if let Some(max) = max_tools
         && upstream.len() > max
     {
         return Err(Error::TooManyTools {
@@ -141,25 +197,7 @@ pub(super) fn plan(
             limit: max,
         });
     }
-    let functions: Vec<&str> = upstream
-        .iter()
-        .filter_map(|u| match u {
-            UpstreamTool::Function { name, .. } => Some(name.as_str()),
-            UpstreamTool::Native(_) => None,
-        })
-        .collect();
-    let tool_choice = tool_choice.map(|choice| choice_for(choice, &names, &functions));
-    Ok(ToolPlan {
-        entries,
-        upstream,
-        request_flags: flags,
-        tool_choice,
-        send_tools: true,
-        names,
-        echo_tools: Vec::new(),
-        dispatched,
-        diagnostics,
-    })
+    Ok((entries, upstream))
 }
 
 /// A tool the endpoint takes as it was declared. A function or custom tool keeps its identity
