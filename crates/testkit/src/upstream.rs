@@ -3,16 +3,18 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use futures::stream;
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::Response;
 use serde_json::Value;
+
+mod respond;
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -136,29 +138,7 @@ struct Inner {
     /// A prompt cache whose reads and writes replace the usage of every reply.
     cache: Option<crate::cache::CacheSim>,
     /// Streamed replies whose body was dropped before its last piece (the client went away).
-    abandoned: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Counts a streamed reply as abandoned when it is dropped before it finished.
-struct Finish {
-    done: bool,
-    abandoned: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Finish {
-    /// The reply was sent to its end.
-    fn complete(mut self) {
-        self.done = true;
-    }
-}
-
-impl Drop for Finish {
-    fn drop(&mut self) {
-        if !self.done {
-            self.abandoned
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
+    abandoned: Arc<AtomicUsize>,
 }
 
 /// The fake upstream server; it stops when dropped.
@@ -247,6 +227,8 @@ impl Drop for FakeUpstream {
     }
 }
 
+/// Records the request, then answers it with the reply its gate, the script or the fallback
+/// gives, after the pauses of a delayed reply.
 async fn handle(
     State(inner): State<Arc<Mutex<Inner>>>,
     method: Method,
@@ -261,21 +243,7 @@ async fn handle(
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
-    let (reply, abandoned) = {
-        let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.requests.push(recorded.clone());
-        let gated = inner.gate.as_ref().and_then(|g| g(&recorded));
-        let mut reply = gated
-            .or_else(|| inner.script.pop_front())
-            .or_else(|| inner.fallback.clone());
-        if let (Some(cache), Some(r)) = (inner.cache.as_mut(), reply.as_mut())
-            && method == Method::POST
-        {
-            let served = cache.serve(&recorded.body);
-            patch_usage(cache, served, r);
-        }
-        (reply, inner.abandoned.clone())
-    };
+    let (reply, abandoned) = next_reply(&inner, &method, recorded);
     let mut reply = reply;
     while let Some(Reply::Delayed {
         pause,
@@ -285,128 +253,30 @@ async fn handle(
         tokio::time::sleep(pause).await;
         reply = Some(*inner);
     }
-    match reply {
-        // Unwrapped by the loop above.
-        Some(Reply::Delayed { .. }) | None => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "fake upstream: no reply scripted",
-        )
-            .into_response(),
-        Some(Reply::Json {
-            status,
-            body,
-            headers,
-        }) => {
-            let mut response = (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-                [("content-type", "application/json")],
-                body.to_string(),
-            )
-                .into_response();
-            for (k, v) in headers {
-                if let (Ok(k), Ok(v)) = (
-                    axum::http::HeaderName::from_bytes(k.as_bytes()),
-                    axum::http::HeaderValue::from_str(&v),
-                ) {
-                    response.headers_mut().insert(k, v);
-                }
-            }
-            response
-        }
-        Some(Reply::Raw {
-            status,
-            content_type,
-            body,
-        }) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-            [("content-type", content_type)],
-            body,
-        )
-            .into_response(),
-        Some(Reply::StreamBytes { pieces }) => (
-            StatusCode::OK,
-            [("content-type", "text/event-stream")],
-            Body::from_stream(stream::iter(
-                pieces
-                    .into_iter()
-                    .map(|p| Ok::<Bytes, std::convert::Infallible>(Bytes::from(p))),
-            )),
-        )
-            .into_response(),
-        Some(Reply::JsonThenReset { body, sent }) => json_then_reset(body, sent),
-        Some(Reply::StreamThenReset { pieces }) => stream_then_reset(pieces),
-        Some(Reply::Stream { pieces, pause }) => {
-            let finish = Finish {
-                done: false,
-                abandoned,
-            };
-            let state = (pieces.into_iter(), finish);
-            let body = stream::unfold(state, move |(mut it, finish)| async move {
-                let Some(piece) = it.next() else {
-                    finish.complete();
-                    return None;
-                };
-                if !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
-                let chunk = Ok::<Bytes, std::convert::Infallible>(Bytes::from(piece));
-                Some((chunk, (it, finish)))
-            });
-            (
-                StatusCode::OK,
-                [("content-type", "text/event-stream")],
-                Body::from_stream(body),
-            )
-                .into_response()
-        }
-    }
+    respond::respond(reply, abandoned)
 }
 
-/// A 200 JSON answer whose connection drops after `sent` of its bytes (see
-/// [`Reply::JsonThenReset`]).
-fn json_then_reset(body: String, sent: usize) -> Response {
-    let length = body.len();
-    let head = Bytes::from(body.into_bytes()).slice(..sent.min(length));
-    let parts = stream::unfold(Some(head), |state| async move {
-        match state {
-            Some(head) => Some((Ok(head), None)),
-            None => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let reset = std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    "fake upstream: connection dropped",
-                );
-                // The stream ends after this error (the body is aborted).
-                Some((Err::<Bytes, std::io::Error>(reset), None))
-            }
-        }
-    });
-    let mut response = (
-        StatusCode::OK,
-        [("content-type", "application/json")],
-        Body::from_stream(parts),
-    )
-        .into_response();
-    if let Ok(v) = axum::http::HeaderValue::from_str(&length.to_string()) {
-        response.headers_mut().insert("content-length", v);
+/// Records `recorded` and takes its reply: the gate's, else the script's next, else the
+/// fallback, with its usage rewritten to what the cache serves a POST. Also the count of
+/// abandoned streams, which a streamed reply adds to.
+fn next_reply(
+    inner: &Mutex<Inner>,
+    method: &Method,
+    recorded: Recorded,
+) -> (Option<Reply>, Arc<AtomicUsize>) {
+    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+    inner.requests.push(recorded.clone());
+    let gated = inner.gate.as_ref().and_then(|g| g(&recorded));
+    let mut reply = gated
+        .or_else(|| inner.script.pop_front())
+        .or_else(|| inner.fallback.clone());
+    if let (Some(cache), Some(r)) = (inner.cache.as_mut(), reply.as_mut())
+        && method == Method::POST
+    {
+        let served = cache.serve(&recorded.body);
+        patch_usage(cache, served, r);
     }
-    response
-}
-
-/// An SSE body whose connection drops after `pieces` (see [`Reply::StreamThenReset`]).
-fn stream_then_reset(pieces: Vec<String>) -> Response {
-    let mut parts: Vec<Result<Bytes, std::io::Error>> =
-        pieces.into_iter().map(|p| Ok(Bytes::from(p))).collect();
-    parts.push(Err(std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        "fake upstream: connection dropped",
-    )));
-    (
-        StatusCode::OK,
-        [("content-type", "text/event-stream")],
-        Body::from_stream(stream::iter(parts)),
-    )
-        .into_response()
+    (reply, inner.abandoned.clone())
 }
 
 /// Rewrites the usage `reply` reports to what `cache` served: a JSON body's, and each SSE
