@@ -104,7 +104,7 @@ fn repaired(raw: &str) -> (String, Vec<Fix>) {
 /// single quotes, a missing closing brace: `jsonrepair-rs`, as for function arguments).
 fn unwrap_json(text: &str) -> Option<(String, bool)> {
     let trimmed = text.trim();
-    if !(trimmed.starts_with('{') || trimmed.starts_with('"')) {
+    if !(trimmed.starts_with("{") || trimmed.starts_with('"')) {
         return None;
     }
     match serde_json::from_str::<Value>(trimmed) {
