@@ -13,6 +13,7 @@ mod detach;
 pub(super) mod meter;
 mod passthrough;
 pub(super) mod sse;
+mod sse_end;
 mod sync;
 pub(super) mod transport;
 pub(super) mod usage;

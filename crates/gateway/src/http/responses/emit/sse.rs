@@ -1,9 +1,8 @@
 //! A streamed answer: the pump that pulls the upstream lazily into the state machine and yields
 //! framed events. It waits in the shared transport loop (`transport`: keep-alives, the deadline,
 //! the forced stop, the cancel, their terminal messages, the framing); the dialect decoders and
-//! the first-event peek are in `decode`, what a round's end leads to in `rounds`.
-
-use std::sync::Arc;
+//! the first-event peek are in `decode`, what a round's end leads to in `rounds`, how the answer
+//! ends (finished, cancelled or failed, then stored and metered) in `sse_end`.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -13,20 +12,15 @@ use toolbridge_core::assemble::{Assembler, codes};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_providers::dialect::Flow;
 use toolbridge_providers::profile::Profile;
-use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
-use super::abandoned::{charge_abandoned, estimate_used};
 use super::meter::Meter;
-use super::transport::{self, Framing, PumpLimits, Stop, Wake};
-use super::usage::estimate_missing_usage;
+use super::transport::{self, Framing, PumpLimits, Wake};
 use crate::error::GatewayError;
-use crate::http::responses::rounds::repair::record_repairs;
 use crate::http::responses::rounds::tool_loop::PendingTools;
 use crate::http::responses::rounds::tools_pump::Running;
 use crate::http::responses::rounds::{RoundEnd, Rounds};
 use crate::http::responses::stored::persist::Persist;
-use crate::platform::time;
 
 use crate::http::responses::dispatch::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
 use crate::http::responses::dispatch::decode::restarted;
@@ -95,43 +89,8 @@ impl Pump {
     /// before its terminal event goes out.
     pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
         let mut frames = self.step().await?;
-        if let Some(mut response) = self.final_response.take() {
-            if let Some(states) = self.states.take() {
-                states.save(&response, &self.request_id).await;
-            }
-            // The one serialisation: the store keeps this text (its record noted while it is
-            // written), the terminal event carries it, the capture reads it.
-            let persist = self.persist.take();
-            let serialized = ResponseText::serialize(
-                &response,
-                persist.as_ref().is_some_and(|p| p.keep_response),
-            );
-            let mut text = Arc::clone(serialized.text());
-            let unsaved = match persist {
-                Some(persist) => persist
-                    .save_text(
-                        || super::output_json(&response),
-                        serialized,
-                        &self.request_id,
-                    )
-                    .await
-                    .err(),
-                None => None,
-            };
-            if let Some(unsaved) = &unsaved {
-                unsaved.mark(&mut response);
-                text = serde_json::to_string(&response).unwrap_or_default().into();
-            }
-            if let Some(terminal) = self.terminal.take() {
-                // The terminal event's response is the final response (the durability rule: it
-                // says what was kept), so its frame carries the same text.
-                frames.push(self.framing.with_response(&terminal, &text));
-            }
-            if let Some(meter) = self.meter.take() {
-                meter
-                    .finish_response(&response, &text, self.used.take())
-                    .await;
-            }
+        if let Some(response) = self.final_response.take() {
+            self.store_final(response, &mut frames).await;
         }
         Some(frames)
     }
@@ -227,18 +186,6 @@ impl Pump {
         }
     }
 
-    /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
-    pub(in crate::http::responses) fn stop(
-        &mut self,
-        stop: Stop,
-        out: Vec<StreamEvent>,
-    ) -> Vec<Bytes> {
-        match stop.failure() {
-            None => self.cancel(out),
-            Some((code, message)) => self.fail(code, message, out),
-        }
-    }
-
     /// `events` in the pump's framing.
     pub(in crate::http::responses) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
         framed(self.framing, events)
@@ -283,83 +230,6 @@ impl Pump {
         self.decoder = restarted(&self.decoder, &self.profile);
         if self.usage_basis.is_some() {
             self.usage_basis = Some(payload);
-        }
-    }
-
-    /// Ends the response; `done` says whether the upstream sent its end marker (`[DONE]`,
-    /// `message_stop`). Without it and without a finish reason, the answer was cut off
-    /// ([`Assembler::finish_unterminated`]).
-    pub(in crate::http::responses) fn finish(
-        &mut self,
-        mut out: Vec<StreamEvent>,
-        done: bool,
-    ) -> Vec<Bytes> {
-        if let Some(mut assembler) = self.assembler.take() {
-            self.decoder.finish(&mut self.pending);
-            for ev in self.pending.drain(..) {
-                assembler.on_event(ev, &mut out);
-            }
-            estimate_missing_usage(&mut assembler, self.usage_basis.as_deref(), &mut out);
-            let response = if done {
-                assembler.finish(time::now(), &mut out)
-            } else {
-                assembler.finish_unterminated(
-                    time::now(),
-                    &mut out,
-                    self.profile.tolerate_unterminated,
-                )
-            };
-            record_repairs(
-                &self.provider_name,
-                &self.upstream_model,
-                &response.toolbridge_diagnostics,
-            );
-            self.final_response = Some(response.clone());
-            self.hold_terminal(&mut out);
-            tracing::debug!(request_id = self.request_id, status = ?response.status, "stream ended");
-        }
-        self.frames(&out)
-    }
-
-    /// Ends the response `cancelled`; the upstream is dropped with the pump.
-    pub(super) fn cancel(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
-        if let Some(assembler) = self.assembler.take() {
-            tracing::info!(request_id = self.request_id, "stream cancelled");
-            self.final_response = Some(assembler.cancel(time::now(), &mut out));
-        }
-        self.frames(&out)
-    }
-
-    pub(in crate::http::responses) fn fail(
-        &mut self,
-        code: &str,
-        message: String,
-        mut out: Vec<StreamEvent>,
-    ) -> Vec<Bytes> {
-        if let Some(assembler) = self.assembler.take() {
-            tracing::warn!(
-                request_id = self.request_id,
-                code,
-                "stream failed: {message}"
-            );
-            self.used = Some(estimate_used(&assembler, self.usage_basis.as_deref()));
-            let response = assembler.fail(code, message, time::now(), &mut out);
-            record_repairs(
-                &self.provider_name,
-                &self.upstream_model,
-                &response.toolbridge_diagnostics,
-            );
-            self.final_response = Some(response);
-            self.hold_terminal(&mut out);
-        }
-        self.frames(&out)
-    }
-
-    /// Takes the terminal event (the last one) out of `out`, for [`Self::next`] to send once
-    /// the response is stored.
-    fn hold_terminal(&mut self, out: &mut Vec<StreamEvent>) {
-        if out.last().is_some_and(|e| e.kind.is_terminal()) {
-            self.terminal = out.pop();
         }
     }
 }
@@ -504,19 +374,4 @@ fn framed_with(framing: Framing, events: &[StreamEvent], response: Option<&str>)
 /// Encodes one event as an SSE frame (`event:` and `data:` lines, LF endings).
 pub fn frame(event: &StreamEvent) -> Bytes {
     Framing::Sse.stream_event(event)
-}
-
-/// The client went away mid-stream (the body was dropped before the terminal event): what was
-/// used so far is charged, as providers charge a cancelled stream.
-impl Drop for Pump {
-    fn drop(&mut self) {
-        let Some(meter) = self.meter.take() else {
-            return;
-        };
-        let used = match &self.assembler {
-            Some(assembler) => estimate_used(assembler, self.usage_basis.as_deref()),
-            None => self.used.unwrap_or(0),
-        };
-        charge_abandoned(meter, used);
-    }
 }
