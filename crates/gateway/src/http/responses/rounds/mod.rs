@@ -8,6 +8,7 @@
 pub(super) mod echo;
 mod found;
 pub(super) mod repair;
+mod tool_calls;
 pub(super) mod tool_loop;
 pub(super) mod tools_pump;
 
