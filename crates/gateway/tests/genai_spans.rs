@@ -6,41 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message;
 use serde_json::{Value, json};
 use toolbridge_testkit::chat::{completion, tool_calls_completion};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Reply};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
-
-/// A local OTLP/HTTP receiver: every POST /v1/traces body, decoded.
-async fn otlp_receiver() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
-    let seen: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
-    let kept = seen.clone();
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        axum::routing::post(move |body: Bytes| {
-            let kept = kept.clone();
-            async move {
-                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
-                kept.lock().unwrap().push(request);
-                ""
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}"), seen)
-}
 
 /// The gateway with the calculator built in, exporting to `endpoint`.
 async fn gateway(upstream: &FakeUpstream, endpoint: &str, content: bool) -> GatewayProcess {
@@ -91,7 +68,7 @@ builtins = ["calculator"]
 /// Runs one response whose model calls the calculator, then answers; returns the spans of its
 /// trace once the `chat` and `execute_tool` spans arrived.
 async fn traced_response(content: bool) -> Vec<Span> {
-    let (endpoint, seen) = otlp_receiver().await;
+    let (endpoint, seen) = common::otlp::receiver().await;
     let upstream = FakeUpstream::start().await;
     let mut first =
         tool_calls_completion(&[("call_calc", "calculator", json!({"expression": "6*7"}))]);

@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use prost::Message;
 use serde_json::json;
 use toolbridge_testkit::chat::{completion, text_stream};
 use toolbridge_testkit::{FakeUpstream, GatewayProcess, Reply};
@@ -48,27 +46,6 @@ upstream_model = "{upstream_model}"
     )
 }
 
-/// A local OTLP/HTTP receiver: every POST /v1/traces body, decoded.
-async fn otlp_receiver() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
-    let seen: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
-    let kept = seen.clone();
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        axum::routing::post(move |body: Bytes| {
-            let kept = kept.clone();
-            async move {
-                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
-                kept.lock().unwrap().push(request);
-                ""
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}"), seen)
-}
-
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
@@ -88,7 +65,7 @@ async fn start(config: &Path, store: &str, extra_env: &[(&str, String)]) -> Gate
 
 #[tokio::test]
 async fn spans_of_a_request_reach_the_otlp_receiver_and_the_trace_goes_upstream() {
-    let (endpoint, seen) = otlp_receiver().await;
+    let (endpoint, seen) = common::otlp::receiver().await;
     let upstream = FakeUpstream::start().await;
     upstream.push(Reply::json(completion("hello", "stop")));
     let dir = temp_dir("otlp");

@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 #![allow(dead_code)]
 
+pub mod otlp;
+
 use std::net::SocketAddr;
 
 use serde_json::Value;
