@@ -9,12 +9,15 @@
 //! first, and everything goes with the connection. Nothing here is shared between connections
 //! or tenants: a connection belongs to the one key that opened it.
 //!
+//! A frame continuing a kept response gets its history prepended here ([`continue_chain`]).
+//!
 //! Not here: `store: true` chains, which go through the store as on HTTP (`history`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use toolbridge_wire::responses::{InputItem, Tool};
+use serde_json::Value;
+use toolbridge_wire::responses::{CreateResponse, Input, InputItem, Tool};
 
 /// The most responses a connection keeps.
 pub(super) const MAX_RESPONSES: usize = 16;
@@ -82,6 +85,60 @@ impl Chains {
             self.bytes -= old.bytes;
         }
     }
+}
+
+/// Prepends the kept history to the frame's new items, unless a compaction item starts a new
+/// chain; tools and instructions the frame leaves out are the chain's.
+pub(super) fn continue_chain(req: &mut CreateResponse, kept: &Kept) {
+    req.previous_response_id = None;
+    let new = take_items(req);
+    let compacted = new.iter().any(
+        |item| matches!(item, InputItem::Other(map) if map.get("type").and_then(Value::as_str) == Some("compaction")),
+    );
+    let mut items = if compacted {
+        Vec::with_capacity(new.len())
+    } else {
+        let mut items = Vec::with_capacity(kept.history.len() + new.len());
+        items.extend(kept.history.iter().cloned());
+        items
+    };
+    items.extend(new);
+    req.input = Some(Input::Items(items));
+    if req.tools.is_none() {
+        req.tools.clone_from(&kept.tools);
+    }
+    if req.instructions.is_none() {
+        req.instructions.clone_from(&kept.instructions);
+    }
+}
+
+/// The request's input as items (a text input is one user message).
+fn take_items(req: &mut CreateResponse) -> Vec<InputItem> {
+    match req.input.take() {
+        None => Vec::new(),
+        Some(Input::Items(items)) => items,
+        Some(Input::Text(text)) => vec![user_message(text)],
+    }
+}
+
+/// A copy of the request's input as items.
+pub(super) fn input_items(req: &CreateResponse) -> Vec<InputItem> {
+    match &req.input {
+        None => Vec::new(),
+        Some(Input::Items(items)) => items.clone(),
+        Some(Input::Text(text)) => vec![user_message(text.clone())],
+    }
+}
+
+/// A text input as the one user message it stands for.
+fn user_message(text: String) -> InputItem {
+    InputItem::Message(toolbridge_wire::responses::MessageItem {
+        id: None,
+        role: "user".to_owned(),
+        content: toolbridge_wire::responses::MessageContent::Text(text),
+        status: None,
+        extra: serde_json::Map::new(),
+    })
 }
 
 #[cfg(test)]

@@ -16,10 +16,10 @@ use futures::FutureExt;
 use metrics::counter;
 use serde_json::{Value, json};
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
-use toolbridge_wire::responses::{CreateResponse, Input, InputItem, ResponseStatus, Tool};
+use toolbridge_wire::responses::{CreateResponse, InputItem, ResponseStatus, Tool};
 
 use super::caps::ResponsePass;
-use super::chains::Kept;
+use super::chains::{Kept, continue_chain, input_items};
 use super::lanes::{Arrival, Lane, lane_of};
 use super::running::{Ended, Outcome, Started, running};
 use super::{Connection, error_event, frame_error, key_name};
@@ -399,57 +399,4 @@ fn read(text: &[u8]) -> Result<CreateResponse, Value> {
     // Lenient where Codex departs from the schema: every response on a socket streams.
     req.stream = Some(true);
     Ok(req)
-}
-
-/// Prepends the kept history to the frame's new items, unless a compaction item starts a new
-/// chain; tools and instructions the frame leaves out are the chain's.
-fn continue_chain(req: &mut CreateResponse, kept: &Kept) {
-    req.previous_response_id = None;
-    let new = take_items(req);
-    let compacted = new.iter().any(
-        |item| matches!(item, InputItem::Other(map) if map.get("type").and_then(Value::as_str) == Some("compaction")),
-    );
-    let mut items = if compacted {
-        Vec::with_capacity(new.len())
-    } else {
-        let mut items = Vec::with_capacity(kept.history.len() + new.len());
-        items.extend(kept.history.iter().cloned());
-        items
-    };
-    items.extend(new);
-    req.input = Some(Input::Items(items));
-    if req.tools.is_none() {
-        req.tools.clone_from(&kept.tools);
-    }
-    if req.instructions.is_none() {
-        req.instructions.clone_from(&kept.instructions);
-    }
-}
-
-/// The request's input as items (a text input is one user message).
-fn take_items(req: &mut CreateResponse) -> Vec<InputItem> {
-    match req.input.take() {
-        None => Vec::new(),
-        Some(Input::Items(items)) => items,
-        Some(Input::Text(text)) => vec![user_message(text)],
-    }
-}
-
-/// A copy of the request's input as items.
-fn input_items(req: &CreateResponse) -> Vec<InputItem> {
-    match &req.input {
-        None => Vec::new(),
-        Some(Input::Items(items)) => items.clone(),
-        Some(Input::Text(text)) => vec![user_message(text.clone())],
-    }
-}
-
-fn user_message(text: String) -> InputItem {
-    InputItem::Message(toolbridge_wire::responses::MessageItem {
-        id: None,
-        role: "user".to_owned(),
-        content: toolbridge_wire::responses::MessageContent::Text(text),
-        status: None,
-        extra: serde_json::Map::new(),
-    })
 }
