@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
 use toolbridge_wire::responses::{CreateResponse, ResponseStatus};
 
@@ -65,15 +64,7 @@ pub(super) async fn start_background(
     running.status = ResponseStatus::InProgress;
     spawn(state, req, request_id, run, key, persist, running);
     let body = serde_json::to_vec(&queued).unwrap_or_default();
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response())
+    Ok(super::emit::json_ok(body))
 }
 
 /// The store a background run needs, or why the request cannot run in the background.

@@ -6,8 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
 use toolbridge_core::plan::NameMap;
 use toolbridge_providers::dialect::Outgoing;
@@ -354,15 +353,7 @@ async fn whole(
     }
     setup.meter.finish_response(&response, &text, None).await;
     let body = bytes::Bytes::from_owner(JsonText(text));
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response())
+    Ok(super::json_ok(body))
 }
 
 /// A response's JSON text as an HTTP body, shared with the store without a copy.

@@ -241,3 +241,18 @@ pub(super) fn output_json(
         .map(|item| serde_json::to_value(item).unwrap_or_default())
         .collect()
 }
+
+/// A whole answer's `200` with its JSON body (the assembled response, a relayed one, a
+/// background run's queued response).
+pub(super) fn json_ok(body: impl Into<axum::body::Body>) -> Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.into(),
+    )
+        .into_response()
+}

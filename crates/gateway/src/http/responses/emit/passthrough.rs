@@ -5,7 +5,6 @@
 //! decoders.
 
 use axum::body::Bytes;
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::watch;
 use toolbridge_providers::dialect::Flow;
@@ -91,15 +90,7 @@ impl Passthrough {
         }
         self.meter.finish(&response).await;
         let body = serde_json::to_vec(&response).unwrap_or_default();
-        Ok((
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response())
+        Ok(super::json_ok(body))
     }
 
     /// The stream, relayed event by event.
