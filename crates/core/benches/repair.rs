@@ -123,6 +123,7 @@ fn bench(c: &mut Criterion) {
                 id: Some("call_1".to_owned()),
                 name: Some("exec_command".to_owned()),
                 arguments: valid.to_owned(),
+                item_id: None,
             }),
             &mut out,
         );

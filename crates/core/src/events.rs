@@ -4,6 +4,7 @@
 //! [`crate::assemble::Assembler`] turns them into Responses items and events. Keeping this
 //! vocabulary small is what lets every dialect share one reconstruction state machine.
 
+use serde_json::{Map, Value};
 use toolbridge_wire::responses::Usage;
 
 /// One piece of upstream output.
@@ -31,6 +32,43 @@ pub enum UpstreamEvent {
     Usage(Usage),
     /// Why generation stopped; the first one seen wins.
     Finish(FinishReason),
+    /// A Responses stream event about one of the upstream's own items (a native Responses
+    /// upstream's messages, reasoning, hosted calls, item and event types unknown to the
+    /// gateway), already in the client's vocabulary: the assembler shows it as it came, with
+    /// its own `output_index` and `sequence_number`, and keeps each item it completes
+    /// (`response.output_item.done`) in the output unchanged.
+    Relayed(Map<String, Value>),
+    /// Fields of the upstream's response object the gateway has no field for (a native
+    /// Responses upstream's own): they pass through onto the final response.
+    ResponseFields(Map<String, Value>),
+}
+
+impl UpstreamEvent {
+    /// The assistant text this event carries: a [`UpstreamEvent::Text`], or the text parts of a
+    /// relayed message item when it is done.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Self::Text(text) => Some(text.clone()),
+            Self::Relayed(event)
+                if event.get("type").and_then(Value::as_str)
+                    == Some("response.output_item.done") =>
+            {
+                let item = event.get("item")?;
+                if item["type"] != "message" {
+                    return None;
+                }
+                let parts = item["content"].as_array()?;
+                Some(
+                    parts
+                        .iter()
+                        .filter(|p| p["type"] == "output_text")
+                        .filter_map(|p| p["text"].as_str())
+                        .collect(),
+                )
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A fragment of a tool call. In a stream every field may be missing from one fragment: calls are
@@ -41,6 +79,9 @@ pub struct ToolCallDelta {
     pub id: Option<String>,
     pub name: Option<String>,
     pub arguments: String,
+    /// The upstream's own id for the call's item (a native Responses upstream's `fc_…`), kept
+    /// as the item's id; `None`: the assembler makes one.
+    pub item_id: Option<String>,
 }
 
 /// Why the upstream stopped, in the provider-neutral vocabulary.
@@ -56,6 +97,9 @@ pub enum FinishReason {
     ContentFilter,
     /// The conversation no longer fits the model's context window.
     ContextLength,
+    /// The upstream ended the answer incomplete for another `reason` (a native Responses
+    /// upstream's `incomplete_details.reason`), shown as it said.
+    Incomplete(String),
     /// The provider failed while generating (`code` is toolbridge's, `message` says what the
     /// provider reported).
     Error { code: String, message: String },

@@ -69,7 +69,7 @@
 //!         id: Some("call_1".to_owned()),
 //!         name: Some("read_file".to_owned()),
 //!         arguments: r#"{"path":"README.md"}"#.to_owned(),
-//!     }),
+//!      item_id: None, }),
 //!     UpstreamEvent::Finish(FinishReason::ToolCalls),
 //! ] {
 //!     assembler.on_event(event, &mut events);

@@ -1,8 +1,8 @@
 //! Fuzz target: every dialect's stream decoder (`Dialect::decoder`: Chat Completions chunks
-//! under several presets, Anthropic Messages events, Gemini chunks) and the native Responses
-//! relay (`responses::relay::Relay`), each followed as the gateway follows it (the core's
-//! `Assembler`, with tool-call repair on or off, behind a decoder), plus the first-event
-//! classification and the whole-answer decoding of every dialect.
+//! under several presets, Anthropic Messages events, Gemini chunks, native Responses events),
+//! each followed as the gateway follows it (the core's `Assembler`, with tool-call repair on or
+//! off, behind a decoder), plus the first-event classification and the whole-answer decoding of
+//! every dialect.
 //!
 //! Inputs: sequences of events shaped like each provider's (text, reasoning, `<think>` blocks,
 //! tool calls streamed in pieces, signatures, searches, usage with counts up to `u64::MAX`,
@@ -17,7 +17,7 @@
 //! same input decodes the same twice; the assembled transcript keeps the stream invariants
 //! (sequence numbers from 0, `created` and `in_progress` first, exactly one terminal event,
 //! last, carrying the final response; items done once, after being added; the output is the
-//! done items), and the relay's likewise (one start, one terminal event, last).
+//! done items).
 //!
 //! Long run: `TOOLBRIDGE_FUZZ_SECS=600 cargo test --workspace --test fuzz_decoders --
 //! --nocapture` (the seconds are per property).
@@ -39,7 +39,6 @@ use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::Error;
 use toolbridge_providers::dialect::{Dialect, Flow};
 use toolbridge_providers::profile::Profile;
-use toolbridge_providers::responses::relay::Relay;
 use toolbridge_testkit::fuzz::json::{self as fj, Json};
 use toolbridge_testkit::fuzz::{Target, check};
 use toolbridge_wire::responses::CreateResponse;
@@ -65,7 +64,7 @@ const CHAT_PRESETS: &[&str] = &[
 ];
 
 /// The name of a marker between two upstream rounds of one response (not an event: the pump
-/// starts the next round there; the relay, which has no rounds, reads it as an unknown event).
+/// starts the next round there).
 const ROUND: &str = "toolbridge.fuzz.next_round";
 
 // --- the properties -------------------------------------------------------------------------
@@ -76,6 +75,7 @@ fn every_dialect_decodes_any_event_sequence_within_bounds() {
         3 => stream(Kind::Chat),
         2 => stream(Kind::Anthropic),
         2 => stream(Kind::Gemini),
+        2 => stream(Kind::Responses),
     ];
     check(&TARGET, case, |case| {
         let first = decode(&case)?;
@@ -83,11 +83,6 @@ fn every_dialect_decodes_any_event_sequence_within_bounds() {
         prop_assert_eq!(first, again, "the same events decode differently");
         Ok(())
     });
-}
-
-#[test]
-fn the_responses_relay_keeps_one_start_and_one_end() {
-    check(&TARGET, stream(Kind::Responses), |case| relay(&case));
 }
 
 #[test]
@@ -111,7 +106,7 @@ fn whole_answers_decode_or_fail_typed() {
         let mut diagnostics = Vec::new();
         match kind
             .dialect()
-            .decode_whole(&profile, &body, "call_fuzz", &mut diagnostics)
+            .decode_whole(&profile, &body, "call_fuzz", None, &mut diagnostics)
         {
             Ok(events) => {
                 let decoded: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
@@ -148,10 +143,16 @@ fn token_counts_at_the_edge_of_u64_saturate_instead_of_overflowing() {
     let body = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"},
         "finish_reason": "stop"}], "usage": {"prompt_tokens": max, "completion_tokens": max}});
     let events = Dialect::Chat
-        .decode_whole(&chat, body.to_string().as_bytes(), "c", &mut Vec::new())
+        .decode_whole(
+            &chat,
+            body.to_string().as_bytes(),
+            "c",
+            None,
+            &mut Vec::new(),
+        )
         .unwrap();
     assert_eq!(usage_of(&events).total_tokens, max);
-    let mut decoder = Dialect::Chat.decoder(&chat, "c".to_owned()).unwrap();
+    let mut decoder = Dialect::Chat.decoder(&chat, "c".to_owned(), None);
     let mut events = Vec::new();
     let chunk = json!({"choices": [], "usage": {"prompt_tokens": max, "completion_tokens": 1}});
     decoder
@@ -166,7 +167,7 @@ fn token_counts_at_the_edge_of_u64_saturate_instead_of_overflowing() {
     assert_eq!(usage_of(&events).total_tokens, max);
     // Gemini: thoughts are added to the candidates' count.
     let gemini = Profile::preset("gemini").unwrap();
-    let mut decoder = Dialect::Gemini.decoder(&gemini, "c".to_owned()).unwrap();
+    let mut decoder = Dialect::Gemini.decoder(&gemini, "c".to_owned(), None);
     let mut events = Vec::new();
     let chunk = json!({"candidates": [], "usageMetadata": {"promptTokenCount": max,
         "candidatesTokenCount": max, "thoughtsTokenCount": max}});
@@ -183,9 +184,7 @@ fn token_counts_at_the_edge_of_u64_saturate_instead_of_overflowing() {
     assert_eq!((usage.output_tokens, usage.total_tokens), (max, max));
     // Anthropic: cache reads and writes are added to the input.
     let anthropic = Profile::preset("anthropic").unwrap();
-    let mut decoder = Dialect::Anthropic
-        .decoder(&anthropic, "c".to_owned())
-        .unwrap();
+    let mut decoder = Dialect::Anthropic.decoder(&anthropic, "c".to_owned(), None);
     let mut events = Vec::new();
     let start = json!({"type": "message_start", "message": {"id": "m", "type": "message",
         "role": "assistant", "content": [], "usage": {"input_tokens": max,
@@ -253,7 +252,7 @@ type Decoded = (Vec<String>, Vec<Value>);
 fn decode(case: &Case) -> Result<Decoded, TestCaseError> {
     let profile = profile(case.preset);
     let dialect = case.kind.dialect();
-    let mut decoder = dialect.decoder(&profile, "call_fuzz".to_owned()).unwrap();
+    let mut decoder = dialect.decoder(&profile, "call_fuzz".to_owned(), None);
     let mut assembler = assembler(case.preset, &profile, case.repair);
     let mut transcript = Vec::new();
     let mut decoded = Vec::new();
@@ -325,76 +324,6 @@ fn decode(case: &Case) -> Result<Decoded, TestCaseError> {
     let response = serde_json::to_value(&response).unwrap();
     transcript_checked(&events, &response)?;
     Ok((decoded, events))
-}
-
-/// The relay of a Responses stream, as the gateway's passthrough pump runs it.
-fn relay(case: &Case) -> Result<(), TestCaseError> {
-    let skeleton = serde_json::to_value(skeleton(&request(), &meta())).unwrap();
-    let mut relay = Relay::new(skeleton, Vec::new());
-    let mut events = Vec::new();
-    relay.start(&mut events);
-    let mut done = false;
-    let (mut input, mut output) = (0, 0);
-    for (name, data) in &case.events {
-        let mut out = Vec::new();
-        let flow = relay.on_event(name.as_deref(), data, &mut out);
-        // One event out per event in, and the bytes out bounded by the bytes in so far (the
-        // terminal event carries the latest response and the items done: both came in).
-        prop_assert!(out.len() <= 1, "{} events out of one", out.len());
-        input += data.len();
-        output += out.iter().map(|e| e.to_string().len()).sum::<usize>();
-        prop_assert!(
-            output <= 8 * input + 4096,
-            "{} bytes out of {}",
-            output,
-            input
-        );
-        events.extend(out);
-        match flow {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done) => {
-                done = true;
-                break;
-            }
-            Err(e) => {
-                typed(&e)?;
-                relay.fail(e.code(), e.to_string(), &mut events);
-                done = true;
-                break;
-            }
-        }
-    }
-    if !done {
-        relay.finish(&mut events, case.repair);
-    }
-    prop_assert!(relay.is_done(), "the relay did not end");
-    let before = events.len();
-    relay.finish(&mut events, false);
-    relay.fail("late", "late".to_owned(), &mut events);
-    prop_assert_eq!(events.len(), before, "events after the end");
-    prop_assert!(events.len() >= 3);
-    for (i, e) in events.iter().enumerate() {
-        prop_assert_eq!(
-            &e["sequence_number"],
-            &json!(i),
-            "sequence_number of event {}",
-            i
-        );
-    }
-    prop_assert_eq!(&events[0]["type"], "response.created");
-    prop_assert_eq!(&events[1]["type"], "response.in_progress");
-    let terminals: Vec<usize> = (0..events.len())
-        .filter(|&i| is_terminal(&events[i]))
-        .collect();
-    prop_assert_eq!(
-        terminals,
-        vec![events.len() - 1],
-        "exactly one terminal event, last"
-    );
-    let last = &events[events.len() - 1]["response"];
-    prop_assert_eq!(&last["id"], "resp_fuzz", "the gateway's identity");
-    prop_assert_eq!(Some(last), relay.final_response());
-    Ok(())
 }
 
 fn is_terminal(e: &Value) -> bool {

@@ -51,7 +51,10 @@ impl Assembler {
         let position = match position {
             Some(p) => p,
             None => {
-                let item_id = self.next_id("fc");
+                let item_id = match &delta.item_id {
+                    Some(id) => id.clone(),
+                    None => self.next_id("fc"),
+                };
                 self.calls.push(CallState {
                     key_index: delta.index,
                     output_index: None,

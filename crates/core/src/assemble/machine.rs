@@ -78,6 +78,8 @@ pub struct Assembler {
     pub(super) provider_states: Vec<ProviderStateEntry>,
     /// Whether the last of `provider_states` still takes the calls that become final.
     pub(super) state_open: bool,
+    /// Relayed items of this round, by the upstream's `output_index` (`relayed`).
+    pub(super) relayed: Vec<super::relayed::RelayedItem>,
 }
 
 #[derive(Debug)]
@@ -135,6 +137,7 @@ impl Assembler {
             client_calls_shown: false,
             provider_states: Vec::new(),
             state_open: false,
+            relayed: Vec::new(),
         }
     }
 
@@ -225,6 +228,8 @@ impl Assembler {
                     self.finish = Some(reason);
                 }
             }
+            UpstreamEvent::Relayed(event) => self.relayed(event, out),
+            UpstreamEvent::ResponseFields(fields) => self.response_fields(fields),
         }
     }
 
@@ -233,7 +238,7 @@ impl Assembler {
     pub fn finish(mut self, completed_at: i64, out: &mut Vec<StreamEvent>) -> Response {
         if matches!(
             self.finish,
-            Some(FinishReason::Length | FinishReason::ContentFilter)
+            Some(FinishReason::Length | FinishReason::ContentFilter | FinishReason::Incomplete(_))
         ) {
             // The text was cut off: its message is incomplete, as OpenAI marks it.
             self.message_status = "incomplete";

@@ -40,7 +40,8 @@
 //! face, the open-item bookkeeping), `outcome` (the terminal status), `text` (message and
 //! reasoning items), `calls` (tool calls as they stream in), `closing` (one closing function per
 //! call item kind), `hosted` (items the gateway shows for calls it runs), `rounds` (what the
-//! gateway's loops use between rounds), `usage` (usage across rounds, produced text).
+//! gateway's loops use between rounds), `usage` (usage across rounds, produced text),
+//! `relayed` (items an upstream produced in the client's vocabulary, shown as they came).
 //!
 //! *Invariants*: `sequence_number` strictly increases from 0; there is exactly one terminal
 //! event and nothing after it; an item's `output_item.done` is emitted only when the item is
@@ -63,6 +64,7 @@ mod closing;
 mod hosted;
 mod machine;
 mod outcome;
+mod relayed;
 mod rounds;
 mod skeleton;
 mod text;

@@ -45,6 +45,7 @@ impl Assembler {
         match &self.finish {
             Some(FinishReason::Length) => return incomplete("max_output_tokens"),
             Some(FinishReason::ContentFilter) => return incomplete("content_filter"),
+            Some(FinishReason::Incomplete(reason)) => return incomplete(reason),
             Some(FinishReason::ContextLength) => {
                 return failed(
                     codes::CONTEXT_LENGTH_EXCEEDED,

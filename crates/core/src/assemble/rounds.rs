@@ -274,6 +274,8 @@ impl Assembler {
     /// counts, and this round's usage is carried into the total.
     pub fn next_round(&mut self) {
         self.finish = None;
+        // The next round's upstream numbers its items from 0 again.
+        self.relayed.clear();
         self.client_calls_shown = false;
         if let Some(usage) = self.usage.take() {
             self.carried_usage = Some(usage.clone());

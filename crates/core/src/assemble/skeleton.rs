@@ -70,6 +70,7 @@ pub fn skeleton(req: &CreateResponse, meta: &ResponseMeta) -> Response {
         conversation: conversation_id(req).map(|id| serde_json::json!({"id": id})),
         toolbridge_diagnostics: Vec::new(),
         provider_states: Vec::new(),
+        extra: serde_json::Map::new(),
     }
 }
 

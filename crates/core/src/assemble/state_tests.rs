@@ -55,6 +55,7 @@ fn call(id: &str) -> UpstreamEvent {
         id: Some(id.to_owned()),
         name: Some("lookup".to_owned()),
         arguments: "{}".to_owned(),
+        item_id: None,
     })
 }
 

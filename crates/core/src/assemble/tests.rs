@@ -24,6 +24,7 @@ fn call(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) ->
         id: id.map(str::to_owned),
         name: name.map(str::to_owned),
         arguments: args.to_owned(),
+        item_id: None,
     })
 }
 
@@ -43,7 +44,7 @@ fn run(events: Vec<UpstreamEvent>) -> (Vec<StreamEvent>, toolbridge_wire::respon
     (out, response)
 }
 
-fn names(events: &[StreamEvent]) -> Vec<&'static str> {
+fn names(events: &[StreamEvent]) -> Vec<&str> {
     events.iter().map(StreamEvent::name).collect()
 }
 

@@ -106,7 +106,7 @@ pub(crate) fn capabilities(
     let freeform_apply_patch = match custom {
         Some(Decision::Native) => true,
         // Degraded to a function: the grammar is checked only when calls are repaired.
-        Some(Decision::Degraded) => repair && !dialect.passes_through(),
+        Some(Decision::Degraded) => repair && !dialect.sends_client_request(),
         _ => false,
     };
     // Codex declares the client-run form (`execution: "client"`) and runs the search itself;
@@ -118,7 +118,7 @@ pub(crate) fn capabilities(
         ),
         Some(Decision::Native | Decision::Degraded | Decision::Gateway)
     );
-    let web_search = if dialect.passes_through() || profile.tools.web_search.is_some() {
+    let web_search = if dialect.sends_client_request() || profile.tools.web_search.is_some() {
         WebSearch::Provider
     } else if gateway_search {
         WebSearch::Gateway
@@ -149,7 +149,7 @@ fn decision(profile: &Profile, probe: Value) -> Option<Decision> {
 /// Codex's picker shows only choices that change something. A native Responses upstream takes
 /// efforts as sent.
 fn reasoning_levels(profile: &Profile, dialect: Dialect) -> Vec<&'static str> {
-    if dialect.passes_through() {
+    if dialect.sends_client_request() {
         return vec!["low", "medium", "high"];
     }
     let mut groups: Vec<(Value, Vec<&'static str>)> = Vec::new();

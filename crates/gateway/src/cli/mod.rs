@@ -314,7 +314,7 @@ pub fn plan_report(
     let model = upstream_model.unwrap_or(&canonical.model);
     let mut diagnostics = canonical.diagnostics.clone();
     diagnostics.extend(plan.diagnostics.iter().cloned());
-    // A passthrough starts from the body exactly as written.
+    // A Responses request starts from the body exactly as written.
     let raw = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)
         .ok()
         .map(toolbridge_providers::dialect::Raw::new);

@@ -268,7 +268,8 @@ pub(super) fn parse_dialect(name: &str, field: String) -> Result<Dialect, Config
 
 /// A profile from `preset` and `patches` (a bad patch is an error at `field`, an unknown preset
 /// at `preset_field`). Only a Responses upstream takes every tool as declared, and it takes
-/// nothing else: the planner's passthrough follows the dialect, whatever preset was named.
+/// nothing else: that follows the dialect (the body sent is the client's own), whatever preset
+/// was named.
 pub(super) fn resolve_profile(
     preset: &str,
     dialect: Dialect,
@@ -286,6 +287,6 @@ pub(super) fn resolve_profile(
         ),
         ProfileError::Invalid(message) => ConfigError::invalid(field, message),
     })?;
-    profile.tools.responses_native = dialect.passes_through();
+    profile.tools.responses_native = dialect.sends_client_request();
     Ok(profile)
 }

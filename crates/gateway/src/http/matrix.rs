@@ -82,7 +82,7 @@ pub(crate) fn report(
     out.push_str(&limits_line(profile));
     out.push_str(&fields_line(profile, dialect));
     out.push_str(&cache_line(profile));
-    if dialect.passes_through() {
+    if dialect.sends_client_request() {
         out.push_str(&responses_reasoning_line(profile));
     } else {
         out.push_str(&efforts::rows(profile));

@@ -32,6 +32,7 @@ pub fn decode(
                 id: Some(call.id.clone()),
                 name: Some(call.name.clone()),
                 arguments: call.input.to_string(),
+                item_id: None,
             })),
             ContentBlock::ServerToolUse(call) if call.name == "web_search" => {
                 out.push(UpstreamEvent::WebSearch {

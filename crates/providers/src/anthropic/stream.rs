@@ -142,6 +142,7 @@ impl MessagesDecoder {
                     id: Some(call.id),
                     name: Some(call.name),
                     arguments,
+                    item_id: None,
                 }));
             }
             ContentBlock::ServerToolUse(call) if call.name == "web_search" => {
@@ -189,6 +190,7 @@ impl MessagesDecoder {
                         id: None,
                         name: None,
                         arguments: partial_json,
+                        item_id: None,
                     }));
                 }
             }

@@ -270,6 +270,7 @@ fn streamed_tool_call_over_several_json_deltas() {
             id: id.map(str::to_owned),
             name: name.map(str::to_owned),
             arguments: arguments.to_owned(),
+            item_id: None,
         })
     };
     assert_eq!(
@@ -448,6 +449,7 @@ fn whole_response_decodes_into_events() {
                 id: Some("toolu_01".to_owned()),
                 name: Some("get_weather".to_owned()),
                 arguments: "{\"city\":\"Paris\"}".to_owned(),
+                item_id: None,
             }),
             UpstreamEvent::Finish(FinishReason::ToolCalls),
             usage(15, 5, 0, 30),

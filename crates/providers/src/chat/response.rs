@@ -50,6 +50,7 @@ pub fn decode(
                 id: call.id,
                 name,
                 arguments,
+                item_id: None,
             }));
         }
         if let Some(reason) = choice.finish_reason {

@@ -156,6 +156,7 @@ fn decode_chunk(
                 id: call.id,
                 name,
                 arguments,
+                item_id: None,
             }));
         }
         if let Some(reason) = choice.finish_reason {

@@ -2,9 +2,7 @@
 //! convention and one [`Flow`], the whole-answer decode, and the classification of a stream's
 //! first event (the peek before commit).
 //!
-//! Not here: reading bytes and cutting SSE events (the gateway), and the Responses relay
-//! (`crate::responses::relay`), whose output is Responses events, not neutral ones: a
-//! passthrough dialect has no decoder.
+//! Not here: reading bytes and cutting SSE events (the gateway).
 
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_wire::responses::Diagnostic;
@@ -15,6 +13,8 @@ use crate::anthropic::stream::MessagesDecoder;
 use crate::chat::stream::ChunkDecoder;
 use crate::gemini::stream::GeminiDecoder;
 use crate::profile::Profile;
+use crate::responses::reasoning::Provenance;
+use crate::responses::stream::ResponsesDecoder;
 
 /// What the caller should do after a stream event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,30 +36,41 @@ pub enum Decoder {
     /// end marker: the stream ends with the connection, like a Chat stream without `[DONE]` (a
     /// finish reason seen before makes that a normal end).
     Gemini(GeminiDecoder),
+    /// Native Responses events: items carried as they came, function calls decoded; the
+    /// terminal event ends the stream.
+    Responses(ResponsesDecoder),
 }
 
 impl Dialect {
-    /// The decoder of a stream of this dialect; `None` for a passthrough, whose events are
-    /// relayed, not decoded. `call_prefix` names calls that come without an id
-    /// (`<prefix>_<n>`); pass one unique to the answer.
-    pub fn decoder(self, profile: &Profile, call_prefix: String) -> Option<Decoder> {
+    /// The decoder of a stream of this dialect. `call_prefix` names calls that come without an
+    /// id (`<prefix>_<n>`); pass one unique to the answer. `provenance` (the provider's name and
+    /// the gateway's sealer) seals reasoning an endpoint returns as plaintext and wants back
+    /// (the profile's `reasoning_replay`), for a stateless client to carry; the translating
+    /// dialects' reasoning is sealed by the assembler.
+    pub fn decoder(
+        self,
+        profile: &Profile,
+        call_prefix: String,
+        provenance: Option<Provenance<'_>>,
+    ) -> Decoder {
         match self {
-            Self::Chat => Some(Decoder::Chat(ChunkDecoder::new(profile))),
-            Self::Anthropic => Some(Decoder::Anthropic(MessagesDecoder::new())),
-            Self::Gemini => Some(Decoder::Gemini(GeminiDecoder::with_call_prefix(
-                call_prefix,
-            ))),
-            Self::Responses => None,
+            Self::Chat => Decoder::Chat(ChunkDecoder::new(profile)),
+            Self::Anthropic => Decoder::Anthropic(MessagesDecoder::new()),
+            Self::Gemini => Decoder::Gemini(GeminiDecoder::with_call_prefix(call_prefix)),
+            Self::Responses => Decoder::Responses(ResponsesDecoder::new(
+                provenance.and_then(|p| p.sealing(profile.reasoning_replay)),
+            )),
         }
     }
 
-    /// Decodes a whole (non-streamed) answer into upstream events. `call_prefix` as for
-    /// [`Dialect::decoder`].
+    /// Decodes a whole (non-streamed) answer into upstream events. `call_prefix` and
+    /// `provenance` as for [`Dialect::decoder`].
     pub fn decode_whole(
         self,
         profile: &Profile,
         body: &[u8],
         call_prefix: &str,
+        provenance: Option<Provenance<'_>>,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Result<Vec<UpstreamEvent>, Error> {
         let not = |what: &str, e: serde_json::Error| Error::Decode {
@@ -87,7 +98,8 @@ impl Dialect {
             Self::Responses => {
                 let answer: serde_json::Value =
                     serde_json::from_slice(body).map_err(|e| not("Responses", e))?;
-                crate::responses::response::decode(&answer)
+                let sealing = provenance.and_then(|p| p.sealing(profile.reasoning_replay));
+                crate::responses::stream::decode_whole(answer, sealing, diagnostics)
             }
         }
     }
@@ -102,15 +114,10 @@ impl Dialect {
         event: Option<&str>,
         data: &str,
     ) -> Option<Error> {
-        match self.decoder(profile, "call".to_owned()) {
-            Some(mut decoder) => decoder
-                .on_event(profile, event, data, &mut Vec::new(), &mut Vec::new())
-                .err()
-                .filter(|e| matches!(e, Error::Upstream(_))),
-            None => {
-                crate::responses::relay::error_event(data).map(|e| Error::Upstream(Box::new(e)))
-            }
-        }
+        self.decoder(profile, "call".to_owned(), None)
+            .on_event(profile, event, data, &mut Vec::new(), &mut Vec::new())
+            .err()
+            .filter(|e| matches!(e, Error::Upstream(_)))
     }
 }
 
@@ -121,6 +128,7 @@ impl Decoder {
             Self::Chat(_) => Self::Chat(ChunkDecoder::new(profile)),
             Self::Anthropic(_) => Self::Anthropic(MessagesDecoder::new()),
             Self::Gemini(_) => Self::Gemini(GeminiDecoder::with_call_prefix(call_prefix)),
+            Self::Responses(decoder) => Self::Responses(decoder.restarted()),
         }
     }
 
@@ -143,6 +151,7 @@ impl Decoder {
                 decoder.on_data(data, out, diagnostics)?;
                 Ok(Flow::Continue)
             }
+            Self::Responses(decoder) => decoder.on_event(event, data, out, diagnostics),
         }
     }
 
@@ -151,7 +160,7 @@ impl Decoder {
         match self {
             Self::Chat(decoder) => decoder.finish(out),
             // Nothing is held back: each event is decoded whole.
-            Self::Anthropic(_) | Self::Gemini(_) => {}
+            Self::Anthropic(_) | Self::Gemini(_) | Self::Responses(_) => {}
         }
     }
 }
@@ -220,20 +229,13 @@ mod tests {
     }
 
     #[test]
-    fn one_decoder_reads_every_streaming_dialect_and_a_passthrough_has_none() {
+    fn one_decoder_reads_every_dialect() {
         let profile = generic();
-        assert!(
-            Dialect::Responses
-                .decoder(&profile, "c".to_owned())
-                .is_none()
-        );
-        let mut chat = Dialect::Chat.decoder(&profile, "c".to_owned()).unwrap();
+        let mut chat = Dialect::Chat.decoder(&profile, "c".to_owned(), None);
         let mut out = Vec::new();
         let flow = chat.on_event(&profile, None, "[DONE]", &mut out, &mut Vec::new());
         assert_eq!(flow, Ok(Flow::Done));
-        let mut anthropic = Dialect::Anthropic
-            .decoder(&profile, "c".to_owned())
-            .unwrap();
+        let mut anthropic = Dialect::Anthropic.decoder(&profile, "c".to_owned(), None);
         let flow = anthropic.on_event(
             &profile,
             Some("message_stop"),
@@ -243,7 +245,7 @@ mod tests {
         );
         assert_eq!(flow, Ok(Flow::Done));
         // Gemini has no end marker: the connection closing ends its stream.
-        let mut gemini = Dialect::Gemini.decoder(&profile, "c".to_owned()).unwrap();
+        let mut gemini = Dialect::Gemini.decoder(&profile, "c".to_owned(), None);
         let chunk = r#"{"candidates":[{"index":0,"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}]}"#;
         let flow = gemini.on_event(&profile, None, chunk, &mut out, &mut Vec::new());
         assert_eq!(flow, Ok(Flow::Continue));
@@ -252,6 +254,12 @@ mod tests {
             named.contains("c_"),
             "an id-less call is named from the prefix: {named}"
         );
+        // A Responses stream ends with its terminal event.
+        let mut responses = Dialect::Responses.decoder(&profile, "c".to_owned(), None);
+        let terminal =
+            r#"{"type":"response.completed","response":{"status":"completed","output":[]}}"#;
+        let flow = responses.on_event(&profile, None, terminal, &mut out, &mut Vec::new());
+        assert_eq!(flow, Ok(Flow::Done));
     }
 
     #[test]
@@ -262,7 +270,7 @@ mod tests {
             Dialect::Gemini,
             Dialect::Responses,
         ] {
-            let decoded = dialect.decode_whole(&generic(), b"[1]", "c", &mut Vec::new());
+            let decoded = dialect.decode_whole(&generic(), b"[1]", "c", None, &mut Vec::new());
             assert!(
                 matches!(decoded, Err(Error::Decode { .. })),
                 "{dialect:?}: {decoded:?}"

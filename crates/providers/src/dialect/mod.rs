@@ -20,7 +20,9 @@ mod outgoing;
 
 /// What a token estimate counts of a body sent, in any dialect.
 pub use crate::chat::prompt::PromptTexts;
-/// The client's request exactly as it came, which a passthrough starts from.
+/// Who a target's provider is, for reasoning the gateway sealed or seals for it.
+pub use crate::responses::reasoning::Provenance;
+/// The client's request exactly as it came, which a Responses request starts from.
 pub use crate::responses::request::Raw;
 pub use decode::{Decoder, Flow};
 pub use outgoing::{Outgoing, Source};
@@ -42,7 +44,8 @@ pub enum Dialect {
     /// `:streamGenerateContent?alt=sse`), `x-goog-api-key`.
     Gemini,
     /// A native Responses upstream (OpenAI or any Responses server): `POST {base_url}/responses`,
-    /// `Authorization: Bearer`. Requests and events pass through.
+    /// `Authorization: Bearer`. The request is the client's own; the answer is decoded like
+    /// every dialect's, its items carried as they came.
     Responses,
 }
 
@@ -107,10 +110,12 @@ impl Dialect {
         }
     }
 
-    /// Whether requests and events pass through (a native Responses upstream): every tool goes
-    /// as declared, calls are relayed as they come (never repaired), and the answer is relayed,
-    /// not decoded.
-    pub fn passes_through(self) -> bool {
+    /// Whether the body sent is the client's own request, not one built from the canonical
+    /// request (a native Responses upstream): tools, efforts and tool output parts go as the
+    /// client declared them, the gateway cannot continue the request with rounds of its own
+    /// (its tool loop, a re-ask), and the client's JSON is kept for it. The answer is decoded
+    /// like any dialect's.
+    pub fn sends_client_request(self) -> bool {
         matches!(self, Self::Responses)
     }
 

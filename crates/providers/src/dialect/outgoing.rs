@@ -29,7 +29,7 @@ pub struct Source<'a> {
     /// the upstream cannot open it).
     pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
     /// The target's provider and the gateway's sealer, for a Responses upstream whose own
-    /// plaintext reasoning the relay sealed (`None`: every gateway blob is left out).
+    /// plaintext reasoning the decoder sealed (`None`: every gateway blob is left out).
     pub provenance: Option<crate::responses::reasoning::Provenance<'a>>,
 }
 
@@ -58,7 +58,7 @@ impl Dialect {
         upstream_model: &str,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Outgoing {
-        if self.passes_through() {
+        if self.sends_client_request() {
             return self.translate(
                 source,
                 source.canonical,

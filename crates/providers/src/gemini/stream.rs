@@ -117,6 +117,7 @@ impl GeminiDecoder {
                             .args
                             .map(|a| a.to_string())
                             .unwrap_or_else(|| "{}".to_owned()),
+                        item_id: None,
                     }));
                 } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
                     if part.thought == Some(true) {

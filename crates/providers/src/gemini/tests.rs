@@ -368,12 +368,14 @@ fn function_calls_with_thoughts_and_signatures() {
                 id: Some("call_0".to_owned()),
                 name: Some("get_weather".to_owned()),
                 arguments: r#"{"city":"Paris"}"#.to_owned(),
+                item_id: None,
             }),
             UpstreamEvent::ToolCall(ToolCallDelta {
                 index: Some(1),
                 id: Some("call_1".to_owned()),
                 name: Some("get_weather".to_owned()),
                 arguments: r#"{"city":"Rome"}"#.to_owned(),
+                item_id: None,
             }),
             UpstreamEvent::Finish(FinishReason::ToolCalls),
         ]

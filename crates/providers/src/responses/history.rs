@@ -5,8 +5,8 @@
 //! `function_call_output`; a `tool_search_call` to a `tool_search` sent as a function is that
 //! function's call, and its `tool_search_output` the text a translated request gives the model
 //! (the tools it found are declared by the plan, or called through `call_found_tool`, whose
-//! calls the found tools' are written as). The inverse of `restore`; every other item
-//! passes untouched.
+//! calls the found tools' are written as). The inverse of the assembler's restoring of calls;
+//! every other item passes untouched.
 
 use std::collections::HashSet;
 

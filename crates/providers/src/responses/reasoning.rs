@@ -5,7 +5,7 @@
 //! no `encrypted_content`, and refuse the next tool turn unless that reasoning comes back. Codex
 //! (`store: false`) echoes a reasoning item's `encrypted_content` but never its `reasoning_text`
 //! content, so the reasoning would be lost between turns. When the profile says the endpoint
-//! wants it back (`reasoning_replay`), the relay seals each such item's text, with its
+//! wants it back (`reasoning_replay`), the decoder seals each such item's text, with its
 //! provenance (the provider's configured name), into the `encrypted_content` the client gets
 //! ([`Sealing`]); the next request opens it and sends the item in the form the endpoint takes —
 //! `reasoning_text` content, no blob ([`replay`]). A blob sealed for another provider (or by
@@ -25,7 +25,7 @@ use toolbridge_wire::responses::{Diagnostic, ProviderState};
 
 use crate::profile::ReasoningReplay;
 
-/// Seals the plaintext reasoning of one relayed response for the client to carry back.
+/// Seals the plaintext reasoning of one Responses answer for the client to carry back.
 #[derive(Debug, Clone)]
 pub struct Sealing {
     sealer: Arc<dyn Sealer>,
@@ -110,7 +110,14 @@ fn plaintext(item: &Value) -> Option<String> {
 #[derive(Clone, Copy)]
 pub struct Provenance<'a> {
     pub origin: &'a str,
-    pub sealer: &'a dyn Sealer,
+    pub sealer: &'a Arc<dyn Sealer>,
+}
+
+impl Provenance<'_> {
+    /// The sealing of this provider's plaintext reasoning, when `policy` wants it back.
+    pub fn sealing(&self, policy: ReasoningReplay) -> Option<Sealing> {
+        (policy != ReasoningReplay::Never).then(|| Sealing::new(self.sealer.clone(), self.origin))
+    }
 }
 
 /// The reasoning items of a request's input for this upstream: a blob the gateway sealed for
@@ -231,9 +238,10 @@ mod tests {
             ]
         };
         let ours = |b: &str| b.starts_with("tbr1.");
+        let clear: Arc<dyn Sealer> = Arc::new(Clear);
         let provenance = |origin| Provenance {
             origin,
-            sealer: &Clear,
+            sealer: &clear,
         };
         let mut items = echoed();
         let mut diagnostics = Vec::new();
@@ -277,9 +285,10 @@ mod tests {
             json!({"type": "message", "role": "assistant", "content": "done"}),
             json!({"type": "message", "role": "user", "content": "next"}),
         ];
+        let clear: Arc<dyn Sealer> = Arc::new(Clear);
         let p = Provenance {
             origin: "p",
-            sealer: &Clear,
+            sealer: &clear,
         };
         let ours = |b: &str| b.starts_with("tbr1.");
         let mut diagnostics = Vec::new();

@@ -44,7 +44,7 @@ pub struct Passthrough<'a> {
     /// Whether an `encrypted_content` blob was sealed by the gateway (reasoning of another
     /// provider, which the upstream cannot open).
     pub sealed_by_gateway: &'a dyn Fn(&str) -> bool,
-    /// This upstream's provider and the sealer of the gateway's blobs: reasoning the relay
+    /// This upstream's provider and the sealer of the gateway's blobs: reasoning the decoder
     /// sealed for this provider is replayed to it (`None`: every gateway blob is left out).
     pub provenance: Option<Provenance<'a>>,
 }

@@ -1,36 +1,94 @@
-use serde_json::{Value, json};
-use toolbridge_core::events::{FinishReason, UpstreamEvent};
-use toolbridge_core::plan::plan;
-use toolbridge_wire::responses::CreateResponse;
+//! The Responses dialect end to end as the gateway drives it: the decoder's events through the
+//! assembler (the gateway's identity, one start, renumbering, unknown items, events and fields
+//! kept, the endings every dialect shares), and the request built from the client's own.
 
-use super::relay::{Flow, Relay, whole};
+use serde_json::{Value, json};
+use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
+use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::plan::plan;
+use toolbridge_wire::responses::{CreateResponse, StreamEvent};
+
 use super::request::{Passthrough, build};
-use super::response::decode;
+use super::stream::{ResponsesDecoder, decode_whole};
+use crate::dialect::Flow;
 use crate::profile::Profile;
 
-fn skeleton() -> Value {
-    json!({
-        "id": "resp_gw", "object": "response", "created_at": 7, "status": "in_progress",
-        "model": "client-model", "previous_response_id": "resp_prev", "store": true,
-        "background": false, "output": []
-    })
+fn assembler() -> Assembler {
+    let req = request(
+        json!({"model": "client-model", "previous_response_id": "resp_prev",
+        "store": true, "input": "hi"}),
+    );
+    let meta = ResponseMeta {
+        id: "resp_gw".to_owned(),
+        created_at: 7,
+        stored: true,
+    };
+    Assembler::new(skeleton(&req, &meta), AssembleOptions::default())
 }
 
-fn relay_all(events: &[(&str, Value)]) -> (Vec<Value>, Relay) {
-    let mut relay = Relay::new(skeleton(), Vec::new());
+fn values(events: &[StreamEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
+
+/// A stream of `events` decoded and assembled; `tolerated` as the profile's
+/// `tolerate_unterminated`. The events out and the final response.
+fn answer(events: &[(&str, Value)], tolerated: bool) -> (Vec<Value>, Value) {
+    let mut assembler = assembler();
+    let mut decoder = ResponsesDecoder::new(None);
     let mut out = Vec::new();
-    relay.start(&mut out);
+    assembler.start(&mut out);
+    let mut ended = false;
     for (name, data) in events {
-        if relay
-            .on_event(Some(name), &data.to_string(), &mut out)
-            .unwrap()
-            == Flow::Done
-        {
-            break;
+        let (mut upstream, mut diagnostics) = (Vec::new(), Vec::new());
+        let flow = decoder.on_event(
+            Some(name),
+            &data.to_string(),
+            &mut upstream,
+            &mut diagnostics,
+        );
+        for d in diagnostics {
+            assembler.add_diagnostic(d);
+        }
+        for event in upstream {
+            assembler.on_event(event, &mut out);
+        }
+        match flow {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done) => {
+                ended = true;
+                break;
+            }
+            Err(e) => {
+                let response = assembler.fail(e.code(), e.to_string(), 9, &mut out);
+                return (values(&out), serde_json::to_value(response).unwrap());
+            }
         }
     }
-    relay.finish(&mut out, false);
-    (out, relay)
+    let response = if ended {
+        assembler.finish(9, &mut out)
+    } else {
+        assembler.finish_unterminated(9, &mut out, tolerated)
+    };
+    (values(&out), serde_json::to_value(response).unwrap())
+}
+
+/// A whole answer decoded and assembled, as the gateway's whole path does.
+fn whole(answer: Value, tolerated: bool) -> Result<Value, crate::Error> {
+    let mut diagnostics = Vec::new();
+    let events = decode_whole(answer, None, &mut diagnostics)?;
+    let mut assembler = assembler();
+    for d in diagnostics {
+        assembler.add_diagnostic(d);
+    }
+    let mut out = Vec::new();
+    for event in events {
+        assembler.on_event(event, &mut out);
+    }
+    let response = assembler.finish_unterminated(9, &mut out, tolerated);
+    Ok(serde_json::to_value(response).unwrap())
 }
 
 #[test]
@@ -40,26 +98,36 @@ fn events_pass_through_renumbered_with_the_gateway_identity_and_one_start() {
         "future_field": {"kept": true}});
     let mut done = upstream.clone();
     done["status"] = json!("completed");
-    done["output"] = json!([{"type": "mystery_item", "id": "x1", "payload": [1, 2]}]);
-    let (out, relay) = relay_all(&[
-        (
-            "response.created",
-            json!({"type": "response.created", "sequence_number": 0, "response": upstream}),
-        ),
-        (
-            "response.output_item.added",
-            json!({"type": "response.output_item.added", "sequence_number": 1,
-            "output_index": 0, "item": {"type": "mystery_item", "id": "x1"}}),
-        ),
-        (
-            "response.mystery.delta",
-            json!({"type": "response.mystery.delta", "sequence_number": 2, "odd": 1}),
-        ),
-        (
-            "response.completed",
-            json!({"type": "response.completed", "sequence_number": 3, "response": done}),
-        ),
-    ]);
+    let item = json!({"type": "mystery_item", "id": "x1", "payload": [1, 2]});
+    done["output"] = json!([item]);
+    let (out, last) = answer(
+        &[
+            (
+                "response.created",
+                json!({"type": "response.created", "sequence_number": 0, "response": upstream}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "sequence_number": 1,
+                "output_index": 0, "item": {"type": "mystery_item", "id": "x1"}}),
+            ),
+            (
+                "response.mystery.delta",
+                json!({"type": "response.mystery.delta", "sequence_number": 2,
+                "output_index": 0, "odd": 1}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "sequence_number": 3,
+                "output_index": 0, "item": item}),
+            ),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "sequence_number": 4, "response": done}),
+            ),
+        ],
+        false,
+    );
     let kinds: Vec<&str> = out.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -68,6 +136,7 @@ fn events_pass_through_renumbered_with_the_gateway_identity_and_one_start() {
             "response.in_progress",
             "response.output_item.added",
             "response.mystery.delta",
+            "response.output_item.done",
             "response.completed"
         ]
     );
@@ -75,32 +144,77 @@ fn events_pass_through_renumbered_with_the_gateway_identity_and_one_start() {
         assert_eq!(e["sequence_number"], json!(i));
     }
     assert_eq!(out[3]["odd"], 1);
-    let last = &out[4]["response"];
     assert_eq!(last["id"], "resp_gw");
     assert_eq!(last["model"], "client-model");
     assert_eq!(last["previous_response_id"], "resp_prev");
     assert_eq!(last["store"], true);
+    assert_eq!(last["status"], "completed");
     assert_eq!(last["future_field"]["kept"], true);
-    assert_eq!(last["output"][0]["payload"], json!([1, 2]));
-    assert_eq!(relay.final_response(), Some(last));
+    assert_eq!(last["output"], json!([item]));
+    assert_eq!(out[5]["response"], last);
+}
+
+#[test]
+fn a_function_call_is_decoded_and_shown_by_the_assembler() {
+    let call = json!({"type": "function_call", "id": "fc_up", "call_id": "call_1", "name": "f",
+        "arguments": ""});
+    let mut whole_call = call.clone();
+    whole_call["arguments"] = json!("{\"a\":1}");
+    let (out, last) = answer(
+        &[
+            (
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
+            ),
+            (
+                "response.function_call_arguments.delta",
+                json!({"type": "response.function_call_arguments.delta", "output_index": 0,
+                "delta": "{\"a\":", "obfuscation": "x"}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": whole_call}),
+            ),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "response": {"status": "completed",
+                "output": [whole_call]}}),
+            ),
+        ],
+        false,
+    );
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["output"].as_array().unwrap().len(), 1, "{last}");
+    assert_eq!(last["output"][0]["type"], "function_call");
+    assert_eq!(last["output"][0]["call_id"], "call_1");
+    assert_eq!(last["output"][0]["arguments"], "{\"a\":1}");
+    let deltas: String = out
+        .iter()
+        .filter(|e| e["type"] == "response.function_call_arguments.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "{\"a\":1}");
 }
 
 #[test]
 fn an_error_event_becomes_the_one_terminal_failure() {
-    let (out, _) = relay_all(&[
-        (
-            "response.output_text.delta",
-            json!({"type": "response.output_text.delta", "delta": "hi"}),
-        ),
-        (
-            "error",
-            json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}),
-        ),
-        (
-            "response.completed",
-            json!({"type": "response.completed", "response": {}}),
-        ),
-    ]);
+    let (out, _) = answer(
+        &[
+            (
+                "response.output_text.delta",
+                json!({"type": "response.output_text.delta", "delta": "hi"}),
+            ),
+            (
+                "error",
+                json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}),
+            ),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "response": {}}),
+            ),
+        ],
+        false,
+    );
     let last = out.last().unwrap();
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["error"]["code"], "rate_limit_exceeded");
@@ -119,7 +233,7 @@ fn an_unterminated_stream_ends_incomplete_and_an_empty_one_fails_with_a_specific
     // dialect the same: `incomplete` as `upstream_truncated` (it used to fail as `server_error`).
     let done = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
         "content": [{"type": "output_text", "text": "whole", "annotations": []}]});
-    let (out, _) = relay_all(&[
+    let cut = [
         (
             "response.output_item.done",
             json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
@@ -128,38 +242,24 @@ fn an_unterminated_stream_ends_incomplete_and_an_empty_one_fails_with_a_specific
             "response.output_text.delta",
             json!({"type": "response.output_text.delta", "delta": "cut"}),
         ),
-    ]);
-    let last = out.last().unwrap();
-    assert_eq!(last["type"], "response.incomplete");
-    assert_eq!(last["response"]["status"], "incomplete");
+    ];
+    let (out, last) = answer(&cut, false);
+    assert_eq!(out.last().unwrap()["type"], "response.incomplete");
+    assert_eq!(last["status"], "incomplete");
+    assert_eq!(last["incomplete_details"]["reason"], "upstream_truncated");
+    assert_eq!(last["output"], json!([done]));
     assert_eq!(
-        last["response"]["incomplete_details"]["reason"],
-        "upstream_truncated"
-    );
-    assert_eq!(last["response"]["output"], json!([done]));
-    assert_eq!(
-        last["response"]["toolbridge_diagnostics"][0]["code"],
+        last["toolbridge_diagnostics"][0]["code"],
         "upstream_unterminated"
     );
     // A provider known to end that way completes, with the diagnostic.
-    let mut relay = Relay::new(skeleton(), Vec::new());
-    let mut out = Vec::new();
-    relay.start(&mut out);
-    relay
-        .on_event(
-            None,
-            &json!({"type": "response.output_text.delta", "delta": "cut"}).to_string(),
-            &mut out,
-        )
-        .unwrap();
-    relay.finish(&mut out, true);
-    let last = out.last().unwrap();
-    assert_eq!(last["type"], "response.completed");
+    let (out, last) = answer(&cut, true);
+    assert_eq!(out.last().unwrap()["type"], "response.completed");
     assert_eq!(
-        last["response"]["toolbridge_diagnostics"][0]["code"],
+        last["toolbridge_diagnostics"][0]["code"],
         "upstream_unterminated"
     );
-    let (out, _) = relay_all(&[]);
+    let (out, _) = answer(&[], false);
     assert_eq!(out.len(), 3);
     let error = &out.last().unwrap()["response"]["error"];
     assert_eq!(error["code"], "server_error");
@@ -171,10 +271,13 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
     // Found by the conformance matrix: every other dialect fails an answer with nothing in it.
     let completed = json!({"id": "resp_up", "object": "response", "status": "completed", "output": [],
         "usage": {"input_tokens": 3, "output_tokens": 0, "total_tokens": 3}});
-    let (out, _) = relay_all(&[(
-        "response.completed",
-        json!({"type": "response.completed", "response": completed}),
-    )]);
+    let (out, _) = answer(
+        &[(
+            "response.completed",
+            json!({"type": "response.completed", "response": completed}),
+        )],
+        false,
+    );
     let last = out.last().unwrap();
     assert_eq!(last["type"], "response.failed");
     assert_eq!(last["response"]["id"], "resp_gw");
@@ -183,7 +286,7 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
         last["response"]["error"]["toolbridge_code"],
         "empty_upstream_response"
     );
-    let mine = whole(completed, &skeleton(), &[], false).unwrap();
+    let mine = whole(completed, false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
     assert_eq!(mine["status"], "failed");
     assert_eq!(mine["error"]["toolbridge_code"], "empty_upstream_response");
@@ -192,20 +295,16 @@ fn an_answer_that_completed_with_no_output_fails_as_empty_streamed_or_whole() {
 
 #[test]
 fn a_payload_that_is_not_an_event_is_skipped_with_a_diagnostic() {
-    let mut relay = Relay::new(skeleton(), Vec::new());
-    let mut out = Vec::new();
-    relay
-        .on_event(Some("message"), "not json", &mut out)
-        .unwrap();
-    relay
-        .on_event(
-            None,
-            &json!({"type": "response.completed", "response": {"output": []}}).to_string(),
-            &mut out,
-        )
-        .unwrap();
-    let diagnostics = &out[0]["response"]["toolbridge_diagnostics"];
-    assert_eq!(diagnostics[0]["code"], "upstream_chunk_skipped");
+    let mut decoder = ResponsesDecoder::new(None);
+    let mut diagnostics = Vec::new();
+    let flow = decoder.on_event(
+        Some("message"),
+        "not json",
+        &mut Vec::new(),
+        &mut diagnostics,
+    );
+    assert_eq!(flow, Ok(Flow::Continue));
+    assert_eq!(diagnostics[0].code, "upstream_chunk_skipped");
 }
 
 fn request(body: Value) -> CreateResponse {
@@ -280,29 +379,29 @@ fn the_request_passes_through_with_only_the_gateways_concerns() {
 }
 
 #[test]
-fn a_whole_answer_takes_the_gateway_identity_and_decodes_for_gateway_rounds() {
+fn a_whole_answer_takes_the_gateway_identity_and_keeps_its_items() {
     let answer = json!({"id": "resp_up", "object": "response", "model": "gpt-5-2025", "status": "completed",
         "output": [
             {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "think"}]},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello", "annotations": []}]},
+            {"type": "message", "id": "msg", "role": "assistant", "content": [{"type": "output_text", "text": "Hello", "annotations": []}]},
             {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
         ],
         "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 1},
                   "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}, "total_tokens": 5}});
-    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
+    let mine = whole(answer.clone(), false).unwrap();
     assert_eq!(mine["id"], "resp_gw");
-    assert_eq!(mine["output"], answer["output"]);
-    let events = decode(&answer).unwrap();
-    assert_eq!(events[0], UpstreamEvent::Reasoning("think".to_owned()));
-    assert_eq!(events[1], UpstreamEvent::Text("Hello".to_owned()));
-    assert!(matches!(&events[2], UpstreamEvent::ToolCall(c) if c.id.as_deref() == Some("call_1")));
-    assert_eq!(events[3], UpstreamEvent::Finish(FinishReason::ToolCalls));
-    assert!(
-        matches!(&events[4], UpstreamEvent::Usage(u) if u.total_tokens == 5 && u.input_tokens_details.cached_tokens == 1)
-    );
+    assert_eq!(mine["status"], "completed");
+    assert_eq!(mine["output"][0], answer["output"][0]);
+    assert_eq!(mine["output"][1], answer["output"][1]);
+    assert_eq!(mine["output"][2]["call_id"], "call_1");
+    assert_eq!(mine["usage"]["input_tokens_details"]["cached_tokens"], 1);
+    // The text of a relayed message is the compaction's summary.
+    let events = decode_whole(answer, None, &mut Vec::new()).unwrap();
+    let text: String = events.iter().filter_map(UpstreamEvent::text).collect();
+    assert_eq!(text, "Hello");
     let failed = json!({"status": "failed", "output": [], "error": {"code": "server_error", "message": "boom"}});
-    assert!(decode(&failed).is_err());
-    assert!(whole(json!({"error": {}}), &skeleton(), &[], false).is_err());
+    assert!(decode_whole(failed, None, &mut Vec::new()).is_err());
+    assert!(whole(json!({"error": {}}), false).is_err());
 }
 
 #[test]
@@ -311,7 +410,7 @@ fn a_whole_answer_that_is_not_final_ends_incomplete_unless_tolerated() {
     let answer = json!({"id": "resp_up", "object": "response", "status": "in_progress",
         "output": [{"type": "message", "role": "assistant",
             "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}]});
-    let mine = whole(answer.clone(), &skeleton(), &[], false).unwrap();
+    let mine = whole(answer.clone(), false).unwrap();
     assert_eq!(mine["status"], "incomplete");
     assert_eq!(mine["incomplete_details"]["reason"], "upstream_truncated");
     assert_eq!(mine["output"], answer["output"]);
@@ -319,6 +418,6 @@ fn a_whole_answer_that_is_not_final_ends_incomplete_unless_tolerated() {
         mine["toolbridge_diagnostics"][0]["code"],
         "upstream_unterminated"
     );
-    let tolerated = whole(answer, &skeleton(), &[], true).unwrap();
+    let tolerated = whole(answer, true).unwrap();
     assert_eq!(tolerated["status"], "completed");
 }

@@ -15,7 +15,7 @@ pub struct StreamEvent {
 
 impl StreamEvent {
     /// The event's `type`, for the SSE `event:` line.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         self.kind.name()
     }
 }
@@ -235,6 +235,10 @@ pub enum EventKind {
         content_index: usize,
         text: String,
     },
+    /// An event of a native Responses upstream about one of its items, kept as it came (its
+    /// `type` inside, unknown types and fields included; the `output_index` the gateway's).
+    #[serde(untagged)]
+    Relayed(serde_json::Map<String, Value>),
 }
 
 impl EventKind {
@@ -252,8 +256,12 @@ impl EventKind {
     }
 
     /// The event's `type` string.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
+            Self::Relayed(event) => event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("message"),
             Self::Created { .. } => "response.created",
             Self::InProgress { .. } => "response.in_progress",
             Self::Completed { .. } => "response.completed",

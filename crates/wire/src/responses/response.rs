@@ -54,6 +54,49 @@ pub struct Response {
     /// redacted reasoning), which the gateway keeps server-side. Never serialised.
     #[serde(skip)]
     pub provider_states: Vec<ProviderStateEntry>,
+    /// Fields this struct does not know, as they came (a native Responses upstream's own, a
+    /// stored response's): unknown fields pass through.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Response {
+    /// The fields of the response object this struct names (its JSON keys).
+    pub const FIELDS: &'static [&'static str] = &[
+        "id",
+        "object",
+        "created_at",
+        "completed_at",
+        "status",
+        "incomplete_details",
+        "model",
+        "previous_response_id",
+        "instructions",
+        "output",
+        "error",
+        "tools",
+        "tool_choice",
+        "truncation",
+        "parallel_tool_calls",
+        "text",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "top_logprobs",
+        "temperature",
+        "reasoning",
+        "usage",
+        "max_output_tokens",
+        "max_tool_calls",
+        "store",
+        "background",
+        "service_tier",
+        "metadata",
+        "safety_identifier",
+        "prompt_cache_key",
+        "conversation",
+        "toolbridge_diagnostics",
+    ];
 }
 
 /// The tools a response echoes (the request's `tools`), and, when the gateway has it, their
@@ -216,8 +259,9 @@ pub struct ResponseError {
     pub toolbridge_code: Option<String>,
 }
 
-/// Token usage of a response.
+/// Token usage of a response. A field an upstream leaves out reads as zero.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Usage {
     pub input_tokens: u64,
     pub input_tokens_details: InputTokensDetails,
@@ -227,6 +271,7 @@ pub struct Usage {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct InputTokensDetails {
     pub cached_tokens: u64,
     /// Input tokens written to the provider's prompt cache (the OpenAI SDK expects the field).
@@ -235,6 +280,7 @@ pub struct InputTokensDetails {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OutputTokensDetails {
     pub reasoning_tokens: u64,
 }
@@ -264,6 +310,10 @@ pub enum OutputItem {
     ToolSearchOutput(super::ToolSearchOutputItem),
     /// An image the gateway (or a Responses server) generated.
     ImageGenerationCall(ImageGenerationCallItem),
+    /// An item a native Responses upstream produced, kept as it came (its type, unknown types
+    /// and fields included): the gateway never rebuilds what it relays.
+    #[serde(untagged)]
+    Other(Map<String, Value>),
 }
 
 /// An `image_generation_call` item: the image as base64 once generated, the prompt used and the
@@ -355,6 +405,15 @@ pub struct WebSearchCallItem {
     pub action: Value,
 }
 
+/// The call item types a Responses provider runs itself (the client never answers them).
+const PROVIDER_RUN: &[&str] = &[
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+];
+
 impl OutputItem {
     pub fn id(&self) -> Option<&str> {
         match self {
@@ -371,6 +430,28 @@ impl OutputItem {
             Self::ToolSearchCall(c) => c.id.as_deref(),
             Self::ToolSearchOutput(o) => o.id.as_deref(),
             Self::ImageGenerationCall(c) => Some(&c.id),
+            Self::Other(item) => item.get("id").and_then(Value::as_str),
+        }
+    }
+
+    /// The item's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Other(item) => item.get("type").and_then(Value::as_str).unwrap_or(""),
+            Self::Message(_) => "message",
+            Self::FunctionCall(_) => "function_call",
+            Self::CustomToolCall(_) => "custom_tool_call",
+            Self::LocalShellCall(_) => "local_shell_call",
+            Self::ShellCall(_) => "shell_call",
+            Self::ApplyPatchCall(_) => "apply_patch_call",
+            Self::WebSearchCall(_) => "web_search_call",
+            Self::Reasoning(_) => "reasoning",
+            Self::McpCall(_) => "mcp_call",
+            Self::McpListTools(_) => "mcp_list_tools",
+            Self::McpApprovalRequest(_) => "mcp_approval_request",
+            Self::ToolSearchCall(_) => "tool_search_call",
+            Self::ToolSearchOutput(_) => "tool_search_output",
+            Self::ImageGenerationCall(_) => "image_generation_call",
         }
     }
 
@@ -379,6 +460,11 @@ impl OutputItem {
         if let Self::ToolSearchCall(c) = self {
             // Only a client-run search is the client's to answer.
             return c.execution.as_deref() == Some("client");
+        }
+        if let Self::Other(item) = self {
+            // A call the upstream ran itself is not the client's to answer.
+            let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+            return kind.ends_with("_call") && !PROVIDER_RUN.contains(&kind);
         }
         !matches!(
             self,

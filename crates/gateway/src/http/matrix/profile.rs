@@ -78,7 +78,7 @@ pub(super) fn cache_line(profile: &Profile) -> String {
 pub(super) fn fields_line(profile: &Profile, dialect: Dialect) -> String {
     let f = &profile.fields;
     // A native Responses upstream gets the parts as the client sent them.
-    let outputs = if dialect.passes_through() {
+    let outputs = if dialect.sends_client_request() {
         "as sent".to_owned()
     } else {
         word(serde_json::to_value(profile.tool_output).unwrap_or_default())

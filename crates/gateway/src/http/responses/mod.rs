@@ -20,7 +20,7 @@
 //! - `dispatch/` → [`Dispatched`]: per target in order, the provider's limits, the send, the
 //!   first-event peek and the fallback to the next; the upstream's body read as events
 //!   (`dispatch/chunks`) and decoded (`dispatch/decode`);
-//! - `emit/`: the answer (its `mod.rs`), relayed (`emit/passthrough`) or assembled, streamed
+//! - `emit/`: the answer (its `mod.rs`), assembled (`emit/assembled`), streamed
 //!   (`emit/sse`, waiting in the one transport loop, `emit/transport`) or whole (`emit/sync`),
 //!   metered (`emit/meter`, `emit/abandoned`, `emit/usage`) and tracked in flight
 //!   (`emit/detach`);

@@ -25,8 +25,8 @@ use serde_json::{Map, Value, json};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
+use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::dialect::Source;
-use toolbridge_providers::responses::reasoning::Provenance;
 use toolbridge_wire::responses::{
     ContentPart, CreateResponse, Diagnostic, Input, InputItem, MessageContent, MessageItem, Usage,
 };
@@ -222,7 +222,7 @@ pub(super) async fn summarize(
                 sealed_by_gateway: &sealed_by_gateway,
                 provenance: Some(Provenance {
                     origin: &target.provider.name,
-                    sealer: state.sealer.as_ref(),
+                    sealer: &state.sealer,
                 }),
             },
             &plan,
@@ -258,14 +258,13 @@ pub(super) async fn summarize(
             affinity,
         )
         .await?;
-    let events = decode_whole(dialect, &profile, &body, diagnostics)?;
+    let events = decode_whole(dialect, &profile, &body, None, diagnostics)?;
     let mut summary = String::new();
     let mut usage = None;
     for event in events {
         match event {
-            UpstreamEvent::Text(t) => summary.push_str(&t),
             UpstreamEvent::Usage(u) => usage = Some(u),
-            _ => {}
+            other => summary.push_str(&other.text().unwrap_or_default()),
         }
     }
     Ok(Summary {

@@ -6,6 +6,7 @@
 use futures::{StreamExt, stream};
 use toolbridge_core::events::UpstreamEvent;
 use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::Diagnostic;
 
@@ -16,11 +17,15 @@ use toolbridge_providers::dialect::Decoder;
 
 use super::chunks::{Chunk, UpstreamSse, upstream_sse};
 
-/// The decoder of a stream of `dialect`; `None` for a native Responses upstream, whose events
-/// are relayed (`passthrough`), not decoded. Calls without an id get one unique to the answer:
-/// a client keys calls by id across turns.
-pub(in crate::http::responses) fn decoder(dialect: Dialect, profile: &Profile) -> Option<Decoder> {
-    dialect.decoder(profile, ids::new("call"))
+/// The decoder of a stream of `dialect`. Calls without an id get one unique to the answer: a
+/// client keys calls by id across turns. `provenance` seals reasoning an endpoint returns as
+/// plaintext and wants back.
+pub(in crate::http::responses) fn decoder(
+    dialect: Dialect,
+    profile: &Profile,
+    provenance: Provenance<'_>,
+) -> Decoder {
+    dialect.decoder(profile, ids::new("call"), Some(provenance))
 }
 
 /// A fresh decoder of the same dialect, for the next round's stream.
@@ -28,15 +33,17 @@ pub(in crate::http::responses) fn restarted(decoder: &Decoder, profile: &Profile
     decoder.restarted(profile, ids::new("call"))
 }
 
-/// Decodes a whole answer in the provider's dialect into upstream events.
+/// Decodes a whole answer in the provider's dialect into upstream events (`provenance` as for
+/// [`decoder`]).
 pub(crate) fn decode_whole(
     dialect: Dialect,
     profile: &Profile,
     body: &[u8],
+    provenance: Option<Provenance<'_>>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Vec<UpstreamEvent>, GatewayError> {
     dialect
-        .decode_whole(profile, body, &ids::new("call"), diagnostics)
+        .decode_whole(profile, body, &ids::new("call"), provenance, diagnostics)
         .map_err(GatewayError::Upstream)
 }
 

@@ -1,8 +1,7 @@
 //! An answer through the assembler: the assembler and the rounds of the gateway's own (echoed
 //! builtins, the tool loop, repair re-asks) built from the route, then the answer streamed (the
 //! pump, `sse`) or whole (`sync`), stored and metered. Not here: the response's identity, meter
-//! and storing (set up by the parent), a native Responses upstream's relayed answer
-//! (`passthrough`).
+//! and storing (set up by the parent).
 
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use axum::response::Response;
 use toolbridge_core::assemble::{AssembleOptions, Assembler, ResponseMeta, skeleton};
 use toolbridge_core::plan::NameMap;
 use toolbridge_providers::dialect::Outgoing;
+use toolbridge_providers::dialect::Provenance;
 use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
@@ -46,7 +46,7 @@ pub(super) async fn assemble(
             Box::pin(stream(state, upstream, assembled, setup, request_id)).await
         }
         Answer::Whole(upstream) => {
-            Box::pin(whole(upstream, assembled, setup, req, request_id)).await
+            Box::pin(whole(state, upstream, assembled, setup, req, request_id)).await
         }
     }
 }
@@ -243,12 +243,14 @@ async fn stream(
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let provider = assembled.provider;
-    let decoder = decode::decoder(provider.dialect, &assembled.profile).ok_or_else(|| {
-        GatewayError::UpstreamUnreachable(format!(
-            "the {} dialect has no stream decoder",
-            provider.dialect.as_str()
-        ))
-    })?;
+    let decoder = decode::decoder(
+        provider.dialect,
+        &assembled.profile,
+        Provenance {
+            origin: &provider.name,
+            sealer: &state.sealer,
+        },
+    );
     // The response as it starts, serialised once: the start events carry this text, and a
     // stored response's `in_progress` record keeps it (its outline noted on the way).
     let keep = setup.persist.as_ref().is_some_and(|p| p.keep_response);
@@ -289,6 +291,7 @@ async fn stream(
 
 /// A whole answer; a cancel ends it at once (the upstream request is dropped).
 async fn whole(
+    state: &AppState,
     upstream: reqwest::Response,
     assembled: Assembled<'_>,
     setup: Setup,
@@ -327,6 +330,7 @@ async fn whole(
             usage_basis,
             rounds,
             Resend { upstreams: &upstreams, provider, model: &upstream_model, payload, affinity },
+            &state.sealer,
         ) => response?,
     };
     record_repairs(

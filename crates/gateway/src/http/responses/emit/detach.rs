@@ -14,7 +14,7 @@
 //! left; the tasks are bounded ([`crate::platform::inflight::MAX_DRAINS`]: past it a left stream is
 //! cancelled, not finished) and counted, so shutdown waits for them. No frame is buffered.
 //!
-//! Not here: how a pump ends a response (`sse`, `passthrough`).
+//! Not here: how a pump ends a response (`sse`, `sse_end`).
 
 use std::future::Future;
 use std::pin::Pin;

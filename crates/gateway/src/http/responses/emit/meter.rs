@@ -81,62 +81,6 @@ impl Meter {
         meter
     }
 
-    /// Ends metering with the final response object given as JSON (a native Responses
-    /// upstream's, unknown fields kept): its tokens are charged, and `response.completed` (with
-    /// the status) goes to the session.
-    pub(in crate::http::responses) async fn finish(&self, response: &serde_json::Value) {
-        let usage = &response["usage"];
-        let ended = Ended {
-            status: response["status"].as_str().unwrap_or("unknown"),
-            input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
-            cached_tokens: usage["input_tokens_details"]["cached_tokens"]
-                .as_u64()
-                .unwrap_or(0),
-            cache_write_tokens: usage["input_tokens_details"]["cache_write_tokens"]
-                .as_u64()
-                .unwrap_or(0),
-            output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
-            reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
-                .as_u64()
-                .unwrap_or(0),
-            total_tokens: usage["total_tokens"].as_u64(),
-        };
-        let output = &response["output"];
-        self.inference.end(&InferenceEnd {
-            response_id: response["id"].as_str().unwrap_or(""),
-            status: ended.status,
-            incomplete_reason: response["incomplete_details"]["reason"].as_str(),
-            error_code: response["error"]["code"].as_str(),
-            tool_calls: output.as_array().is_some_and(|items| {
-                items.iter().any(|i| {
-                    matches!(
-                        i["type"].as_str(),
-                        Some("function_call" | "custom_tool_call")
-                    )
-                })
-            }),
-            usage: ended.total_tokens.map(|_| tokens_of(&ended)),
-            output: Some(output),
-        });
-        self.journal_end(&ended, response["error"]["code"].as_str(), || {
-            let items = output.as_array().map(Vec::as_slice).unwrap_or_default();
-            let rows = items
-                .iter()
-                .map(|item| ItemRow {
-                    kind: item["type"].as_str().unwrap_or("unknown").to_owned(),
-                    name: item["name"].as_str().map(str::to_owned),
-                    call_id: item["call_id"].as_str().map(str::to_owned),
-                })
-                .collect();
-            (rows, None)
-        });
-        let text = match &self.observed {
-            Some(ctx) if ctx.capture_pending() => serde_json::to_vec(response).ok(),
-            _ => None,
-        };
-        self.end(ended, None, text.as_deref()).await;
-    }
-
     /// [`Self::finish`] for the gateway's own response and `text`, its one JSON serialisation,
     /// charging `used` (an estimate of what the upstream consumed) when the response reports no
     /// usage: a failed stream is charged as providers charge it.
@@ -393,26 +337,21 @@ pub(in crate::http::responses) struct ToolTimer {
 /// An output item as the journal lists it.
 fn item_row(item: &toolbridge_wire::responses::OutputItem) -> ItemRow {
     use toolbridge_wire::responses::OutputItem;
-    let (kind, name, call_id) = match item {
-        OutputItem::Message(_) => ("message", None, None),
-        OutputItem::FunctionCall(c) => ("function_call", Some(&c.name), Some(&c.call_id)),
-        OutputItem::CustomToolCall(c) => ("custom_tool_call", Some(&c.name), Some(&c.call_id)),
-        OutputItem::LocalShellCall(_) => ("local_shell_call", None, None),
-        OutputItem::ShellCall(_) => ("shell_call", None, None),
-        OutputItem::ApplyPatchCall(_) => ("apply_patch_call", None, None),
-        OutputItem::WebSearchCall(_) => ("web_search_call", None, None),
-        OutputItem::Reasoning(_) => ("reasoning", None, None),
-        OutputItem::McpCall(c) => ("mcp_call", Some(&c.name), None),
-        OutputItem::McpListTools(_) => ("mcp_list_tools", None, None),
-        OutputItem::McpApprovalRequest(_) => ("mcp_approval_request", None, None),
-        OutputItem::ToolSearchCall(_) => ("tool_search_call", None, None),
-        OutputItem::ToolSearchOutput(_) => ("tool_search_output", None, None),
-        OutputItem::ImageGenerationCall(_) => ("image_generation_call", None, None),
+    let text = |key: &str| match item {
+        OutputItem::Other(map) => map.get(key).and_then(serde_json::Value::as_str),
+        _ => None,
+    };
+    let (name, call_id) = match item {
+        OutputItem::FunctionCall(c) => (Some(c.name.as_str()), Some(c.call_id.as_str())),
+        OutputItem::CustomToolCall(c) => (Some(c.name.as_str()), Some(c.call_id.as_str())),
+        OutputItem::McpCall(c) => (Some(c.name.as_str()), None),
+        OutputItem::Other(_) => (text("name"), text("call_id")),
+        _ => (None, None),
     };
     ItemRow {
-        kind: kind.to_owned(),
-        name: name.cloned(),
-        call_id: call_id.cloned(),
+        kind: item.kind().to_owned(),
+        name: name.map(str::to_owned),
+        call_id: call_id.map(str::to_owned),
     }
 }
 

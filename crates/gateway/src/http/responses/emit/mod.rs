@@ -1,7 +1,6 @@
-//! The emit stage: the answer, what the client gets from the upstream that took the request. A
-//! native Responses upstream's answer is relayed (`passthrough`); any other goes through the
-//! assembler (`assembled`), streamed (`sse`) or whole (`sync`), with the rounds of the gateway's
-//! own (echoed builtins, the tool loop, repair re-asks: `rounds`). The response's identity, its
+//! The emit stage: the answer, what the client gets from the upstream that took the request,
+//! through the assembler (`assembled`), streamed (`sse`) or whole (`sync`), with the rounds of
+//! the gateway's own (echoed builtins, the tool loop, repair re-asks: `rounds`). The response's identity, its
 //! meter, its storing and its place in flight are set up here; beside this file are the transport
 //! loop the streamed answers wait in (`transport`), what is charged (`meter`, `abandoned`, `usage`)
 //! and the tracking of a stream whose client left (`detach`). Not here: choosing the upstream
@@ -11,7 +10,6 @@ mod abandoned;
 mod assembled;
 mod detach;
 pub(super) mod meter;
-mod passthrough;
 pub(super) mod sse;
 mod sse_end;
 mod sync;
@@ -24,18 +22,13 @@ use toolbridge_core::assemble::{ResponseMeta, skeleton};
 
 use self::detach::{Detach, Flight};
 use self::meter::Meter;
-use self::passthrough::Passthrough;
 use self::transport::Framing;
 use super::stored::persist::Persist;
 use super::stored::provider_state::StateSink;
-use super::{
-    Answer, BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, diagnostics_header,
-};
+use super::{BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, diagnostics_header};
 use crate::error::GatewayError;
 use crate::platform::{ids, time};
 use crate::state::AppState;
-use toolbridge_providers::profile::ReasoningReplay;
-use toolbridge_providers::responses::reasoning::Sealing;
 
 /// What the answer needs besides the request and the upstream: its identity, meter and store.
 struct Setup {
@@ -62,13 +55,7 @@ pub(super) async fn answer(
     let setup = setup(state, &mut prepared, &dispatched, caller, run);
     let header = diagnostics_header(&dispatched.routed.diagnostics);
     let (served_model, turn_state) = served(&prepared, &dispatched);
-    // Each way boxed: the future of this one is then as large as the way taken, not the
-    // largest of them (and the request's future, boxed and copied whole, smaller).
-    let mut response = if dispatched.routed.provider.dialect.passes_through() {
-        Box::pin(relay(state, &prepared, dispatched, setup, request_id)).await?
-    } else {
-        assembled::assemble(state, prepared, dispatched, setup, request_id).await?
-    };
+    let mut response = assembled::assemble(state, prepared, dispatched, setup, request_id).await?;
     if let Some(v) = header.and_then(|h| HeaderValue::from_str(&h).ok()) {
         response.headers_mut().insert(DIAGNOSTICS_HEADER, v);
     }
@@ -196,41 +183,6 @@ fn setup(
     }
 }
 
-/// A native Responses upstream's answer, relayed.
-async fn relay(
-    state: &AppState,
-    prepared: &Prepared<'_>,
-    dispatched: Dispatched<'_>,
-    setup: Setup,
-    request_id: &str,
-) -> Result<Response, GatewayError> {
-    let Dispatched { routed, answer } = dispatched;
-    let limits = setup.flight.limits(state, routed.provider);
-    let relay = Passthrough {
-        skeleton: skeleton(&prepared.req, &setup.meta),
-        diagnostics: routed.diagnostics,
-        persist: setup.persist,
-        meter: setup.meter,
-        request_id: request_id.to_owned(),
-        tolerate_unterminated: routed.profile.tolerate_unterminated,
-        registration: setup.flight.registration,
-        framing: setup.framing,
-        restorer: toolbridge_providers::responses::restore::Restorer::new(&routed.plan),
-        // An endpoint that wants its plaintext reasoning back gets it from a stateless client
-        // too: sealed, with its provenance, into the items' `encrypted_content`.
-        sealing: (routed.profile.reasoning_replay != ReasoningReplay::Never)
-            .then(|| Sealing::new(state.sealer.clone(), &routed.provider.name)),
-    };
-    Ok(match answer {
-        Answer::Stream(upstream) => relay.stream(upstream, limits, setup.detach).await,
-        Answer::Whole(upstream) => {
-            relay
-                .whole(upstream, setup.flight.cancel.subscribe())
-                .await?
-        }
-    })
-}
-
 /// The output items of `response` as JSON, for a conversation.
 pub(super) fn output_json(
     response: &toolbridge_wire::responses::Response,
@@ -242,8 +194,8 @@ pub(super) fn output_json(
         .collect()
 }
 
-/// A whole answer's `200` with its JSON body (the assembled response, a relayed one, a
-/// background run's queued response).
+/// A whole answer's `200` with its JSON body (the assembled response, a background run's
+/// queued response).
 pub(super) fn json_ok(body: impl Into<axum::body::Body>) -> Response {
     use axum::response::IntoResponse;
     (

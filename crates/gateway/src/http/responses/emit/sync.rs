@@ -3,6 +3,7 @@
 use axum::body::Bytes;
 use toolbridge_core::assemble::Assembler;
 use toolbridge_providers::dialect::Dialect;
+use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::profile::Profile;
 
 use super::usage::estimate_missing_usage;
@@ -33,6 +34,7 @@ pub(super) async fn sync_response(
     mut usage_basis: Option<Bytes>,
     rounds: Rounds,
     mut resend: Resend<'_>,
+    sealer: &std::sync::Arc<dyn toolbridge_core::reasoning::Sealer>,
 ) -> Result<toolbridge_wire::responses::Response, GatewayError> {
     let mut rounds = rounds;
     let mut upstream = upstream;
@@ -51,7 +53,12 @@ pub(super) async fn sync_response(
         crate::platform::ops::telemetry::stage_span!("reconstruct", stream = false).in_scope(
             || {
                 let mut diagnostics = Vec::new();
-                let events = decode_whole(dialect, profile, &body, &mut diagnostics)?;
+                let provenance = Provenance {
+                    origin: &resend.provider.name,
+                    sealer,
+                };
+                let events =
+                    decode_whole(dialect, profile, &body, Some(provenance), &mut diagnostics)?;
                 for d in diagnostics {
                     assembler.add_diagnostic(d);
                 }

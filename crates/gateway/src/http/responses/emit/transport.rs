@@ -1,5 +1,5 @@
-//! The one transport loop every streamed answer waits in: the translated pump (`sse`) and the
-//! relay of a native Responses upstream (`passthrough`) both ask [`wake`] what happens next —
+//! The one transport loop every streamed answer waits in: the pump (`sse`) asks [`wake`] what
+//! happens next —
 //! an upstream event, the body's end, a silence long enough for a keep-alive, or a stop (the
 //! stream's deadline, the gateway's shutdown, the response's cancel) — and end a stopped stream
 //! with the terminal code and message [`Stop`] gives. A gateway step run between upstream rounds
@@ -9,7 +9,7 @@
 //! Framing is [`Framing`]'s: SSE frames for HTTP, one JSON text per event for a transport that
 //! frames messages itself (WebSocket), so the pumps are transport-neutral.
 //!
-//! Not here: what an event means (the decoders, the assembler, the relay) and what a round's end
+//! Not here: what an event means (the decoders, the assembler) and what a round's end
 //! leads to (`rounds`).
 
 use std::task::Poll;

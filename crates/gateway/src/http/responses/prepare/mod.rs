@@ -178,7 +178,10 @@ pub(super) async fn check(
 /// The client's JSON, parsed again only when the model routes to a Responses upstream.
 fn raw_request(targets: Option<&[crate::config::Target<'_>]>, body: Option<&Bytes>) -> Option<Raw> {
     let body = body?;
-    if !targets?.iter().any(|t| t.provider.dialect.passes_through()) {
+    if !targets?
+        .iter()
+        .any(|t| t.provider.dialect.sends_client_request())
+    {
         return None;
     }
     let serde_json::Value::Object(request) = serde_json::from_slice(body).ok()? else {

@@ -8,9 +8,9 @@ use axum::body::Bytes;
 use toolbridge_core::canonical::CanonicalRequest;
 use toolbridge_core::plan::{GatewayOffer, plan_request};
 use toolbridge_core::repair::ToolSchemas;
+use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::dialect::{Raw, Source};
 use toolbridge_providers::profile::Profile;
-use toolbridge_providers::responses::reasoning::Provenance;
 
 use super::{Caller, GatewayStage, Prepared, Routed, sealed_by_gateway, translate};
 use crate::config::Target;
@@ -86,8 +86,9 @@ pub(super) fn route<'a>(
         }
         None => canonical,
     };
-    // A native Responses upstream's calls are relayed as they come, never repaired.
-    let repairs = provider.repair.enabled && !provider.dialect.passes_through();
+    // A request sent as the client's own cannot be continued by the gateway (no re-ask), so its
+    // calls are not repaired.
+    let repairs = provider.repair.enabled && !provider.dialect.sends_client_request();
     let (repair_checks, tools_text) = tool_checks(state, canonical, repairs, schemas);
     if let Some(checks) = &repair_checks {
         diagnostics.extend(checks.diagnostics());
@@ -102,7 +103,7 @@ pub(super) fn route<'a>(
             sealed_by_gateway: &sealed_by_gateway,
             provenance: Some(Provenance {
                 origin: &provider.name,
-                sealer: state.sealer.as_ref(),
+                sealer: &state.sealer,
             }),
         },
         &plan,

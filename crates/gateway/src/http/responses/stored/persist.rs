@@ -32,7 +32,7 @@ pub(in crate::http::responses) struct Persist {
     /// The conversation this turn's items and output are appended to.
     pub(in crate::http::responses) conversation: Option<String>,
     /// A stream's `in_progress` write, running beside the stream
-    /// ([`Self::save_started_beside`]); only a removal of the response waits for it.
+    /// ([`Self::save_started_text`]); only a removal of the response waits for it.
     pub(in crate::http::responses) started: Option<tokio::task::JoinHandle<()>>,
     /// Where a final record the store refused while down waits to be written again.
     pub(in crate::http::responses) late: Arc<super::late::LateFinals>,
@@ -71,26 +71,6 @@ impl Unsaved {
         }
         response.toolbridge_diagnostics.push(self.diagnostic());
     }
-
-    /// [`Self::mark`] for a response object as JSON (a relayed Responses upstream's).
-    pub(in crate::http::responses) fn mark_value(&self, response: &mut serde_json::Value) {
-        let serde_json::Value::Object(map) = response else {
-            return;
-        };
-        if self.response {
-            map.insert("store".to_owned(), serde_json::Value::Bool(false));
-        }
-        let diagnostic = serde_json::to_value(self.diagnostic()).unwrap_or_default();
-        match map.get_mut("toolbridge_diagnostics") {
-            Some(serde_json::Value::Array(list)) => list.push(diagnostic),
-            _ => {
-                map.insert(
-                    "toolbridge_diagnostics".to_owned(),
-                    serde_json::Value::Array(vec![diagnostic]),
-                );
-            }
-        }
-    }
 }
 
 impl Persist {
@@ -124,20 +104,9 @@ impl Persist {
     /// either order on every store and the final one ([`Self::save_text`]) does not wait for
     /// this one: landing second, this one is refused. On the SQLite writer a stream that ended
     /// quickly has both in one batch, and the batch writes only the final one.
-    pub(in crate::http::responses) fn save_started_beside(
-        &mut self,
-        response: &toolbridge_wire::responses::Response,
-        request_id: &str,
-    ) {
-        if !self.keep_response {
-            return;
-        }
-        let text = toolbridge_store::ResponseText::serialize(response, true);
-        self.save_started_text(text, request_id);
-    }
-
-    /// [`Self::save_started_beside`] of the response serialised already (`text`, its outline
-    /// noted when the response is kept): the stream's start events carry the same text.
+    ///
+    /// The response is given serialised already (`text`, its outline noted when the response is
+    /// kept): the stream's start events carry the same text.
     pub(in crate::http::responses) fn save_started_text(
         &mut self,
         text: toolbridge_store::ResponseText,

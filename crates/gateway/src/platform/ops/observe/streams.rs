@@ -59,8 +59,7 @@ pub(super) struct Observed {
 
 /// Whether a piece of an SSE body carries output: one of its events is an `event:
 /// response.….delta` (text, reasoning, call arguments, a custom tool's input, a refusal). The
-/// gateway writes whole events, each with its `event:` line first, a batch of them per piece,
-/// whether it translated the stream or relayed it.
+/// gateway writes whole events, each with its `event:` line first, a batch of them per piece.
 pub(super) fn is_delta_frame(piece: &[u8]) -> bool {
     const EVENT: &[u8] = b"event: response.";
     memchr::memmem::find_iter(piece, EVENT)
