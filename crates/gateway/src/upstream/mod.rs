@@ -143,40 +143,26 @@ impl Upstreams {
     /// `max_retries`, within its retry budget; spent, the error is [`GatewayError::Retried`].
     pub(crate) async fn read_whole(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         provider: &Provider,
         model: &str,
         payload: &Bytes,
         affinity: Affinity,
     ) -> Result<Vec<u8>, GatewayError> {
-        let mut waited = Duration::ZERO;
-        let mut attempt = 0u32;
-        loop {
-            let error = match read_capped(response, MAX_RESPONSE_BODY).await {
-                Err(error @ GatewayError::UpstreamBodyCut(_)) => error,
-                other => return other,
-            };
-            let wait = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
-            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
-                if provider.max_retries == 0 {
-                    return Err(error);
-                }
-                return Err(GatewayError::Retried {
-                    attempts: attempt + 1,
-                    error: Box::new(error),
-                });
+        let mut first = Some(response);
+        retrying(provider, Retry::Read, || {
+            let first = first.take();
+            async move {
+                let response = match first {
+                    Some(response) => response,
+                    // A failed send is never a body cut, so it ends the loop as it is: `send`
+                    // has spent its own retries on it.
+                    None => self.send(provider, model, payload, false, affinity).await?,
+                };
+                read_capped(response, MAX_RESPONSE_BODY).await
             }
-            tracing::info!(
-                provider = provider.name,
-                attempt = attempt + 1,
-                wait_ms = wait.as_millis() as u64,
-                "the upstream answer broke off; sending the request again"
-            );
-            tokio::time::sleep(wait).await;
-            waited += wait;
-            attempt += 1;
-            response = self.send(provider, model, payload, false, affinity).await?;
-        }
+        })
+        .await
     }
 
     async fn send_retrying(
@@ -188,44 +174,10 @@ impl Upstreams {
         stream: bool,
         affinity: Affinity,
     ) -> Result<reqwest::Response, GatewayError> {
-        let mut waited = Duration::ZERO;
-        let mut attempt = 0u32;
-        loop {
-            let result = self
-                .send_once(client, provider, model, stream, payload.clone(), affinity)
-                .await;
-            let error = match result {
-                Ok(response) => return Ok(response),
-                Err(e) => e,
-            };
-            let Some(wait) = retry_wait(&error, attempt) else {
-                return Err(error);
-            };
-            if attempt >= provider.max_retries || waited + wait > provider.retry_budget {
-                // The gateway's retry policy has had its say: with retries configured, the
-                // client's SDK must not multiply them (`x-should-retry: false`).
-                if provider.max_retries == 0 {
-                    return Err(error);
-                }
-                return Err(GatewayError::Retried {
-                    attempts: attempt + 1,
-                    error: Box::new(error),
-                });
-            }
-            crate::platform::ops::observe::note(|entry| entry.retries += 1);
-            tracing::info!(
-                provider = provider.name,
-                attempt = attempt + 1,
-                wait_ms = wait.as_millis() as u64,
-                code = error.code(),
-                "retrying the upstream request"
-            );
-            let sleeping = std::time::Instant::now();
-            tokio::time::sleep(wait).await;
-            crate::platform::ops::observe::upstream_waited(sleeping.elapsed());
-            waited += wait;
-            attempt += 1;
-        }
+        retrying(provider, Retry::Send, || {
+            self.send_once(client, provider, model, stream, payload.clone(), affinity)
+        })
+        .await
     }
 
     async fn send_once(
@@ -294,25 +246,113 @@ impl Upstreams {
     }
 }
 
-/// How long to wait before retrying after `error`, or `None` when it must not be retried.
-fn retry_wait(error: &GatewayError, attempt: u32) -> Option<Duration> {
-    let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
-    match error {
-        GatewayError::UpstreamUnreachable(_)
-        | GatewayError::UpstreamTimeout
-        | GatewayError::UpstreamBodyCut(_) => Some(backoff),
-        GatewayError::Upstream(toolbridge_providers::Error::Upstream(e)) => match e.status {
-            429 if e.code == "insufficient_quota" => None,
-            429 | 500..=599 => Some(
-                e.retry_after
-                    .as_deref()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs)
-                    .unwrap_or(backoff),
+/// What one of the two retry loops retries, and how it tells of a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Sending a request, before any answer: connect errors, timeouts, 5xx and 429 (not an
+    /// exhausted quota). A retry counts in the request's journal, and its wait as time spent on
+    /// the upstream.
+    Send,
+    /// Reading a whole answer whose body broke off (`upstream_body_cut`), by sending again.
+    Read,
+}
+
+impl Retry {
+    /// How long to wait before retrying after `error`, or `None` when it must not be retried:
+    /// the upstream's `Retry-After` when it gives one, else 250 ms doubling up to 16 s.
+    fn wait(self, error: &GatewayError, attempt: u32) -> Option<Duration> {
+        let backoff = Duration::from_millis(250u64.saturating_mul(1u64 << attempt.min(6)));
+        match (self, error) {
+            (_, GatewayError::UpstreamBodyCut(_)) => Some(backoff),
+            (Self::Read, _) => None,
+            (Self::Send, GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout) => {
+                Some(backoff)
+            }
+            (Self::Send, GatewayError::Upstream(toolbridge_providers::Error::Upstream(e))) => {
+                match e.status {
+                    429 if e.code == "insufficient_quota" => None,
+                    429 | 500..=599 => Some(
+                        e.retry_after
+                            .as_deref()
+                            .and_then(|v| v.trim().parse::<u64>().ok())
+                            .map(Duration::from_secs)
+                            .unwrap_or(backoff),
+                    ),
+                    _ => None,
+                }
+            }
+            (Self::Send, _) => None,
+        }
+    }
+
+    /// Logs (and, sending, counts) the retry about to wait `wait` after `error`.
+    fn tell(self, provider: &Provider, attempt: u32, wait: Duration, error: &GatewayError) {
+        let wait_ms = wait.as_millis() as u64;
+        match self {
+            Self::Send => {
+                crate::platform::ops::observe::note(|entry| entry.retries += 1);
+                tracing::info!(
+                    provider = provider.name,
+                    attempt = attempt + 1,
+                    wait_ms,
+                    code = error.code(),
+                    "retrying the upstream request"
+                );
+            }
+            Self::Read => tracing::info!(
+                provider = provider.name,
+                attempt = attempt + 1,
+                wait_ms,
+                "the upstream answer broke off; sending the request again"
             ),
-            _ => None,
-        },
-        _ => None,
+        }
+    }
+}
+
+/// The one retry policy: runs `attempt` until it succeeds or fails in a way `retry` does not
+/// retry, waiting between attempts, for at most the provider's `max_retries` retries whose waits
+/// fit in its `retry_budget`.
+///
+/// (`attempt` is a closure returning a future rather than an async closure: the future of an
+/// async closure borrows the closure, which the compiler cannot yet prove `Send` for every
+/// lifetime, and the handlers' futures must be `Send`.)
+async fn retrying<T, Attempt>(
+    provider: &Provider,
+    retry: Retry,
+    mut attempt: impl FnMut() -> Attempt,
+) -> Result<T, GatewayError>
+where
+    Attempt: Future<Output = Result<T, GatewayError>>,
+{
+    let mut waited = Duration::ZERO;
+    let mut attempts = 0u32;
+    loop {
+        let error = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(error) => error,
+        };
+        let Some(wait) = retry.wait(&error, attempts) else {
+            return Err(error);
+        };
+        if attempts >= provider.max_retries || waited + wait > provider.retry_budget {
+            // The gateway's retry policy has had its say: with retries configured, the
+            // client's SDK must not multiply them (`x-should-retry: false`).
+            if provider.max_retries == 0 {
+                return Err(error);
+            }
+            return Err(GatewayError::Retried {
+                attempts: attempts + 1,
+                error: Box::new(error),
+            });
+        }
+        retry.tell(provider, attempts, wait, &error);
+        let sleeping = std::time::Instant::now();
+        tokio::time::sleep(wait).await;
+        if retry == Retry::Send {
+            crate::platform::ops::observe::upstream_waited(sleeping.elapsed());
+        }
+        waited += wait;
+        attempts += 1;
     }
 }
 
