@@ -48,11 +48,6 @@ impl HostedSlot {
         &self.id
     }
 
-    /// The item's place in `output`.
-    pub fn output_index(&self) -> usize {
-        self.index
-    }
-
     /// True for an `image_generation_call` item.
     pub fn is_image(&self) -> bool {
         matches!(self.hosted, Hosted::Image(_))

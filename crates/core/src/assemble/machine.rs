@@ -148,22 +148,13 @@ impl Assembler {
         self.splice_terminal = true;
     }
 
-    /// The response id.
-    pub fn response_id(&self) -> &str {
-        &self.response.id
-    }
-
     /// A fresh id for an item the gateway makes (`mcpl`, `mcpr`, …).
     pub fn item_id(&mut self, prefix: &str) -> String {
         self.next_id(prefix)
     }
 
-    /// The response as it stands before its end (status `in_progress`, no output yet shown).
-    pub fn snapshot(&self) -> Response {
-        self.response.clone()
-    }
-
-    /// [`Self::snapshot`] without the copy: the response as [`Self::start`] shows it.
+    /// The response as it stands before its end, as [`Self::start`] shows it (status
+    /// `in_progress`, no output yet shown).
     pub fn current(&self) -> &Response {
         &self.response
     }

@@ -31,8 +31,7 @@
 //! (in `rounds`); [`Assembler::hosted_start`], [`Assembler::hosted_finish`],
 //! [`Assembler::gateway_item`] (in `hosted`); [`Assembler::needs_usage`],
 //! [`Assembler::produced_text`] (in `usage`); and [`Assembler::item_id`],
-//! [`Assembler::snapshot`], [`Assembler::add_diagnostic`], [`Assembler::response_id`] (in
-//! `machine`).
+//! [`Assembler::current`], [`Assembler::add_diagnostic`] (in `machine`).
 //!
 //! # Files
 //!

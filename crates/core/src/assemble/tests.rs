@@ -404,10 +404,10 @@ fn with_repair_on_an_invalid_call_is_taken_back_for_a_reask_unshown() {
     assert!(reask.results[0].1.contains(&invalid[0].message));
     assert!(!a.has_client_calls());
     let codes: Vec<String> = a
-        .snapshot()
+        .current()
         .toolbridge_diagnostics
-        .into_iter()
-        .map(|d| d.code)
+        .iter()
+        .map(|d| d.code.clone())
         .collect();
     assert_eq!(codes, ["tool_call_reasked"]);
 }
