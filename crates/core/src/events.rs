@@ -25,6 +25,10 @@ pub enum UpstreamEvent {
     RedactedReasoning(String),
     /// A fragment of a tool call.
     ToolCall(ToolCallDelta),
+    /// The upstream completed the call at this `index` (a native Responses upstream's
+    /// `output_item.done`): its arguments can no longer grow, so a client call is shown now, in
+    /// the upstream's order among its other items, not at the round's end.
+    CallComplete(u32),
     /// A web search the provider ran itself within the turn (Anthropic's server tool, Gemini's
     /// grounding), shown to the client as a completed `web_search_call` item.
     WebSearch { query: String },

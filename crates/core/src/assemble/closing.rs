@@ -28,6 +28,26 @@ impl Assembler {
         }
     }
 
+    /// The upstream completed the call keyed `index`: a client call is closed now (held calls
+    /// under repair, gateway calls and echoed builtins wait for the round's end, where the
+    /// round's policy sees them together).
+    pub(super) fn call_complete(&mut self, index: u32, out: &mut Vec<StreamEvent>) {
+        if self.repair.is_some() {
+            return;
+        }
+        let Some(position) = self.calls.iter().position(|c| c.key_index == Some(index)) else {
+            return;
+        };
+        let client = self.calls[position].name.as_deref().is_some_and(|n| {
+            !self.echo_tools.iter().any(|e| e == n)
+                && !matches!(self.names.identity(n), Some(Identity::Gateway { .. }))
+        });
+        if client {
+            let call = self.calls.remove(position);
+            self.close_call(call, out);
+        }
+    }
+
     /// Restores one call and hands it to the closing function of its kind; a call that cannot
     /// be shown (a builtin beside client calls, no name, held for the gateway) is left out with
     /// a diagnostic.

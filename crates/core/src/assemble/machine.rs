@@ -203,6 +203,7 @@ impl Assembler {
                 self.provider_state(state, out);
             }
             UpstreamEvent::ToolCall(delta) => self.tool_call(delta, out),
+            UpstreamEvent::CallComplete(index) => self.call_complete(index, out),
             UpstreamEvent::WebSearch { query } => {
                 self.saw_output = true;
                 self.close_current(out);

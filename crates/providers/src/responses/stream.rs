@@ -5,8 +5,8 @@
 //! events become [`UpstreamEvent::Relayed`], which the assembler shows as they came (unknown
 //! event types and fields included) with its own `output_index` and `sequence_number`. What the
 //! gateway acts on is decoded: a `function_call` becomes [`UpstreamEvent::ToolCall`] fragments
-//! (unless it names its namespace: a namespace taken natively, already the client's form), so
-//! the assembler restores a degraded tool's call to the item the client declared (a `custom`
+//! and, at its `output_item.done`, [`UpstreamEvent::CallComplete`] (unless it names its
+//! namespace: a namespace taken natively, already the client's form), so the assembler restores a degraded tool's call to the item the client declared (a `custom`
 //! tool's `custom_tool_call`, a namespace member, a shell or patch call) as it does for every
 //! dialect; the terminal event becomes [`UpstreamEvent::Usage`], the fields of the response
 //! object the gateway has no field for ([`UpstreamEvent::ResponseFields`]) and the
@@ -149,9 +149,13 @@ impl ResponsesDecoder {
         match kind {
             "response.output_item.added" | "response.output_item.done" if is_call => {
                 let item = event.remove("item").unwrap_or_default();
-                self.call(index.unwrap_or(0), &item, out);
+                let index = index.unwrap_or(0);
+                self.call(index, &item, out);
                 if kind == "response.output_item.done" {
                     self.mark_seen(&item);
+                    if let Ok(index) = u32::try_from(index) {
+                        out.push(UpstreamEvent::CallComplete(index));
+                    }
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -271,7 +275,11 @@ impl ResponsesDecoder {
             }
             let index = json!(index);
             if decoded_call(&item) {
-                self.call(index.as_u64().unwrap_or(0), &item, out);
+                let index = index.as_u64().unwrap_or(0);
+                self.call(index, &item, out);
+                if let Ok(index) = u32::try_from(index) {
+                    out.push(UpstreamEvent::CallComplete(index));
+                }
                 continue;
             }
             if let Some(sealing) = &mut self.sealing
