@@ -37,6 +37,27 @@ impl CallState {
 }
 
 impl Assembler {
+    /// A call not seen before, keyed as `delta` says: its place in `calls`. Its item id is the
+    /// upstream's when it gave one, else a fresh one.
+    fn new_call(&mut self, delta: &ToolCallDelta) -> usize {
+        let item_id = match &delta.item_id {
+            Some(id) => id.clone(),
+            None => self.next_id("fc"),
+        };
+        self.calls.push(CallState {
+            key_index: delta.index,
+            output_index: None,
+            item_id,
+            call_id: None,
+            name: None,
+            arguments: String::new(),
+            repaired: None,
+        });
+        self.calls.len() - 1
+    }
+
+    /// One fragment of a call: a new call, its name, id or arguments; a function call streams
+    /// once its name and id are known.
     pub(super) fn tool_call(&mut self, delta: ToolCallDelta, out: &mut Vec<StreamEvent>) {
         self.close_current(out);
         let position = match (delta.index, &delta.id) {
@@ -50,22 +71,7 @@ impl Assembler {
         };
         let position = match position {
             Some(p) => p,
-            None => {
-                let item_id = match &delta.item_id {
-                    Some(id) => id.clone(),
-                    None => self.next_id("fc"),
-                };
-                self.calls.push(CallState {
-                    key_index: delta.index,
-                    output_index: None,
-                    item_id,
-                    call_id: None,
-                    name: None,
-                    arguments: String::new(),
-                    repaired: None,
-                });
-                self.calls.len() - 1
-            }
+            None => self.new_call(&delta),
         };
         let mut events = Vec::with_capacity(2);
         let mut new_slot = false;
