@@ -175,20 +175,34 @@ pub struct ChatFunctionCall {
     pub arguments: String,
 }
 
-/// A non-streamed Chat response. Read field by field, like [`ChatChunk`].
+/// A Chat answer: the whole answer ([`ChatResponse`]) or one streamed chunk ([`ChatChunk`],
+/// `object: "chat.completion.chunk"`), which carry the same fields around their `choices`. Read
+/// field by field (`inbound/fields.rs`): a derive with `#[serde(flatten)]` would buffer every
+/// chunk of a stream into serde's intermediate form and read it twice. A `null` `choices` reads
+/// as none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ChatResponse {
+pub struct ChatAnswer<C> {
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
-    pub choices: Vec<ChatChoice>,
+    pub choices: Vec<C>,
     #[serde(default)]
     pub usage: Option<ChatUsage>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+/// A non-streamed Chat response.
+pub type ChatResponse = ChatAnswer<ChatChoice>;
+
+/// One streamed chunk (`object: "chat.completion.chunk"`).
+pub type ChatChunk = ChatAnswer<ChunkChoice>;
+
+// The two choices stay two structs: they differ in the key that holds the message (`message`
+// or `delta`), and one generic choice could only tell them apart with a hand-written serde or
+// an alias that would accept either key in either answer.
 
 /// One choice of a [`ChatResponse`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -196,7 +210,18 @@ pub struct ChatChoice {
     #[serde(default)]
     pub index: u32,
     #[serde(default)]
-    pub message: ChatResponseMessage,
+    pub message: AnswerMessage,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// One choice of a [`ChatChunk`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChunkChoice {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub delta: AnswerMessage,
     #[serde(default)]
     pub finish_reason: Option<String>,
 }
@@ -216,9 +241,10 @@ impl From<&str> for AnswerContent {
     }
 }
 
-/// The assistant message of a [`ChatChoice`].
+/// The assistant message of a [`ChatChoice`], or the piece of it a [`ChunkChoice`] carries as
+/// its `delta`: the same fields, each of which a chunk may leave out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatResponseMessage {
+pub struct AnswerMessage {
     #[serde(default)]
     pub role: Option<String>,
     #[serde(default)]
@@ -232,53 +258,6 @@ pub struct ChatResponseMessage {
     #[serde(default)]
     pub reasoning: Option<String>,
     /// MiniMax with `reasoning_split: true`.
-    #[serde(default)]
-    pub reasoning_details: Option<Vec<ReasoningDetail>>,
-    #[serde(default)]
-    pub tool_calls: Option<Vec<ChatToolCallDelta>>,
-}
-
-/// One streamed chunk (`object: "chat.completion.chunk"`). Read field by field
-/// (`inbound/fields.rs`): a derive with `#[serde(flatten)]` would buffer every chunk of a stream
-/// into serde's intermediate form and read it twice. A `null` `choices` reads as none.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ChatChunk {
-    #[serde(default)]
-    pub id: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    pub choices: Vec<ChunkChoice>,
-    #[serde(default)]
-    pub usage: Option<ChatUsage>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-/// One choice of a [`ChatChunk`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChunkChoice {
-    #[serde(default)]
-    pub index: u32,
-    #[serde(default)]
-    pub delta: ChunkDelta,
-    #[serde(default)]
-    pub finish_reason: Option<String>,
-}
-
-/// The delta of a [`ChunkChoice`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChunkDelta {
-    #[serde(default)]
-    pub role: Option<String>,
-    #[serde(default)]
-    pub content: Option<AnswerContent>,
-    #[serde(default)]
-    pub refusal: Option<String>,
-    #[serde(default)]
-    pub reasoning_content: Option<String>,
-    #[serde(default)]
-    pub reasoning: Option<String>,
     #[serde(default)]
     pub reasoning_details: Option<Vec<ReasoningDetail>>,
     #[serde(default)]

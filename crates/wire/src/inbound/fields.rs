@@ -12,7 +12,7 @@ use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use crate::chat::{ChatChunk, ChatResponse, ChatUsage};
+use crate::chat::{ChatAnswer, ChatUsage};
 use crate::responses::{
     CreateResponse, CustomFormat, CustomTool, FunctionTool, MessageItem, NamespaceTool, Tool,
 };
@@ -252,35 +252,29 @@ impl<'de, C: Deserialize<'de>> ChatFields<C> {
     }
 }
 
-/// Reads a Chat answer object into `T` through [`ChatFields`].
-struct ChatVisitor<C, T>(std::marker::PhantomData<(C, T)>, fn(ChatFields<C>) -> T);
+/// Reads a Chat answer object through [`ChatFields`].
+struct ChatVisitor<C>(std::marker::PhantomData<C>);
 
-impl<'de, C: Deserialize<'de>, T> Visitor<'de> for ChatVisitor<C, T> {
-    type Value = T;
+impl<'de, C: Deserialize<'de>> Visitor<'de> for ChatVisitor<C> {
+    type Value = ChatAnswer<C>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a chat completion object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        ChatFields::read(map).map(self.1)
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let fields = ChatFields::read(map)?;
+        Ok(ChatAnswer {
+            id: fields.id,
+            model: fields.model,
+            choices: fields.choices.unwrap_or_default(),
+            usage: fields.usage,
+            extra: fields.extra,
+        })
     }
 }
 
-/// A Chat answer made of [`ChatFields`]: the whole answer and a stream chunk.
-macro_rules! chat_answer {
-    ($answer:ident) => {
-        impl<'de> Deserialize<'de> for $answer {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData, |f| $answer {
-                    id: f.id,
-                    model: f.model,
-                    choices: f.choices.unwrap_or_default(),
-                    usage: f.usage,
-                    extra: f.extra,
-                }))
-            }
-        }
-    };
+/// A Chat answer, whole or a stream chunk, read through `ChatVisitor`.
+impl<'de, C: Deserialize<'de>> Deserialize<'de> for ChatAnswer<C> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ChatVisitor(std::marker::PhantomData))
+    }
 }
-
-chat_answer!(ChatChunk);
-chat_answer!(ChatResponse);
