@@ -325,7 +325,6 @@ async fn whole(
         response = sync_response(
             upstream,
             assembler,
-            provider.dialect,
             &profile,
             usage_basis,
             rounds,

@@ -2,7 +2,6 @@
 
 use axum::body::Bytes;
 use toolbridge_core::assemble::Assembler;
-use toolbridge_providers::dialect::Dialect;
 use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::profile::Profile;
 
@@ -16,6 +15,7 @@ use crate::upstream::Upstreams;
 /// What sending a round's request again needs, when its whole answer broke off mid-body.
 pub(super) struct Resend<'a> {
     pub(super) upstreams: &'a Upstreams,
+    /// Sent to again; its dialect decodes every round.
     pub(super) provider: &'a crate::config::Provider,
     pub(super) model: &'a str,
     /// The round's request as sent.
@@ -29,7 +29,6 @@ pub(super) struct Resend<'a> {
 pub(super) async fn sync_response(
     upstream: reqwest::Response,
     mut assembler: Box<Assembler>,
-    dialect: Dialect,
     profile: &Profile,
     mut usage_basis: Option<Bytes>,
     rounds: Rounds,
@@ -57,8 +56,13 @@ pub(super) async fn sync_response(
                     origin: &resend.provider.name,
                     sealer,
                 };
-                let events =
-                    decode_whole(dialect, profile, &body, Some(provenance), &mut diagnostics)?;
+                let events = decode_whole(
+                    resend.provider.dialect,
+                    profile,
+                    &body,
+                    Some(provenance),
+                    &mut diagnostics,
+                )?;
                 for d in diagnostics {
                     assembler.add_diagnostic(d);
                 }
