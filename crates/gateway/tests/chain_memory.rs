@@ -5,11 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::Served;
 use serde_json::{Value, json};
-use toolbridge_gateway::config::{Config, FileConfig};
 use toolbridge_testkit::chat::{completion, tool_calls_completion};
 use toolbridge_testkit::postgres::fresh_database;
 use toolbridge_testkit::{FakeUpstream, Reply};
@@ -17,27 +19,12 @@ use toolbridge_testkit::{FakeUpstream, Reply};
 /// A safety net against a hung test, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-async fn gateway(upstream: &FakeUpstream, store_url: &str) -> SocketAddr {
+async fn gateway(upstream: &FakeUpstream, store_url: &str) -> Served {
     let text = format!(
         "[providers.up]\nbase_url = \"{}\"\npreset = \"generic\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
         upstream.base_url()
     );
-    let file: FileConfig = toml::from_str(&text).expect("test config parses");
-    let store_url = store_url.to_owned();
-    let env = move |k: &str| match k {
-        "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
-        "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
-        _ => None,
-    };
-    let config = Config::from_file(file, &env).expect("test config is valid");
-    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolbridge_gateway::serve_on(
-        listener,
-        config,
-        std::future::pending::<()>(),
-    ));
-    addr
+    Served::start(&text, store_url).await
 }
 
 async fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
@@ -132,7 +119,8 @@ async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_send
         return;
     };
     let upstream = FakeUpstream::start().await;
-    let holder = gateway(&upstream, &db.url).await;
+    let holding = gateway(&upstream, &db.url).await;
+    let holder = holding.addr;
     let before = |source| async move { reads(&metrics(holder).await, source) };
     let (memory, store) = (before("memory").await, before("store").await);
     let ids = session(holder, &upstream).await;
@@ -140,7 +128,8 @@ async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_send
     let from_memory = next_turn(holder, &upstream, &ids[1]).await;
     assert_eq!(next_turn(holder, &upstream, &ids[1]).await, from_memory);
     // Another process holds nothing: it reads the chain from the store.
-    let reader = gateway(&upstream, &db.url).await;
+    let reading = gateway(&upstream, &db.url).await;
+    let reader = reading.addr;
     let from_store = next_turn(reader, &upstream, &ids[1]).await;
     // Counted where each came from (the two processes share this test's metrics): the holder's
     // turns from memory (its second turn continued the first from memory too), the reader's
@@ -182,7 +171,8 @@ async fn a_chain_held_in_memory_sends_the_bytes_a_chain_read_from_the_store_send
 
 async fn a_chain_continued_on_sqlite_is_held_and_let_go_with_its_responses() {
     let upstream = FakeUpstream::start().await;
-    let addr = gateway(&upstream, &toolbridge_testkit::temp_store_url()).await;
+    let gateway = gateway(&upstream, &toolbridge_testkit::temp_store_url()).await;
+    let addr = gateway.addr;
     let ids = session(addr, &upstream).await;
     let once = next_turn(addr, &upstream, &ids[1]).await;
     // A fork from the first turn: its call never answered gets the gateway's placeholder

@@ -7,30 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
+use common::Served;
+use common::keyed::{self, secret};
 use serde_json::{Value, json};
-use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::hash_secret;
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
 
-const KEYS: [(&str, &str); 4] = [
-    ("a1", "tenant = \"team-a\""),
-    ("a2", "tenant = \"team-a\""),
-    ("b", ""),
-    ("ops", "admin = true"),
-];
-
-fn secret(name: &str) -> String {
-    format!("tb-console-secret-of-{name}")
-}
-
 struct Gateway {
-    addr: SocketAddr,
+    served: Served,
     client: reqwest::Client,
-    _stop: tokio::sync::oneshot::Sender<()>,
     _dir: Scratch,
 }
 
@@ -53,45 +42,24 @@ impl Gateway {
                 .as_nanos()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut text = String::new();
-        for (name, extra) in KEYS {
-            text.push_str(&format!(
-                "[[keys]]\nname = \"{name}\"\nhash = \"{}\"\n{extra}\n",
-                hash_secret(&secret(name))
-            ));
-        }
-        text.push_str(&format!(
+        let tables = format!(
             "{console}\n[capture]\nenabled = true\n[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\nupstream_model = \"up-model\"\n",
             upstream.base_url()
-        ));
-        let file: FileConfig = toml::from_str(&text).expect("test config parses");
+        );
         let store_url = format!("sqlite://{}", dir.join("store.db").display());
-        let env = move |k: &str| match k {
-            "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
-            "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
-            _ => None,
-        };
-        let config = Config::from_file(file, &env).expect("test config is valid");
-        let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
-            let _ = stopped.await;
-        }));
         Self {
-            addr,
+            served: keyed::start("", &tables, &store_url).await,
             client: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(30))
                 .build()
                 .unwrap(),
-            _stop: stop,
             _dir: Scratch(dir),
         }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        self.served.url(path)
     }
 
     /// `GET path` as `key` (none: no key): status, body text.

@@ -6,64 +6,34 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
+use common::Served;
+use common::keyed::{self, secret};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolbridge_gateway::config::{Config, FileConfig};
-use toolbridge_gateway::hash_secret;
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
 
 /// A safety net against a hung test, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Two keys of team-a, one key that is its own tenant, an admin.
-const KEYS: [(&str, &str); 4] = [
-    ("a1", "tenant = \"team-a\""),
-    ("a2", "tenant = \"team-a\""),
-    ("b", ""),
-    ("ops", "admin = true"),
-];
-
 struct Gateway {
-    addr: SocketAddr,
+    served: Served,
     client: reqwest::Client,
-    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Gateway {
     async fn start(upstream: &FakeUpstream, store_url: &str, sessions: &str) -> Self {
-        let mut text = String::from("keepalive_secs = 1\n");
-        for (name, extra) in KEYS {
-            text.push_str(&format!(
-                "[[keys]]\nname = \"{name}\"\nhash = \"{}\"\n{extra}\n",
-                hash_secret(&secret(name))
-            ));
-        }
-        text.push_str(&format!(
+        let tables = format!(
             "[sessions]\n{sessions}\n[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
             upstream.base_url()
-        ));
-        let file: FileConfig = toml::from_str(&text).expect("test config parses");
-        let store_url = store_url.to_owned();
-        let env = move |k: &str| match k {
-            "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
-            "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
-            _ => None,
-        };
-        let config = Config::from_file(file, &env).expect("test config is valid");
-        let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(toolbridge_gateway::serve_on(listener, config, async move {
-            let _ = stopped.await;
-        }));
+        );
         Self {
-            addr,
+            served: keyed::start("keepalive_secs = 1\n", &tables, store_url).await,
             client: reqwest::Client::new(),
-            _stop: stop,
         }
     }
 
@@ -71,10 +41,7 @@ impl Gateway {
     async fn call(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut request = self
             .client
-            .request(
-                method.parse().unwrap(),
-                format!("http://{}{path}", self.addr),
-            )
+            .request(method.parse().unwrap(), self.served.url(path))
             .bearer_auth(secret(key));
         if let Some(body) = body {
             request = request.json(&body);
@@ -88,7 +55,7 @@ impl Gateway {
     async fn watch(&self, key: &str, session: &str) -> Watch {
         let response = self
             .client
-            .get(format!("http://{}/v1/sessions/{session}/events", self.addr))
+            .get(self.served.url(&format!("/v1/sessions/{session}/events")))
             .bearer_auth(secret(key))
             .send()
             .await
@@ -105,7 +72,7 @@ impl Gateway {
         upstream.push(Reply::json(completion("ok", "stop")));
         let response = self
             .client
-            .post(format!("http://{}/v1/responses", self.addr))
+            .post(self.served.url("/v1/responses"))
             .bearer_auth(secret(key))
             .header("session-id", session)
             .json(&json!({"model": "m", "input": "hi"}))
@@ -116,10 +83,6 @@ impl Gateway {
         let body: Value = response.json().await.unwrap();
         body["id"].as_str().unwrap().to_owned()
     }
-}
-
-fn secret(name: &str) -> String {
-    format!("tb-test-secret-of-{name}")
 }
 
 /// The `response.started` events of one session subscription, in order.
@@ -468,20 +431,8 @@ async fn store_keys_made_by_the_cli_carry_their_tenant() {
         "[providers.up]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
         upstream.base_url()
     );
-    let file: FileConfig = toml::from_str(&text).unwrap();
-    let env = |k: &str| match k {
-        "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
-        "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
-        _ => None,
-    };
-    let config = Config::from_file(file, &env).unwrap();
-    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolbridge_gateway::serve_on(
-        listener,
-        config,
-        std::future::pending(),
-    ));
+    let gateway = Served::start(&text, &store_url).await;
+    let addr = gateway.addr;
     let client = reqwest::Client::new();
     upstream.push(Reply::json(completion("stored", "stop")));
     let made: Value = client

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code fails loudly
 #![allow(dead_code)]
 
+pub mod keyed;
 pub mod otlp;
 
 use std::net::SocketAddr;
@@ -19,7 +20,50 @@ pub struct Harness {
     pub schema: Option<OpenResponses>,
     /// The gateway's store (a temporary SQLite file), for tests that read its tables.
     pub store_url: String,
+    _gateway: Served,
+}
+
+/// A gateway serving on 127.0.0.1:0, in this process; it stops when this is dropped.
+pub struct Served {
+    pub addr: SocketAddr,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Served {
+    /// Starts a gateway from a config file's text, with its store at `store_url` (`none` for
+    /// none). The environment names the fake upstream's key `FAKE_UPSTREAM_KEY`.
+    pub async fn start(config: &str, store_url: &str) -> Self {
+        let file: FileConfig = toml::from_str(config).expect("test config parses");
+        let store_url = store_url.to_owned();
+        let env = move |k: &str| match k {
+            "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
+            "FAKE_UPSTREAM_KEY" => Some("sk-upstream-secret".to_owned()),
+            "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
+            _ => None,
+        };
+        let config = Config::from_file(file, &env).expect("test config is valid");
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let served = toolbridge_gateway::serve_on(listener, config, async move {
+                let _ = stopped.await;
+            })
+            .await;
+            // A gateway that cannot start drops its listener, and its clients then see
+            // "connection reset": say why.
+            if let Err(e) = served {
+                eprintln!("the test gateway stopped: {e}");
+            }
+        });
+        Self { addr, _stop: stop }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
 }
 
 impl Harness {
@@ -66,39 +110,15 @@ provider = "up"
     /// A gateway with a config file whose text is built from the fake upstream's base URL.
     pub async fn with_toml(config: impl FnOnce(&str) -> String) -> Self {
         let upstream = FakeUpstream::start().await;
-        let text = config(&upstream.base_url());
-        let file: FileConfig = toml::from_str(&text).expect("test config parses");
         let store_url = toolbridge_testkit::temp_store_url();
-        let env = |k: &str| match k {
-            "TOOLBRIDGE_STORE_URL" => Some(store_url.clone()),
-            "FAKE_UPSTREAM_KEY" => Some("sk-upstream-secret".to_owned()),
-            "TOOLBRIDGE_LISTEN" => Some("127.0.0.1:0".to_owned()),
-            _ => None,
-        };
-        let config = Config::from_file(file, &env).expect("test config is valid");
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let served = toolbridge_gateway::serve_on(listener, config, async move {
-                let _ = stopped.await;
-            })
-            .await;
-            // A gateway that cannot start drops its listener, and its clients then see
-            // "connection reset": say why.
-            if let Err(e) = served {
-                eprintln!("the test gateway stopped: {e}");
-            }
-        });
+        let gateway = Served::start(&config(&upstream.base_url()), &store_url).await;
         Self {
             upstream,
-            addr,
+            addr: gateway.addr,
             client: reqwest::Client::new(),
             schema: OpenResponses::load(),
             store_url,
-            _stop: stop,
+            _gateway: gateway,
         }
     }
 
