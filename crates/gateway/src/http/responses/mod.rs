@@ -8,12 +8,12 @@
 //! The path is a pipeline of stages, one folder each (the stage itself in its `mod.rs`, its
 //! helpers beside it), each taking the previous one's typed hand-off (the types are here):
 //!
-//! - `ingress/`: parse, admit the key (`ingress/admission`, which also charges the tokens at
-//!   the end), split a background request off (`background/`); the WebSocket mode
+//! - `ingress/`: parse, admit the key (`admission`, which also charges the tokens at the
+//!   end), split a background request off (`background/`); the WebSocket mode
 //!   (`websocket/`) is a second ingress: each `response.create` frame runs through the same
 //!   stages with JSON framing;
-//! - `prepare/` → [`Prepared`]: history and compaction expansion, the request's MCP servers and
-//!   approvals (`prepare/request_mcp`), normalisation, sealed reasoning opened, the route looked
+//! - `prepare/` → [`Prepared`]: history and compaction expansion (`prepare/compactions`), the
+//!   request's MCP servers and approvals (`prepare/request_mcp`), normalisation, sealed reasoning opened, the route looked
 //!   up — once per request, whatever the number of targets;
 //! - `route/` → [`Routed`]: per target, the gateway tools offered, the plan, the tool checks and
 //!   the translated body;
@@ -21,16 +21,19 @@
 //!   first-event peek and the fallback to the next; the upstream's body read as events
 //!   (`dispatch/chunks`) and decoded (`dispatch/decode`);
 //! - `emit/`: the answer (its `mod.rs`), assembled (`emit/assembled`), streamed
-//!   (`emit/sse`, waiting in the one transport loop, `emit/transport`) or whole (`emit/sync`),
-//!   metered (`emit/meter`, `emit/abandoned`, `emit/usage`) and tracked in flight
-//!   (`emit/detach`);
+//!   (`emit/sse`, waiting in the one transport loop, `emit/transport`, gateway calls run
+//!   between rounds, `emit/tools_pump`) or whole (`emit/sync`), metered (`emit/abandoned`,
+//!   `emit/usage`) and tracked in flight (`emit/detach`);
 //! - `rounds/`: the one round driver both transports hand the end of every upstream round to:
 //!   the gateway's own rounds, builtins echoed (`rounds/echo`), the tool loop
-//!   (`rounds/tool_loop`, its tool search `rounds/found`, its stream side `rounds/tools_pump`)
-//!   and repair re-asks (`rounds/repair`).
+//!   (`rounds/tool_loop`, its tool search `rounds/found`) and repair re-asks (`rounds/repair`).
 //!
-//! Beside the stages: `stored/`, the store's side shared by several of them (the history a
-//! request extends, the provider state kept for it, the response written as it runs); and the
+//! A stage imports only the stages after it and the leaves beside them, never one that
+//! imports it back. The leaves: `stored/`, the store's side shared by several stages (the
+//! history a request extends, the provider state kept for it, the response written as it
+//! runs); `admission` (admitted at ingress, charged by the meter, released by whoever refuses);
+//! `meter` (one response's accounting and side channel, for emit and the tool loop); `framing`
+//! (the caller's SSE or JSON framing). And the
 //! clients of the stages: background runs (`background/`) and compaction (`compact/`:
 //! `/v1/responses/compact`, the compaction items that `prepare` expands, and Codex's compaction
 //! trigger on `/v1/responses`, `compact/trigger`).
@@ -52,11 +55,14 @@ use toolbridge_wire::responses::{CreateResponse, Diagnostic};
 use crate::error::GatewayError;
 use crate::state::AppState;
 
+pub(crate) mod admission;
 mod background;
 mod compact;
 mod dispatch;
 mod emit;
+mod framing;
 pub(crate) mod ingress;
+mod meter;
 mod prepare;
 mod rounds;
 mod route;
@@ -172,7 +178,7 @@ struct Caller {
     key: Option<crate::platform::auth::Authenticated>,
     session: Option<String>,
     /// How the answer's events are framed: SSE for HTTP, JSON texts for a WebSocket.
-    framing: emit::transport::Framing,
+    framing: framing::Framing,
     /// What the request's headers say of it (Codex's `x-codex-turn-metadata`), for routing.
     signals: crate::config::RouteSignals,
 }

@@ -118,7 +118,7 @@ fn spawn(
         let caller = Caller {
             key: key.clone(),
             session: None,
-            framing: super::emit::transport::Framing::Sse,
+            framing: super::framing::Framing::Sse,
             signals: crate::config::RouteSignals::default(),
         };
         if let Err(e) = respond(
@@ -131,7 +131,7 @@ fn spawn(
         )
         .await
         {
-            crate::http::responses::ingress::admission::release(&worker_state, key.as_ref()).await;
+            crate::http::responses::admission::release(&worker_state, key.as_ref()).await;
             tracing::warn!(
                 request_id = worker_request,
                 code = e.code(),

@@ -1,7 +1,7 @@
 //! `POST /v1/responses/compact` (Open Responses): the upstream model condenses a conversation;
 //! the answer keeps the user's messages and adds a `compaction` item whose `encrypted_content`
-//! seals the summary. A later request sends that item back as input, and the gateway expands it
-//! into a developer message carrying the summary ([`expand_compactions`]).
+//! seals the summary. A later request sends that item back as input, and the prepare stage
+//! expands it into a developer message carrying the summary (`prepare/compactions`).
 //!
 //! A client of the response stages, not a copy: the history and compactions are expanded by
 //! the prepare stage's `expand`, the route is the route stage's `lookup`, the body is built by
@@ -23,7 +23,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolbridge_core::events::UpstreamEvent;
-use toolbridge_core::reasoning::Sealer;
 use toolbridge_core::request::{Limits, normalize};
 use toolbridge_providers::dialect::Provenance;
 use toolbridge_providers::dialect::Source;
@@ -32,12 +31,10 @@ use toolbridge_wire::responses::{
 };
 
 use crate::error::GatewayError;
+use crate::http::responses::prepare::compactions::MARK;
 use crate::http::responses::{decode_whole, expand, lookup, sealed_by_gateway, translate};
 use crate::platform::{ids, time};
 use crate::state::AppState;
-
-/// What a sealed compaction blob starts with, so it is never taken for reasoning.
-const MARK: &str = "toolbridge-compaction\n";
 
 pub(super) const INSTRUCTION: &str = "Summarize the conversation so far so that you can continue it later from the summary alone: keep the goals, decisions, facts, names of files and tools, results that matter and open tasks. Answer with the summary only.";
 
@@ -99,7 +96,7 @@ async fn run(
     };
     // The same key scopes and budget as a response, and the same expansion of its history
     // and compactions (the prepare stage's).
-    crate::http::responses::ingress::admission::admit(state, &req).await?;
+    crate::http::responses::admission::admit(state, &req).await?;
     let tenant = crate::platform::auth::current_tenant();
     let (_, mut diagnostics) = expand(state, &tenant, &mut req, false).await?;
     let kept_users: Vec<Value> = match &req.input {
@@ -306,51 +303,4 @@ pub(super) fn user(text: String) -> InputItem {
         status: None,
         extra: Map::new(),
     })
-}
-
-/// Replaces every `compaction` (or Codex's `context_compaction`) input item this gateway sealed
-/// with a developer message carrying its summary; a blob that is not ours (or was altered)
-/// stays in its place: a native Responses upstream reads it, a translating dialect's reducer
-/// leaves it out with a diagnostic at its index.
-pub(crate) fn expand_compactions(req: &mut CreateResponse, sealer: &dyn Sealer) {
-    let Some(Input::Items(items)) = &mut req.input else {
-        return;
-    };
-    let mut kept = Vec::with_capacity(items.len());
-    for item in std::mem::take(items) {
-        let InputItem::Other(map) = &item else {
-            kept.push(item);
-            continue;
-        };
-        // Codex 0.171 also names the item `context_compaction`.
-        if !matches!(
-            map.get("type").and_then(Value::as_str),
-            Some("compaction" | "context_compaction")
-        ) {
-            kept.push(item);
-            continue;
-        }
-        let blob = map
-            .get("encrypted_content")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        match sealer
-            .open(blob)
-            .map(|text| text.strip_prefix(MARK).map(str::to_owned))
-        {
-            Ok(Some(summary)) => kept.push(InputItem::Message(MessageItem {
-                id: None,
-                role: "developer".to_owned(),
-                content: MessageContent::Text(format!(
-                    "Summary of the earlier conversation, which was compacted:\n{summary}"
-                )),
-                status: None,
-                extra: Map::new(),
-            })),
-            // Not ours, or altered: kept in its place, so the reducer leaves it out with a
-            // diagnostic naming its own index.
-            Ok(None) | Err(_) => kept.push(item),
-        }
-    }
-    *items = kept;
 }

@@ -74,7 +74,7 @@ pub(in crate::http::responses) async fn answer(
     let usage = summary.usage.unwrap_or_else(|| {
         crate::http::responses::emit::usage::estimate(&summary.payload, &summary.text)
     });
-    crate::http::responses::ingress::admission::charge(
+    crate::http::responses::admission::charge(
         state,
         caller.key.as_ref(),
         &summary.provider,

@@ -1,13 +1,13 @@
 //! Charging a stream that did not end normally: what it used so far, estimated, when it failed
 //! without reporting usage or when its client went away (providers charge both). The reservation
 //! made at admission is settled with it (see
-//! [`crate::http::responses::ingress::admission::charge`]).
+//! [`crate::http::responses::admission::charge`]).
 //!
-//! Not here: the charge of a stream that ended normally ([`super::meter::Meter::finish`]).
+//! Not here: the charge of a stream that ended normally ([`Meter::finish_response`]).
 
 use toolbridge_core::assemble::Assembler;
 
-use super::meter::Meter;
+use crate::http::responses::meter::Meter;
 
 /// The client went away mid-stream (the body was dropped before the terminal event): `used`
 /// is charged, as providers charge a cancelled stream. The charge is async and a drop is not,

@@ -13,13 +13,13 @@ use toolbridge_providers::dialect::Provenance;
 use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
-use super::meter::Meter;
 use super::sse::{Pump, stream_response};
 use super::sync::{Resend, sync_response};
 use super::transport::wait_for;
 use super::{Setup, output_json};
 use crate::error::GatewayError;
 use crate::http::responses::dispatch::decode;
+use crate::http::responses::meter::Meter;
 use crate::http::responses::rounds::Rounds;
 use crate::http::responses::rounds::echo::{EchoRounds, MAX_ECHO_ROUNDS};
 use crate::http::responses::rounds::repair::{RepairRounds, record_repairs};

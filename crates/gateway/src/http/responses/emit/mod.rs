@@ -1,18 +1,19 @@
 //! The emit stage: the answer, what the client gets from the upstream that took the request,
 //! through the assembler (`assembled`), streamed (`sse`) or whole (`sync`), with the rounds of
-//! the gateway's own (echoed builtins, the tool loop, repair re-asks: `rounds`). The response's identity, its
-//! meter, its storing and its place in flight are set up here; beside this file are the transport
-//! loop the streamed answers wait in (`transport`), what is charged (`meter`, `abandoned`, `usage`)
-//! and the tracking of a stream whose client left (`detach`). Not here: choosing the upstream
-//! (`dispatch`), the store's side (`stored`).
+//! the gateway's own (echoed builtins, the tool loop, repair re-asks: `rounds`, which the pump
+//! drives through `tools_pump`). The response's identity, its meter, its storing and its place
+//! in flight are set up here; beside this file are the transport loop the streamed answers wait
+//! in (`transport`), what is charged (`abandoned`, `usage`) and the tracking of a stream whose
+//! client left (`detach`). Not here: choosing the upstream (`dispatch`), the store's side
+//! (`stored`), the meter itself (`meter`, beside the stages).
 
 mod abandoned;
 mod assembled;
 mod detach;
-pub(super) mod meter;
 pub(super) mod sse;
 mod sse_end;
 mod sync;
+mod tools_pump;
 pub(super) mod transport;
 pub(super) mod usage;
 
@@ -21,8 +22,8 @@ use axum::response::Response;
 use toolbridge_core::assemble::{ResponseMeta, skeleton};
 
 use self::detach::{Detach, Flight};
-use self::meter::Meter;
-use self::transport::Framing;
+use super::framing::Framing;
+use super::meter::Meter;
 use super::stored::persist::Persist;
 use super::stored::provider_state::StateSink;
 use super::{BackgroundRun, Caller, DIAGNOSTICS_HEADER, Dispatched, Prepared, diagnostics_header};

@@ -14,11 +14,12 @@ use toolbridge_providers::dialect::Flow;
 use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{Diagnostic, StreamEvent};
 
-use super::meter::Meter;
-use super::transport::{self, Framing, PumpLimits, Wake};
+use super::tools_pump::Running;
+use super::transport::{self, PumpLimits, Wake};
 use crate::error::GatewayError;
+use crate::http::responses::framing::Framing;
+use crate::http::responses::meter::Meter;
 use crate::http::responses::rounds::tool_loop::PendingTools;
-use crate::http::responses::rounds::tools_pump::Running;
 use crate::http::responses::rounds::{RoundEnd, Rounds};
 use crate::http::responses::stored::persist::Persist;
 

@@ -2,7 +2,9 @@
 //! admitted (scopes and budget: `admission`), and a background request split off to `background`.
 //! Not here: anything that reads the store or the route (`prepare`).
 
-pub(crate) mod admission;
+/// Admission is beside the stages (the meter charges, a background run or a WebSocket frame
+/// releases); the crate's public `admission` names it here, where a request is admitted.
+pub(crate) use super::admission;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -102,7 +104,7 @@ pub(super) async fn ingress(
     })?;
     let req = parse_request(&bytes)?;
     // The gateway key's scopes (models, tools) and budget.
-    let key = crate::http::responses::ingress::admission::admit(state, &req).await?;
+    let key = super::admission::admit(state, &req).await?;
     let answer = if req.background == Some(true) {
         // Boxed: the future of a background start should not make every request's larger.
         Box::pin(start_background(state, req, request_id, key.clone())).await
@@ -110,14 +112,14 @@ pub(super) async fn ingress(
         let caller = Caller {
             key: key.clone(),
             session,
-            framing: super::emit::transport::Framing::Sse,
+            framing: super::framing::Framing::Sse,
             signals,
         };
         respond(state, req, request_id, None, Some(&bytes), caller).await
     };
     if answer.is_err() {
         // Refused before any answer went out: nothing was used, the reservation is returned.
-        crate::http::responses::ingress::admission::release(state, key.as_ref()).await;
+        super::admission::release(state, key.as_ref()).await;
     }
     answer
 }

@@ -1,10 +1,11 @@
 //! The prepare stage: the request as every target sees it, computed once. History
-//! (`previous_response_id`, `conversation`) and compaction items are expanded, the request's own
-//! MCP servers connected and the approved calls run (`request_mcp`), the request normalised, sealed
-//! reasoning opened and provider state the client did not carry back read from the store
-//! (`provider_state`); the route is looked up here, once. Not here: anything that depends on the
-//! target (plans, tool checks, translation: `route`).
+//! (`previous_response_id`, `conversation`) and compaction items (`compactions`) are expanded,
+//! the request's own MCP servers connected and the approved calls run (`request_mcp`), the
+//! request normalised, sealed reasoning opened and provider state the client did not carry
+//! back read from the store (`provider_state`); the route is looked up here, once. Not here:
+//! anything that depends on the target (plans, tool checks, translation: `route`).
 
+pub(super) mod compactions;
 mod request_mcp;
 
 use std::sync::Arc;
@@ -147,7 +148,7 @@ pub(crate) async fn expand(
         stored,
     )
     .await?;
-    crate::http::responses::compact::expand_compactions(req, state.sealer.as_ref());
+    compactions::expand_compactions(req, state.sealer.as_ref());
     Ok((expanded, Vec::new()))
 }
 

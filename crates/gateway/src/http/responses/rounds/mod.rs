@@ -10,7 +10,6 @@ mod found;
 pub(super) mod repair;
 mod tool_calls;
 pub(super) mod tool_loop;
-pub(super) mod tools_pump;
 
 use axum::body::Bytes;
 use toolbridge_core::assemble::Assembler;

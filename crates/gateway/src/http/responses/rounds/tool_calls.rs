@@ -10,7 +10,7 @@ use toolbridge_core::assemble::GatewayCall;
 use toolbridge_tools::ToolError;
 
 use super::tool_loop::{CallOutcome, ToolRounds};
-use crate::http::responses::emit::meter::ToolTimer;
+use crate::http::responses::meter::ToolTimer;
 use crate::tools::images::{self, Partial};
 use crate::tools::{Action, GatewayTools, error_result};
 

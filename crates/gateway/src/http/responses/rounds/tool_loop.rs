@@ -29,7 +29,7 @@ use toolbridge_providers::profile::Profile;
 use toolbridge_wire::responses::{CreateResponse, StreamEvent};
 
 use crate::error::GatewayError;
-use crate::http::responses::emit::meter::Meter;
+use crate::http::responses::meter::Meter;
 use crate::http::responses::{sealed_by_gateway, translate};
 
 use toolbridge_core::assemble::{GatewayCall, Hosted, HostedSlot, RoundOutput};
@@ -149,7 +149,7 @@ pub(in crate::http::responses) struct CallOutcome {
 
 /// A round's calls running: the future the transport polls (it owns the loop's state and
 /// hands it back), and the partial images it streams.
-pub(super) type ToolRun =
+pub(in crate::http::responses) type ToolRun =
     std::pin::Pin<Box<dyn std::future::Future<Output = (ToolRounds, Vec<CallOutcome>)> + Send>>;
 
 /// Calls of one round, shown as started and waiting to run.
@@ -237,7 +237,7 @@ impl ToolRounds {
     }
 
     /// Shows a partial image of call `index` (its item must be shown).
-    pub(super) fn show_partial(
+    pub(in crate::http::responses) fn show_partial(
         pending: &PendingTools,
         index: usize,
         partial: Partial,

@@ -3,6 +3,10 @@
 //! the per-minute windows at the end ([`charge`]), and the unused reservation given back when a
 //! request is refused before anything was spent ([`release`]). The key itself is resolved by the
 //! authentication middleware ([`crate::platform::auth`]).
+//!
+//! Beside the stages, not in one: the ingress admits (HTTP and WebSocket), the meter charges,
+//! and whoever refuses a request before its answer (the ingress, a background run, a WebSocket
+//! frame) releases. It imports no stage.
 
 use std::sync::Arc;
 

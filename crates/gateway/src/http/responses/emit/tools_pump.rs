@@ -1,16 +1,16 @@
 //! The stream pump's side of a gateway step: the round's calls started as one future the pump
 //! polls step by step, so what they stream while they run (an image call's partial images)
 //! goes out at once and a silence gets a keep-alive; their end goes to the round driver.
-//! Not here: running the calls (`tool_loop`), what a round's end leads to (`rounds`).
+//! Not here: running the calls (`rounds/tool_loop`), what a round's end leads to (`rounds`).
 
 use axum::body::Bytes;
 use toolbridge_core::assemble::codes;
 use toolbridge_wire::responses::StreamEvent;
 
-use super::RoundEnd;
-use super::tool_loop::{CallOutcome, PendingTools, ToolRounds, ToolRun};
-use crate::http::responses::emit::sse::Pump;
-use crate::http::responses::emit::transport;
+use super::sse::Pump;
+use super::transport;
+use crate::http::responses::rounds::RoundEnd;
+use crate::http::responses::rounds::tool_loop::{CallOutcome, PendingTools, ToolRounds, ToolRun};
 use crate::tools::images::Partial;
 
 /// Gateway calls running: their run (it owns the loop's state) and the partial images it

@@ -2,6 +2,9 @@
 //! to the gateway key and the provider's limits, and its progress on the session's side channel
 //! (`GET /v1/sessions/{id}/events`, for requests that carry Codex's `session-id` header). The
 //! side channel never slows the request: publishing does not wait.
+//!
+//! Beside the stages, not in one: emit starts and ends it, the tool loop (`rounds`) reports
+//! its calls on it. It imports no stage (the charge is `admission`'s).
 
 use std::sync::Arc;
 
@@ -211,13 +214,7 @@ impl Meter {
         if let Some(ctx) = &self.observed {
             ctx.write_capture_json(text, 200).await;
         }
-        crate::http::responses::ingress::admission::charge(
-            &self.state,
-            self.key.as_ref(),
-            &self.provider,
-            tokens,
-        )
-        .await;
+        super::admission::charge(&self.state, self.key.as_ref(), &self.provider, tokens).await;
         self.publish(SessionEvent::ResponseCompleted(
             ResponseInfo::new(&self.response_id, time::now_ms()).status(ended.status),
         ));
@@ -226,13 +223,7 @@ impl Meter {
     /// The client went away before the end: the tokens used so far (an estimate) are charged,
     /// and the session hears that the response ended `cancelled`.
     pub(super) async fn abandoned(&self, used: u64) {
-        crate::http::responses::ingress::admission::charge(
-            &self.state,
-            self.key.as_ref(),
-            &self.provider,
-            used,
-        )
-        .await;
+        super::admission::charge(&self.state, self.key.as_ref(), &self.provider, used).await;
         self.publish(SessionEvent::ResponseCompleted(
             ResponseInfo::new(&self.response_id, time::now_ms()).status("cancelled"),
         ));
