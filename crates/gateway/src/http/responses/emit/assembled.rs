@@ -13,7 +13,8 @@ use toolbridge_providers::dialect::Provenance;
 use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::{CreateResponse, OutputItem, ResponseStatus};
 
-use super::sse::{Pump, stream_response};
+use super::pump::{Ending, Identity, Phase, Pump, Round};
+use super::sse::stream_response;
 use super::sync::{Resend, sync_response};
 use super::transport::wait_for;
 use super::{Setup, output_json};
@@ -261,32 +262,38 @@ async fn stream(
     }
     let limits = setup.flight.limits(state, provider);
     let pump = Pump {
-        upstream,
-        decoder,
-        profile: assembled.profile,
-        assembler: Some(*assembled.assembler),
+        round: Round {
+            upstream,
+            decoder,
+            profile: assembled.profile,
+            usage_basis: assembled.usage_basis,
+            pending: Vec::new(),
+            diagnostics: Vec::new(),
+        },
+        phase: Phase::Reading(assembled.assembler),
+        rounds: assembled.rounds,
         limits,
         framing: setup.framing,
-        usage_basis: assembled.usage_basis,
-        rounds: assembled.rounds,
-        provider_name: provider.name.clone(),
-        upstream_model: assembled.upstream_model,
-        pending_tools: None,
-        running: None,
-        prelude: assembled.prelude,
-        meter: Some(setup.meter),
-        persist: setup.persist,
-        states: setup.states,
-        final_response: None,
-        terminal: None,
-        used: None,
-        pending: Vec::new(),
-        diagnostics: Vec::new(),
-        request_id: request_id.to_owned(),
-        span: None,
-        _registration: setup.flight.registration,
+        ending: Ending {
+            meter: Some(setup.meter),
+            persist: setup.persist,
+            states: setup.states,
+            used: None,
+        },
+        identity: Identity {
+            provider_name: provider.name.clone(),
+            upstream_model: assembled.upstream_model,
+            request_id: request_id.to_owned(),
+            span: None,
+            _registration: setup.flight.registration,
+        },
     };
-    Ok(stream_response(pump, &skeleton_text, setup.detach))
+    Ok(stream_response(
+        pump,
+        assembled.prelude,
+        &skeleton_text,
+        setup.detach,
+    ))
 }
 
 /// A whole answer; a cancel ends it at once (the upstream request is dropped).

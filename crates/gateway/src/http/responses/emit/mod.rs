@@ -10,6 +10,7 @@
 mod abandoned;
 mod assembled;
 mod detach;
+mod pump;
 pub(super) mod sse;
 mod sse_end;
 mod sync;

@@ -1,77 +1,24 @@
-//! A streamed answer: the pump that pulls the upstream lazily into the state machine and yields
-//! framed events. It waits in the shared transport loop (`transport`: keep-alives, the deadline,
-//! the forced stop, the cancel, their terminal messages, the framing); the dialect decoders and
-//! the first-event peek are in `decode`, what a round's end leads to in `rounds`, how the answer
-//! ends (finished, cancelled or failed, then stored and metered) in `sse_end`.
+//! A streamed answer: the pump (its state in `pump`) that pulls the upstream lazily into the
+//! state machine and yields framed events. It waits in the shared transport loop (`transport`:
+//! keep-alives, the deadline, the forced stop, the cancel, their terminal messages); the
+//! dialect decoders and the first-event peek are in `decode`, what a round's end leads to in
+//! `rounds`, how the answer ends (finished, cancelled or failed, then stored and metered) in
+//! `sse_end`.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt, stream};
-use toolbridge_core::assemble::{Assembler, codes};
-use toolbridge_core::events::UpstreamEvent;
+use toolbridge_core::assemble::codes;
 use toolbridge_providers::dialect::Flow;
-use toolbridge_providers::profile::Profile;
-use toolbridge_wire::responses::{Diagnostic, StreamEvent};
+use toolbridge_wire::responses::{OutputItem, StreamEvent};
 
-use super::tools_pump::Running;
-use super::transport::{self, PumpLimits, Wake};
+use super::pump::{Phase, Pump};
+use super::transport::{self, Wake};
 use crate::error::GatewayError;
+use crate::http::responses::dispatch::chunks::skipped_diagnostic;
 use crate::http::responses::framing::Framing;
-use crate::http::responses::meter::Meter;
-use crate::http::responses::rounds::tool_loop::PendingTools;
-use crate::http::responses::rounds::{RoundEnd, Rounds};
-use crate::http::responses::stored::persist::Persist;
-
-use crate::http::responses::dispatch::chunks::{UpstreamSse, skipped_diagnostic, upstream_sse};
-use crate::http::responses::dispatch::decode::restarted;
-use toolbridge_providers::dialect::Decoder;
-
-/// The per-response stream pump: pulls upstream events lazily (no task, no channel), feeds the
-/// decoder and the assembler, and yields SSE frames.
-pub(in crate::http::responses) struct Pump {
-    pub(super) upstream: UpstreamSse,
-    pub(super) decoder: Decoder,
-    pub(super) profile: Profile,
-    pub(in crate::http::responses) assembler: Option<Assembler>,
-    pub(in crate::http::responses) limits: PumpLimits,
-    /// How events become the transport's messages.
-    pub(in crate::http::responses) framing: Framing,
-    /// The request as sent upstream, for a usage estimate; `None` when the dialect does not
-    /// need one.
-    pub(super) usage_basis: Option<Bytes>,
-    /// The rounds besides the first (echoes, the tool loop, re-asks).
-    pub(in crate::http::responses) rounds: Rounds,
-    /// The provider and upstream model serving the response, for logs.
-    pub(super) provider_name: String,
-    pub(super) upstream_model: String,
-    /// Gateway calls shown as started, to run at the next step.
-    pub(super) pending_tools: Option<PendingTools>,
-    /// Gateway calls running, polled step by step.
-    pub(in crate::http::responses) running: Option<Running>,
-    /// Charges the tokens and reports the end on the session, at the end.
-    pub(super) meter: Option<Meter>,
-    /// Items the gateway shows before the model's output (MCP listings).
-    pub(super) prelude: Vec<toolbridge_wire::responses::OutputItem>,
-    /// Set when the response is stored at its end.
-    pub(super) persist: Option<Persist>,
-    /// Where the response's provider state is kept, before its terminal event goes out.
-    pub(super) states: Option<crate::http::responses::stored::provider_state::StateSink>,
-    /// The final response, between its terminal event and its storing.
-    pub(super) final_response: Option<toolbridge_wire::responses::Response>,
-    /// The terminal event, held back until the final response is stored (it says whether it
-    /// was).
-    pub(super) terminal: Option<StreamEvent>,
-    /// What a failed stream used, estimated, for the charge when it reports no usage.
-    pub(super) used: Option<u64>,
-    pub(super) pending: Vec<UpstreamEvent>,
-    pub(super) diagnostics: Vec<Diagnostic>,
-    pub(super) request_id: String,
-    /// The stream's one `reconstruct` span, opened at the first batch (not one per batch).
-    pub(super) span: Option<tracing::Span>,
-    /// The response's place among those in flight, left when the pump is dropped.
-    pub(super) _registration: Option<crate::platform::inflight::Registration>,
-}
+use crate::http::responses::rounds::RoundEnd;
 
 /// What the pump does after an upstream round ended.
 pub(super) enum After {
@@ -90,8 +37,8 @@ impl Pump {
     /// before its terminal event goes out.
     pub(super) async fn next(&mut self) -> Option<Vec<Bytes>> {
         let mut frames = self.step().await?;
-        if let Some(response) = self.final_response.take() {
-            self.store_final(response, &mut frames).await;
+        if let Some((response, terminal)) = self.phase.take_final() {
+            self.store_final(response, terminal, &mut frames).await;
         }
         Some(frames)
     }
@@ -103,19 +50,19 @@ impl Pump {
         let mut out = Vec::new();
         let mut read = 0;
         loop {
-            self.assembler.as_ref()?;
-            if let Some(pending) = self.pending_tools.take()
+            self.phase.assembler()?;
+            if let Some(pending) = self.phase.take_pending()
                 && let Some(batch) = self.start_tools(pending, &mut out)
             {
                 return Some(batch);
             }
-            if let Some(running) = self.running.take()
+            if let Some(running) = self.phase.take_running()
                 && let Some(batch) = self.poll_tools(running, &mut out).await
             {
                 return Some(batch);
             }
             let Some(wake) = transport::batched(
-                &mut self.upstream,
+                &mut self.round.upstream,
                 &mut self.limits,
                 !out.is_empty(),
                 &mut read,
@@ -126,24 +73,25 @@ impl Pump {
             };
             match wake {
                 Wake::Skipped => {
-                    self.assembler
-                        .as_mut()?
+                    self.phase
+                        .assembler_mut()?
                         .add_diagnostic(skipped_diagnostic());
                 }
                 Wake::Event(event) => {
                     let Some(data) = event.data else { continue };
-                    let flow = self.decoder.on_event(
-                        &self.profile,
+                    let round = &mut self.round;
+                    let flow = round.decoder.on_event(
+                        &round.profile,
                         event.event.as_deref(),
                         &data,
-                        &mut self.pending,
-                        &mut self.diagnostics,
+                        &mut round.pending,
+                        &mut round.diagnostics,
                     );
-                    let assembler = self.assembler.as_mut()?;
-                    for d in self.diagnostics.drain(..) {
+                    let assembler = self.phase.assembler_mut()?;
+                    for d in round.diagnostics.drain(..) {
                         assembler.add_diagnostic(d);
                     }
-                    for ev in self.pending.drain(..) {
+                    for ev in round.pending.drain(..) {
                         assembler.on_event(ev, &mut out);
                     }
                     match flow {
@@ -188,7 +136,7 @@ impl Pump {
     }
 
     /// `events` in the pump's framing.
-    pub(in crate::http::responses) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
+    pub(super) fn frames(&self, events: &[StreamEvent]) -> Vec<Bytes> {
         framed(self.framing, events)
     }
 
@@ -196,48 +144,39 @@ impl Pump {
     /// round driver ([`Rounds::end_round`]) says what comes next — gateway calls shown are left
     /// for the next step ([`After::Flush`]), a next round's stream is switched to
     /// ([`After::Continue`]).
+    ///
+    /// [`Rounds::end_round`]: crate::http::responses::rounds::Rounds::end_round
     pub(super) async fn next_round(
         &mut self,
         out: &mut Vec<StreamEvent>,
     ) -> Result<After, GatewayError> {
-        let Some(assembler) = self.assembler.as_mut() else {
+        let Some(assembler) = self.phase.assembler_mut() else {
             return Ok(After::Finish);
         };
-        self.decoder.finish(&mut self.pending);
-        for ev in self.pending.drain(..) {
+        self.round.decoder.finish(&mut self.round.pending);
+        for ev in self.round.pending.drain(..) {
             assembler.on_event(ev, out);
         }
         Ok(match self.rounds.end_round(assembler, true, out).await? {
             RoundEnd::Finish => After::Finish,
             RoundEnd::Fail(message) => After::Fail(message),
             RoundEnd::Tools(pending) => {
-                self.pending_tools = Some(pending);
+                self.phase
+                    .then(|assembler| Phase::ToolsPending(assembler, pending));
                 After::Flush
             }
             RoundEnd::Next(response, payload) => {
-                self.switch_to(response, payload);
+                self.round.switch_to(response, payload);
                 After::Continue
             }
         })
-    }
-
-    /// Reads the next round's stream from here on.
-    pub(in crate::http::responses) fn switch_to(
-        &mut self,
-        response: reqwest::Response,
-        payload: Bytes,
-    ) {
-        self.upstream = upstream_sse(response);
-        self.decoder = restarted(&self.decoder, &self.profile);
-        if self.usage_basis.is_some() {
-            self.usage_basis = Some(payload);
-        }
     }
 }
 
 impl super::detach::Pumped for Pump {
     async fn next_frames(&mut self) -> Option<Vec<Bytes>> {
         let span = self
+            .identity
             .span
             .get_or_insert_with(|| {
                 crate::platform::ops::telemetry::stage_span!("reconstruct", stream = true)
@@ -247,27 +186,29 @@ impl super::detach::Pumped for Pump {
     }
 
     fn needs_ending(&self) -> bool {
-        self.assembler.is_some()
+        self.phase.assembler().is_some()
     }
 
     fn request_id(&self) -> &str {
-        &self.request_id
+        &self.identity.request_id
     }
 }
 
 /// The SSE answer: `response.created` and `response.in_progress` at once, then what the pump
-/// yields. `skeleton` is the response as it starts, serialised (the text its `in_progress`
-/// record keeps): the two start events carry it as it is, not serialised twice more.
-/// `detach` ends a stored response whose client left.
+/// yields. `prelude`, the items the gateway shows before the model's output (MCP listings),
+/// follows the start. `skeleton` is the response as it starts, serialised (the text its
+/// `in_progress` record keeps): the two start events carry it as it is, not serialised twice
+/// more. `detach` ends a stored response whose client left.
 pub(super) fn stream_response(
     mut pump: Pump,
+    prelude: Vec<OutputItem>,
     skeleton: &str,
     detach: Option<super::detach::Detach>,
 ) -> Response {
     let mut start = Vec::new();
-    if let Some(assembler) = pump.assembler.as_mut() {
+    if let Some(assembler) = pump.phase.assembler_mut() {
         assembler.start(&mut start);
-        for item in std::mem::take(&mut pump.prelude) {
+        for item in prelude {
             assembler.gateway_item(item, &mut start);
         }
     }

@@ -11,7 +11,7 @@ use toolbridge_store::ResponseText;
 use toolbridge_wire::responses::StreamEvent;
 
 use super::abandoned::{charge_abandoned, estimate_used};
-use super::sse::Pump;
+use super::pump::{Phase, Pump};
 use super::transport::Stop;
 use super::usage::estimate_missing_usage;
 use crate::http::responses::rounds::repair::record_repairs;
@@ -19,28 +19,26 @@ use crate::platform::time;
 
 impl Pump {
     /// Stores the final `response` (its provider state, then the response itself) and meters
-    /// it; the terminal event held back goes into `frames`, carrying the text that was kept.
+    /// it; the `terminal` event held back goes into `frames`, carrying the text that was kept.
     pub(super) async fn store_final(
         &mut self,
-        mut response: toolbridge_wire::responses::Response,
+        mut response: Box<toolbridge_wire::responses::Response>,
+        terminal: Option<StreamEvent>,
         frames: &mut Vec<Bytes>,
     ) {
-        if let Some(states) = self.states.take() {
-            states.save(&response, &self.request_id).await;
+        let request_id = &self.identity.request_id;
+        if let Some(states) = self.ending.states.take() {
+            states.save(&response, request_id).await;
         }
         // The one serialisation: the store keeps this text (its record noted while it is
         // written), the terminal event carries it, the capture reads it.
-        let persist = self.persist.take();
+        let persist = self.ending.persist.take();
         let serialized =
             ResponseText::serialize(&response, persist.as_ref().is_some_and(|p| p.keep_response));
         let mut text = Arc::clone(serialized.text());
         let unsaved = match persist {
             Some(persist) => persist
-                .save_text(
-                    || super::output_json(&response),
-                    serialized,
-                    &self.request_id,
-                )
+                .save_text(|| super::output_json(&response), serialized, request_id)
                 .await
                 .err(),
             None => None,
@@ -49,24 +47,20 @@ impl Pump {
             unsaved.mark(&mut response);
             text = serde_json::to_string(&response).unwrap_or_default().into();
         }
-        if let Some(terminal) = self.terminal.take() {
+        if let Some(terminal) = terminal {
             // The terminal event's response is the final response (the durability rule: it
             // says what was kept), so its frame carries the same text.
             frames.push(self.framing.with_response(&terminal, &text));
         }
-        if let Some(meter) = self.meter.take() {
+        if let Some(meter) = self.ending.meter.take() {
             meter
-                .finish_response(&response, &text, self.used.take())
+                .finish_response(&response, &text, self.ending.used.take())
                 .await;
         }
     }
 
     /// Ends a stream stopped from outside: `cancelled`, or failed with the stop's terminal code.
-    pub(in crate::http::responses) fn stop(
-        &mut self,
-        stop: Stop,
-        out: Vec<StreamEvent>,
-    ) -> Vec<Bytes> {
+    pub(super) fn stop(&mut self, stop: Stop, out: Vec<StreamEvent>) -> Vec<Bytes> {
         match stop.failure() {
             None => self.cancel(out),
             Some((code, message)) => self.fail(code, message, out),
@@ -78,80 +72,84 @@ impl Pump {
     /// (the assembler's [`finish_unterminated`]).
     ///
     /// [`finish_unterminated`]: toolbridge_core::assemble::Assembler::finish_unterminated
-    pub(in crate::http::responses) fn finish(
-        &mut self,
-        mut out: Vec<StreamEvent>,
-        done: bool,
-    ) -> Vec<Bytes> {
-        if let Some(mut assembler) = self.assembler.take() {
-            self.decoder.finish(&mut self.pending);
-            for ev in self.pending.drain(..) {
+    pub(super) fn finish(&mut self, mut out: Vec<StreamEvent>, done: bool) -> Vec<Bytes> {
+        if let Some(mut assembler) = self.phase.take_assembler() {
+            let round = &mut self.round;
+            round.decoder.finish(&mut round.pending);
+            for ev in round.pending.drain(..) {
                 assembler.on_event(ev, &mut out);
             }
-            estimate_missing_usage(&mut assembler, self.usage_basis.as_deref(), &mut out);
+            estimate_missing_usage(&mut assembler, round.usage_basis.as_deref(), &mut out);
             let response = if done {
                 assembler.finish(time::now(), &mut out)
             } else {
                 assembler.finish_unterminated(
                     time::now(),
                     &mut out,
-                    self.profile.tolerate_unterminated,
+                    round.profile.tolerate_unterminated,
                 )
             };
             record_repairs(
-                &self.provider_name,
-                &self.upstream_model,
+                &self.identity.provider_name,
+                &self.identity.upstream_model,
                 &response.toolbridge_diagnostics,
             );
-            self.final_response = Some(response.clone());
-            self.hold_terminal(&mut out);
-            tracing::debug!(request_id = self.request_id, status = ?response.status, "stream ended");
+            let status = response.status;
+            self.hold_terminal(response, &mut out);
+            tracing::debug!(request_id = self.identity.request_id, status = ?status, "stream ended");
         }
         self.frames(&out)
     }
 
     /// Ends the response `cancelled`; the upstream is dropped with the pump.
     pub(super) fn cancel(&mut self, mut out: Vec<StreamEvent>) -> Vec<Bytes> {
-        if let Some(assembler) = self.assembler.take() {
-            tracing::info!(request_id = self.request_id, "stream cancelled");
-            self.final_response = Some(assembler.cancel(time::now(), &mut out));
+        if let Some(assembler) = self.phase.take_assembler() {
+            tracing::info!(request_id = self.identity.request_id, "stream cancelled");
+            // Its terminal event is not held back: it goes out with these frames.
+            self.phase = Phase::Storing(Box::new(assembler.cancel(time::now(), &mut out)), None);
         }
         self.frames(&out)
     }
 
     /// Ends the response failed with `code` and `message`; what it used is estimated for the
     /// charge, should the upstream have reported no usage.
-    pub(in crate::http::responses) fn fail(
+    pub(super) fn fail(
         &mut self,
         code: &str,
         message: String,
         mut out: Vec<StreamEvent>,
     ) -> Vec<Bytes> {
-        if let Some(assembler) = self.assembler.take() {
+        if let Some(assembler) = self.phase.take_assembler() {
             tracing::warn!(
-                request_id = self.request_id,
+                request_id = self.identity.request_id,
                 code,
                 "stream failed: {message}"
             );
-            self.used = Some(estimate_used(&assembler, self.usage_basis.as_deref()));
+            self.ending.used = Some(estimate_used(&assembler, self.round.usage_basis.as_deref()));
             let response = assembler.fail(code, message, time::now(), &mut out);
             record_repairs(
-                &self.provider_name,
-                &self.upstream_model,
+                &self.identity.provider_name,
+                &self.identity.upstream_model,
                 &response.toolbridge_diagnostics,
             );
-            self.final_response = Some(response);
-            self.hold_terminal(&mut out);
+            self.hold_terminal(response, &mut out);
         }
         self.frames(&out)
     }
 
-    /// Takes the terminal event (the last one) out of `out`, for [`Self::next`] to send once
-    /// the response is stored.
-    fn hold_terminal(&mut self, out: &mut Vec<StreamEvent>) {
-        if out.last().is_some_and(|e| e.kind.is_terminal()) {
-            self.terminal = out.pop();
-        }
+    /// The final `response` waits to be stored, with the terminal event (the last one) taken
+    /// out of `out`, for [`Self::next`] to send once the response is stored.
+    fn hold_terminal(
+        &mut self,
+        response: toolbridge_wire::responses::Response,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        let terminal = if out.last().is_some_and(|e| e.kind.is_terminal()) {
+            out.pop()
+        } else {
+            None
+        };
+        self.phase = Phase::Storing(Box::new(response), terminal);
     }
 }
 
@@ -159,12 +157,12 @@ impl Pump {
 /// used so far is charged, as providers charge a cancelled stream.
 impl Drop for Pump {
     fn drop(&mut self) {
-        let Some(meter) = self.meter.take() else {
+        let Some(meter) = self.ending.meter.take() else {
             return;
         };
-        let used = match &self.assembler {
-            Some(assembler) => estimate_used(assembler, self.usage_basis.as_deref()),
-            None => self.used.unwrap_or(0),
+        let used = match self.phase.assembler() {
+            Some(assembler) => estimate_used(assembler, self.round.usage_basis.as_deref()),
+            None => self.ending.used.unwrap_or(0),
         };
         charge_abandoned(meter, used);
     }

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use toolbridge_core::assemble::codes;
 use toolbridge_wire::responses::StreamEvent;
 
-use super::sse::Pump;
+use super::pump::{Phase, Pump};
 use super::transport;
 use crate::http::responses::rounds::RoundEnd;
 use crate::http::responses::rounds::tool_loop::{CallOutcome, PendingTools, ToolRounds, ToolRun};
@@ -15,7 +15,7 @@ use crate::tools::images::Partial;
 
 /// Gateway calls running: their run (it owns the loop's state) and the partial images it
 /// streams, for the item shown as started.
-pub(in crate::http::responses) struct Running {
+pub(super) struct Running {
     pub(super) pending: PendingTools,
     pub(super) run: ToolRun,
     pub(super) partials: tokio::sync::mpsc::Receiver<(usize, Partial)>,
@@ -42,22 +42,24 @@ async fn silence(keepalive: Option<std::time::Duration>) {
 impl Pump {
     /// Starts the gateway calls shown as started at the last step: their run is polled by
     /// [`Self::poll_tools`]. `Some` when the response ends instead (no loop to run them).
-    pub(in crate::http::responses) fn start_tools(
+    pub(super) fn start_tools(
         &mut self,
         pending: PendingTools,
         out: &mut Vec<StreamEvent>,
     ) -> Option<Vec<Bytes>> {
-        if self.assembler.is_none() || !self.rounds.runs_tools() {
+        if self.phase.assembler().is_none() || !self.rounds.runs_tools() {
             return Some(self.finish(std::mem::take(out), true));
         }
         let (tx, partials) = tokio::sync::mpsc::channel(PARTIALS_BUFFER);
         match self.rounds.run_tools(&pending, Some(tx)) {
             Some(run) => {
-                self.running = Some(Running {
+                let running = Running {
                     pending,
                     run,
                     partials,
-                });
+                };
+                self.phase
+                    .then(|assembler| Phase::ToolsRunning(assembler, running));
                 None
             }
             None => Some(self.finish(std::mem::take(out), true)),
@@ -68,7 +70,7 @@ impl Pump {
     /// is shown at once and a silence gets a keep-alive, the run going on; when the calls are
     /// done, they go to the round driver. `Some` when the step ends with these frames; `None`
     /// when the next round's stream is in place and nothing is to be sent yet.
-    pub(in crate::http::responses) async fn poll_tools(
+    pub(super) async fn poll_tools(
         &mut self,
         mut running: Running,
         out: &mut Vec<StreamEvent>,
@@ -86,13 +88,15 @@ impl Pump {
         let ran = match next {
             Err(stop) => return Some(self.stop(stop, std::mem::take(out))),
             Ok(Progress::Partial(i, partial)) => {
-                let assembler = self.assembler.as_mut()?;
+                let assembler = self.phase.assembler_mut()?;
                 ToolRounds::show_partial(&running.pending, i, partial, assembler, out);
-                self.running = Some(running);
+                self.phase
+                    .then(|assembler| Phase::ToolsRunning(assembler, running));
                 return Some(self.frames(out));
             }
             Ok(Progress::Silence) => {
-                self.running = Some(running);
+                self.phase
+                    .then(|assembler| Phase::ToolsRunning(assembler, running));
                 let mut batch = self.frames(out);
                 batch.push(self.framing.keepalive());
                 return Some(batch);
@@ -104,14 +108,14 @@ impl Pump {
             mut partials,
             ..
         } = running;
-        let assembler = self.assembler.as_mut()?;
+        let assembler = self.phase.assembler_mut()?;
         // Partials sent in the run's last poll come before the item's end.
         while let Ok((i, partial)) = partials.try_recv() {
             ToolRounds::show_partial(&pending, i, partial, assembler, out);
         }
         match self.rounds.after_tools(pending, ran, assembler, out).await {
             Ok(RoundEnd::Next(response, payload)) => {
-                self.switch_to(response, payload);
+                self.round.switch_to(response, payload);
                 (!out.is_empty()).then(|| self.frames(out))
             }
             Ok(RoundEnd::Fail(message)) => {
