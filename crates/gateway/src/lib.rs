@@ -46,5 +46,5 @@ pub use state::AppState;
 /// The `/v1/responses` handler's admission and charge against the caller's key, for tests that
 /// mount them on a minimal route beside the real middleware.
 pub mod admission {
-    pub use crate::http::responses::ingress::admission::{admit, charge};
+    pub use crate::http::responses::admission::{admit, charge};
 }

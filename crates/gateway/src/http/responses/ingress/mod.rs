@@ -2,10 +2,6 @@
 //! admitted (scopes and budget: `admission`), and a background request split off to `background`.
 //! Not here: anything that reads the store or the route (`prepare`).
 
-/// Admission is beside the stages (the meter charges, a background run or a WebSocket frame
-/// releases); the crate's public `admission` names it here, where a request is admitted.
-pub(crate) use super::admission;
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::response::Response;
