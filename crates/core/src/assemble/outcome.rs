@@ -4,6 +4,7 @@
 //!
 //! Not here: closing the items still open (the machine's `finish` does that first).
 
+use serde_json::Value;
 use toolbridge_wire::responses::{
     EventKind, IncompleteDetails, OutputContent, OutputItem, Response, ResponseError,
     ResponseStatus, StreamEvent,
@@ -73,16 +74,29 @@ impl Assembler {
         (ResponseStatus::Completed, None, None)
     }
 
-    /// The concatenated text of every output message.
+    /// The concatenated text of every output message (a relayed one's too).
     fn final_text(&self) -> String {
         let mut text = String::new();
         for item in self.slots.iter().flatten() {
-            if let OutputItem::Message(m) = item {
-                for part in &m.content {
-                    if let OutputContent::OutputText { text: t, .. } = part {
-                        text.push_str(t);
+            match item {
+                OutputItem::Message(m) => {
+                    for part in &m.content {
+                        if let OutputContent::OutputText { text: t, .. } = part {
+                            text.push_str(t);
+                        }
                     }
                 }
+                OutputItem::Other(item)
+                    if item.get("type").and_then(Value::as_str) == Some("message") =>
+                {
+                    let parts = item.get("content").and_then(Value::as_array);
+                    for part in parts.into_iter().flatten() {
+                        if part["type"] == "output_text" {
+                            text.push_str(part["text"].as_str().unwrap_or_default());
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         text

@@ -421,3 +421,35 @@ fn a_whole_answer_that_is_not_final_ends_incomplete_unless_tolerated() {
     let tolerated = whole(answer, true).unwrap();
     assert_eq!(tolerated["status"], "completed");
 }
+
+#[test]
+fn a_relayed_message_is_the_text_a_strict_schema_checks() {
+    let req = request(json!({"model": "m", "input": "hi", "text": {"format": {
+        "type": "json_schema", "name": "answer", "strict": true,
+        "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                   "required": ["ok"], "additionalProperties": false}}}}));
+    let canonical = toolbridge_core::request::normalize(&req, &Default::default()).unwrap();
+    let meta = ResponseMeta {
+        id: "resp_gw".to_owned(),
+        created_at: 7,
+        stored: false,
+    };
+    let message = |text: &str| {
+        json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    };
+    for (text, status) in [(r#"{"ok":true}"#, "completed"), ("not json", "failed")] {
+        let options = AssembleOptions {
+            contract: canonical.output.clone(),
+            ..AssembleOptions::default()
+        };
+        let mut assembler = Assembler::new(skeleton(&req, &meta), options);
+        let answer = json!({"status": "completed", "output": [message(text)]});
+        let mut out = Vec::new();
+        for event in decode_whole(answer, None, &mut Vec::new()).unwrap() {
+            assembler.on_event(event, &mut out);
+        }
+        let response = assembler.finish(9, &mut out);
+        assert_eq!(response.status.as_str(), status, "{text}");
+    }
+}
