@@ -55,19 +55,7 @@ pub(crate) async fn expand(
         // Nothing to resolve and nothing to keep: the request goes on as it came (Codex).
         return Ok(Expanded::default());
     }
-    let mut current = match req.input.take() {
-        None => Vec::new(),
-        Some(Input::Text(text)) => vec![InputItem::Message(
-            toolbridge_wire::responses::MessageItem {
-                id: None,
-                role: "user".to_owned(),
-                content: toolbridge_wire::responses::MessageContent::Text(text),
-                status: None,
-                extra: Map::new(),
-            },
-        )],
-        Some(Input::Items(items)) => items,
-    };
+    let mut current = take_items(req);
     resolve_references(store, tenant, &mut current).await?;
 
     let mut turn_items = Vec::with_capacity(if keep { current.len() } else { 0 });
@@ -113,6 +101,27 @@ pub(crate) async fn expand(
     // A request with no input and no history stays without input: normalising names it.
     req.input = (!items.is_empty()).then_some(Input::Items(items));
     Ok(Expanded { turn_items, chain })
+}
+
+/// The request's input as items, taken out of it (a text input is one user message): what a
+/// continuation, from the store or a WebSocket's own chain, puts its history before.
+pub(crate) fn take_items(req: &mut CreateResponse) -> Vec<InputItem> {
+    match req.input.take() {
+        None => Vec::new(),
+        Some(Input::Items(items)) => items,
+        Some(Input::Text(text)) => vec![user_message(text)],
+    }
+}
+
+/// A text input as the one user message it stands for.
+pub(crate) fn user_message(text: String) -> InputItem {
+    InputItem::Message(toolbridge_wire::responses::MessageItem {
+        id: None,
+        role: "user".to_owned(),
+        content: toolbridge_wire::responses::MessageContent::Text(text),
+        status: None,
+        extra: Map::new(),
+    })
 }
 
 /// The chain ending at `previous`: the one `recent` holds when the store confirms it link for

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem, Tool};
 
+use crate::http::responses::stored::history::{take_items, user_message};
+
 /// The most responses a connection keeps.
 pub(super) const MAX_RESPONSES: usize = 16;
 
@@ -112,15 +114,6 @@ pub(super) fn continue_chain(req: &mut CreateResponse, kept: &Kept) {
     }
 }
 
-/// The request's input as items (a text input is one user message).
-fn take_items(req: &mut CreateResponse) -> Vec<InputItem> {
-    match req.input.take() {
-        None => Vec::new(),
-        Some(Input::Items(items)) => items,
-        Some(Input::Text(text)) => vec![user_message(text)],
-    }
-}
-
 /// A copy of the request's input as items.
 pub(super) fn input_items(req: &CreateResponse) -> Vec<InputItem> {
     match &req.input {
@@ -128,17 +121,6 @@ pub(super) fn input_items(req: &CreateResponse) -> Vec<InputItem> {
         Some(Input::Items(items)) => items.clone(),
         Some(Input::Text(text)) => vec![user_message(text.clone())],
     }
-}
-
-/// A text input as the one user message it stands for.
-fn user_message(text: String) -> InputItem {
-    InputItem::Message(toolbridge_wire::responses::MessageItem {
-        id: None,
-        role: "user".to_owned(),
-        content: toolbridge_wire::responses::MessageContent::Text(text),
-        status: None,
-        extra: serde_json::Map::new(),
-    })
 }
 
 #[cfg(test)]
