@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 mod events;
 mod items;
+mod output;
 mod response;
 mod search;
 mod tools;
@@ -28,11 +29,13 @@ pub use items::{
     FunctionCallItem, FunctionCallOutputItem, InputItem, LocalShellCallOutputItem, MessageContent,
     MessageItem, ReasoningContent, ReasoningItem, SummaryPart,
 };
+pub use output::{
+    ImageGenerationCallItem, McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem,
+    McpListToolsItem, OutputContent, OutputItem, OutputMessage, WebSearchCallItem,
+};
 pub use response::{
-    Diagnostic, EchoedTools, ImageGenerationCallItem, IncompleteDetails, InputTokensDetails,
-    McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem, OutputContent,
-    OutputItem, OutputMessage, OutputTokensDetails, ProviderState, ProviderStateEntry, Response,
-    ResponseError, ResponseStatus, Usage, WebSearchCallItem,
+    Diagnostic, EchoedTools, IncompleteDetails, InputTokensDetails, OutputTokensDetails,
+    ProviderState, ProviderStateEntry, Response, ResponseError, ResponseStatus, Usage,
 };
 pub use search::{AdditionalToolsItem, ToolSearchCallItem, ToolSearchOutputItem};
 pub use tools::{CustomFormat, CustomTool, FunctionTool, NamespaceTool, Tool};
