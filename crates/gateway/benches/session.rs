@@ -11,7 +11,9 @@
 //!   own chain).
 //!
 //! A turn's cost is the gateway process's CPU time around it (`/proc/PID/task/*/schedstat`,
-//! nanoseconds, every thread), averaged over the sessions; the figure that matters is the
+//! nanoseconds, every thread), or with `TOOLBRIDGE_BENCH_COUNT=instructions` its instructions
+//! (the binary runs under valgrind's callgrind, zeroed before the turn and dumped after it:
+//! repeatable on a busy machine), averaged over the sessions; the figure that matters is the
 //! ratio turn 40 ÷ turn 2 within one run (a turn should cost what it adds, not its history).
 //! `TOOLBRIDGE_BENCH_BIN` names another binary to measure (a release build, with this bench
 //! built quickly in debug). Under `cargo bench` (`--bench`) each way runs 5 sessions; under `cargo test` one, and the
@@ -33,7 +35,7 @@ use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use toolbridge_testkit::{FakeUpstream, GatewayProcess};
-use turns::{codex_shape, completed, cpu_nanos, events_until_done, model, sse_events, the_call};
+use turns::{Counter, codex_shape, completed, events_until_done, model, sse_events, the_call};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolbridge");
 const TURNS: usize = 40;
@@ -48,8 +50,26 @@ fn tool_output(call_id: &str, n: usize) -> Value {
         "output": format!("Chunk ID: {n}\nProcess exited with code 0\nOutput:\n{}", line.repeat(5000 / line.len()))})
 }
 
-/// Each turn's gateway CPU, in nanoseconds.
+/// Each reported turn's cost (the others 0): CPU nanoseconds or instructions ([`Counter`]).
 type Turns = Vec<u64>;
+
+/// Runs `turn` (one request and its answer), counting it when it is a reported turn `n` (0-based).
+async fn counted<T>(
+    counter: &Counter,
+    gateway: &GatewayProcess,
+    n: usize,
+    turns: &mut Turns,
+    turn: impl std::future::Future<Output = T>,
+) -> T {
+    if !REPORTED.contains(&(n + 1)) {
+        turns.push(0);
+        return turn.await;
+    }
+    let before = counter.before(gateway.pid());
+    let out = turn.await;
+    turns.push(counter.after(gateway.pid(), before));
+    out
+}
 
 async fn post(gateway: &GatewayProcess, client: &reqwest::Client, body: &Value) -> Value {
     let answer = client
@@ -65,16 +85,25 @@ async fn post(gateway: &GatewayProcess, client: &reqwest::Client, body: &Value) 
     completed(sse_events(&answer))
 }
 
-async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Turns {
+async fn http_session(
+    counter: &Counter,
+    gateway: &GatewayProcess,
+    client: &reqwest::Client,
+) -> Turns {
     let (fields, mut history) = codex_shape(false);
     let mut turns = Vec::with_capacity(TURNS);
     for n in 0..TURNS {
         let mut body = fields.clone();
         body.insert("input".to_owned(), Value::Array(history.clone()));
         let body = Value::Object(body);
-        let before = cpu_nanos(gateway.pid());
-        let response = post(gateway, client, &body).await;
-        turns.push(cpu_nanos(gateway.pid()) - before);
+        let response = counted(
+            counter,
+            gateway,
+            n,
+            &mut turns,
+            post(gateway, client, &body),
+        )
+        .await;
         let call = the_call(&response);
         history.push(call.clone());
         history.push(tool_output(call["call_id"].as_str().unwrap(), n));
@@ -82,7 +111,11 @@ async fn http_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Tur
     turns
 }
 
-async fn chain_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Turns {
+async fn chain_session(
+    counter: &Counter,
+    gateway: &GatewayProcess,
+    client: &reqwest::Client,
+) -> Turns {
     let (fields, mut input) = codex_shape(true);
     let mut previous: Option<String> = None;
     let mut turns = Vec::with_capacity(TURNS);
@@ -93,9 +126,14 @@ async fn chain_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Tu
             body.insert("previous_response_id".to_owned(), json!(id));
         }
         let body = Value::Object(body);
-        let before = cpu_nanos(gateway.pid());
-        let response = post(gateway, client, &body).await;
-        turns.push(cpu_nanos(gateway.pid()) - before);
+        let response = counted(
+            counter,
+            gateway,
+            n,
+            &mut turns,
+            post(gateway, client, &body),
+        )
+        .await;
         let call = the_call(&response);
         previous = Some(response["id"].as_str().unwrap().to_owned());
         input = vec![tool_output(call["call_id"].as_str().unwrap(), n)];
@@ -103,7 +141,7 @@ async fn chain_session(gateway: &GatewayProcess, client: &reqwest::Client) -> Tu
     turns
 }
 
-async fn websocket_session(gateway: &GatewayProcess) -> Turns {
+async fn websocket_session(counter: &Counter, gateway: &GatewayProcess) -> Turns {
     let (fields, first) = codex_shape(false);
     let url = format!("ws://{}/v1/responses", gateway.addr());
     let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
@@ -118,10 +156,11 @@ async fn websocket_session(gateway: &GatewayProcess) -> Turns {
             frame.insert("previous_response_id".to_owned(), json!(id));
         }
         let text = serde_json::to_string(&frame).unwrap();
-        let before = cpu_nanos(gateway.pid());
-        socket.send(Message::text(text)).await.unwrap();
-        let response = events_until_done(&mut socket).await;
-        turns.push(cpu_nanos(gateway.pid()) - before);
+        let response = counted(counter, gateway, n, &mut turns, async {
+            socket.send(Message::text(text)).await.unwrap();
+            events_until_done(&mut socket).await
+        })
+        .await;
         let call = the_call(&response);
         previous = Some(response["id"].as_str().unwrap().to_owned());
         input = vec![tool_output(call["call_id"].as_str().unwrap(), n)];
@@ -149,22 +188,29 @@ async fn bench(sessions: usize) {
     upstream.set_gate(Arc::new(model));
     // A release binary built apart can be measured with a quick debug build of this bench.
     let bin = std::env::var("TOOLBRIDGE_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned());
-    let gateway = GatewayProcess::start(
-        Path::new(&bin),
-        &[
-            ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
-            ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-session-bench".to_owned()),
-            ("TOOLBRIDGE_STORE_URL", toolbridge_testkit::temp_store_url()),
-        ],
-    )
-    .await;
+    let counter = Counter::from_env();
+    let gateway = counter
+        .start(
+            Path::new(&bin),
+            &[
+                ("TOOLBRIDGE_UPSTREAM_URL", upstream.base_url()),
+                ("TOOLBRIDGE_UPSTREAM_API_KEY", "sk-session-bench".to_owned()),
+                ("TOOLBRIDGE_STORE_URL", toolbridge_testkit::temp_store_url()),
+            ],
+        )
+        .await;
+    // Instructions repeat within about 1 %: one session is enough.
+    let sessions = match counter {
+        Counter::Instructions { .. } => 1,
+        Counter::Cpu => sessions,
+    };
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     // Warm-up, one session each way; the provider gets the same history each way.
-    http_session(&gateway, &client).await;
+    http_session(&Counter::Cpu, &gateway, &client).await;
     let (http_messages, size) = last_request(&upstream);
-    chain_session(&gateway, &client).await;
+    chain_session(&Counter::Cpu, &gateway, &client).await;
     let (chain_messages, _) = last_request(&upstream);
-    websocket_session(&gateway).await;
+    websocket_session(&Counter::Cpu, &gateway).await;
     let (ws_messages, _) = last_request(&upstream);
     assert_eq!(
         chain_messages, http_messages,
@@ -178,15 +224,22 @@ async fn bench(sessions: usize) {
 
     let mut sums = [vec![0; TURNS], vec![0; TURNS], vec![0; TURNS]];
     for _ in 0..sessions {
-        add(&mut sums[0], &http_session(&gateway, &client).await);
-        add(&mut sums[1], &chain_session(&gateway, &client).await);
-        add(&mut sums[2], &websocket_session(&gateway).await);
+        add(
+            &mut sums[0],
+            &http_session(&counter, &gateway, &client).await,
+        );
+        add(
+            &mut sums[1],
+            &chain_session(&counter, &gateway, &client).await,
+        );
+        add(&mut sums[2], &websocket_session(&counter, &gateway).await);
     }
     println!(
-        "session: {sessions} session(s) of {TURNS} turns each way; the last upstream request is {size} bytes; gateway CPU per turn (us)"
+        "session: {sessions} session(s) of {TURNS} turns each way; the last upstream request is {size} bytes; {}",
+        counter.unit()
     );
     for (name, sum) in ["http", "chain", "websocket"].iter().zip(&sums) {
-        let us = |turn: usize| sum[turn - 1] as f64 / sessions as f64 / 1000.0;
+        let us = |turn: usize| counter.per_turn(sum[turn - 1], sessions);
         let figures: Vec<String> = REPORTED
             .iter()
             .map(|&t| format!("turn {t} {:>8.1}", us(t)))

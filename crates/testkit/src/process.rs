@@ -33,6 +33,12 @@ impl GatewayProcess {
     ///
     /// Panics, with the stderr seen so far, when the process exits or stays silent too long.
     pub async fn start(binary: &Path, envs: &[(&str, String)]) -> Self {
+        Self::start_within(binary, envs, STARTUP_LIMIT).await
+    }
+
+    /// [`Self::start`] waiting up to `limit` for the listening line: for a binary started
+    /// under a slow wrapper (valgrind, for the instruction benchmarks).
+    pub async fn start_within(binary: &Path, envs: &[(&str, String)], limit: Duration) -> Self {
         let mut cmd = Command::new(binary);
         cmd.arg("serve")
             .env_clear()
@@ -58,7 +64,7 @@ impl GatewayProcess {
         let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let seen = stderr.clone();
-        let addr = tokio::time::timeout(STARTUP_LIMIT, async {
+        let addr = tokio::time::timeout(limit, async {
             while let Some(line) = lines.next_line().await.expect("read stderr") {
                 seen.lock().unwrap().push(line.clone());
                 if let Some(rest) = line.strip_prefix(LISTENING) {
@@ -75,7 +81,7 @@ impl GatewayProcess {
                 stderr.lock().unwrap().join("\n")
             ),
             Err(_) => panic!(
-                "toolbridge did not print its listening line in {STARTUP_LIMIT:?}; stderr:\n{}",
+                "toolbridge did not print its listening line in {limit:?}; stderr:\n{}",
                 stderr.lock().unwrap().join("\n")
             ),
         };

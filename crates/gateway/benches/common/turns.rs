@@ -1,10 +1,16 @@
 //! What the session benches share: the Codex-shaped session (the recorded request and a model
-//! that calls a tool every turn), the gateway's CPU time, and reading a turn's answer (an SSE
-//! body or WebSocket events) down to its completed response and its call.
+//! that calls a tool every turn), the gateway's CPU time or instructions ([`Counter`]), and
+//! reading a turn's answer (an SSE body or WebSocket events) down to its completed response and
+//! its call.
 //!
 //! Included by path (`#[path = "common/turns.rs"] mod turns;`, beside `mod codex;`).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -59,6 +65,147 @@ pub fn cpu_nanos(pid: u32) -> u64 {
         .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
         .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// How a turn is counted: the gateway process's CPU time (nanoseconds, every thread), or, with
+/// `TOOLBRIDGE_BENCH_COUNT=instructions`, its instructions as valgrind's callgrind counts them
+/// (every thread; repeatable within about 1 % however busy the machine, unlike a time). Its
+/// dumps (`out.cg.N`, one per counted turn, for `callgrind_annotate`) are kept in
+/// `TOOLBRIDGE_BENCH_CG_DIR` when that is set.
+pub enum Counter {
+    Cpu,
+    /// Callgrind's files (its dumps, the wrapper script, vgdb's pipes) in `dir`, removed at the
+    /// end unless `keep`.
+    Instructions {
+        dir: PathBuf,
+        keep: bool,
+        dumps: AtomicUsize,
+    },
+}
+
+impl Counter {
+    pub fn from_env() -> Self {
+        match std::env::var("TOOLBRIDGE_BENCH_COUNT").as_deref() {
+            Ok("instructions") => {
+                let kept = std::env::var_os("TOOLBRIDGE_BENCH_CG_DIR").map(PathBuf::from);
+                let keep = kept.is_some();
+                let dir = kept.unwrap_or_else(|| {
+                    std::env::temp_dir().join(format!("tb-session-cg-{}", std::process::id()))
+                });
+                std::fs::create_dir_all(&dir).unwrap();
+                Self::Instructions {
+                    dir,
+                    keep,
+                    dumps: AtomicUsize::new(0),
+                }
+            }
+            Ok("cpu") | Err(_) => Self::Cpu,
+            Ok(other) => panic!("TOOLBRIDGE_BENCH_COUNT={other}: `cpu` or `instructions`"),
+        }
+    }
+
+    /// The unit of [`Self::per_turn`]'s figures.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            Self::Cpu => "gateway CPU per turn (us)",
+            Self::Instructions { .. } => "gateway instructions per turn (thousands, callgrind)",
+        }
+    }
+
+    /// A summed count in [`Self::unit`].
+    pub fn per_turn(&self, sum: u64, sessions: usize) -> f64 {
+        sum as f64 / sessions as f64 / 1000.0
+    }
+
+    /// Starts `binary serve`, under callgrind when counting instructions (its startup is slow
+    /// there, so it gets longer to print its listening line).
+    pub async fn start(
+        &self,
+        binary: &Path,
+        envs: &[(&str, String)],
+    ) -> toolbridge_testkit::GatewayProcess {
+        use toolbridge_testkit::GatewayProcess;
+        let Self::Instructions { dir, .. } = self else {
+            return GatewayProcess::start(binary, envs).await;
+        };
+        // The listening address is read from stderr, so valgrind logs to a file of its own.
+        let wrapper = dir.join("callgrind.sh");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec valgrind --tool=callgrind --log-file={dir}/valgrind.log --vgdb-prefix={dir}/vgdb --compress-strings=no --callgrind-out-file={dir}/out.cg {} \"$@\"\n",
+                binary.display(),
+                dir = dir.display()
+            ),
+        )
+        .unwrap();
+        let made = Command::new("chmod")
+            .arg("+x")
+            .arg(&wrapper)
+            .status()
+            .unwrap();
+        assert!(made.success(), "chmod {}", wrapper.display());
+        GatewayProcess::start_within(&wrapper, envs, Duration::from_secs(300)).await
+    }
+
+    /// Before a turn: its CPU so far, or (callgrind) the counters zeroed once the previous
+    /// turn's work has settled.
+    pub fn before(&self, pid: u32) -> u64 {
+        match self {
+            Self::Cpu => cpu_nanos(pid),
+            Self::Instructions { dir, .. } => {
+                std::thread::sleep(Duration::from_millis(200));
+                callgrind_control(dir, &["-z".to_owned()], pid);
+                0
+            }
+        }
+    }
+
+    /// After a turn: what it cost since [`Self::before`] gave `before`.
+    pub fn after(&self, pid: u32, before: u64) -> u64 {
+        match self {
+            Self::Cpu => cpu_nanos(pid) - before,
+            Self::Instructions { dir, dumps, .. } => {
+                // What the answer left running (the store's write, the log) counts as the turn's.
+                std::thread::sleep(Duration::from_millis(200));
+                callgrind_control(dir, &["--dump=turn".to_owned()], pid);
+                let n = dumps.fetch_add(1, Ordering::SeqCst) + 1;
+                let file = dir.join(format!("out.cg.{n}"));
+                for _ in 0..300 {
+                    if let Ok(text) = std::fs::read_to_string(&file)
+                        && let Some(total) = text.lines().find_map(|l| l.strip_prefix("totals: "))
+                    {
+                        return total.trim().parse().unwrap();
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                panic!("callgrind wrote no totals to {}", file.display())
+            }
+        }
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        if let Self::Instructions {
+            dir, keep: false, ..
+        } = self
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn callgrind_control(dir: &Path, args: &[String], pid: u32) {
+    let status = Command::new("callgrind_control")
+        .arg(format!("--vgdb-prefix={}/vgdb", dir.display()))
+        .args(args)
+        .arg(pid.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("callgrind_control (valgrind) is installed");
+    assert!(status.success(), "callgrind_control {args:?} {pid}");
 }
 
 /// The completed response in an SSE body or a list of events.
