@@ -55,6 +55,9 @@ pub struct Shared {
     pub(crate) late_finals: Arc<crate::http::responses::LateFinals>,
     /// The histories of recent stored responses, so continuing one costs what the turn adds.
     pub(crate) recent_chains: Arc<crate::http::responses::RecentChains>,
+    /// The last request of recent HTTP sessions, so a history resent whole is parsed for what
+    /// it adds.
+    pub(crate) resent_inputs: Arc<crate::http::responses::ResentInputs>,
     /// The output tokens each route's answers used lately, for budget reservations.
     pub(crate) observed_output: Arc<crate::platform::auth::budget::ObservedOutput>,
     /// The WebSocket mode's caps on open sockets and responses in flight.
@@ -180,6 +183,7 @@ impl AppState {
                 drains: Arc::default(),
                 late_finals: Arc::default(),
                 recent_chains: Arc::default(),
+                resent_inputs: Arc::default(),
                 websocket_caps: Arc::default(),
                 observed_output: Arc::default(),
                 keys: Arc::new(keys),

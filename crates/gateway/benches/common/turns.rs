@@ -45,7 +45,9 @@ pub fn codex_shape(stored: bool) -> (serde_json::Map<String, Value>, Vec<Value>)
     let mut request: serde_json::Map<String, Value> =
         serde_json::from_slice(CODEX.get_or_init(crate::codex::codex_request))
             .expect("the Codex request is JSON");
-    let input = match request.remove("input") {
+    // Taken out of its place, not removed: each turn puts its input back where Codex writes it
+    // (before `tools` and `prompt_cache_key`).
+    let input = match request.get_mut("input").map(Value::take) {
         Some(Value::Array(items)) => items,
         other => panic!("the Codex request's input is not a list: {other:?}"),
     };

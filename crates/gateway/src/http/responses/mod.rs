@@ -75,6 +75,7 @@ pub(crate) use dispatch::decode::decode_whole;
 pub use emit::sse::frame;
 use ingress::ingress;
 pub use ingress::parse_request;
+pub(crate) use ingress::resent::ResentInputs;
 pub(crate) use prepare::expand;
 pub(crate) use route::lookup;
 pub(crate) use stored::late::LateFinals;

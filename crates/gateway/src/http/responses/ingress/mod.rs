@@ -1,6 +1,9 @@
 //! The ingress stage: the body parsed (naming the JSON path of the first problem), the gateway key
 //! admitted (scopes and budget: `admission`), and a background request split off to `background`.
+//! A session's whole history resent over HTTP is parsed for what it adds (`resent`).
 //! Not here: anything that reads the store or the route (`prepare`).
+
+pub(crate) mod resent;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -98,7 +101,10 @@ pub(super) async fn ingress(
     let bytes = body.map_err(|rejection| {
         GatewayError::from_body_rejection(&rejection, state.config.body_limit)
     })?;
-    let req = parse_request(&bytes)?;
+    let tenant = crate::platform::auth::current_tenant();
+    let req = state
+        .resent_inputs
+        .parse(&tenant, session.as_deref(), &bytes)?;
     // The gateway key's scopes (models, tools) and budget.
     let key = super::admission::admit(state, &req).await?;
     let answer = if req.background == Some(true) {

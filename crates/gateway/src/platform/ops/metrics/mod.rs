@@ -46,6 +46,7 @@ pub(crate) mod names {
     pub(crate) const WEBSOCKETS_REFUSED: &str = "toolbridge_websockets_refused_total";
     pub(crate) const BUDGET_LATE_CHARGES: &str = "toolbridge_budget_late_charges_total";
     pub(crate) const CHAIN_READS: &str = "toolbridge_chain_reads_total";
+    pub(crate) const RESENT_INPUTS: &str = "toolbridge_resent_inputs_total";
 }
 
 /// The label value for anything not named by the config.
@@ -193,6 +194,10 @@ fn describe() {
     describe_counter!(
         names::CHAIN_READS,
         "previous_response_id chains expanded, by where from (memory: held and confirmed; store: read whole)."
+    );
+    describe_counter!(
+        names::RESENT_INPUTS,
+        "Large HTTP requests of a session, by how their input was read (resumed: the items resent from the session's last request taken from it; parsed: read whole)."
     );
     describe_counter!(
         names::BUDGET_LATE_CHARGES,
