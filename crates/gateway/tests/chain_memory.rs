@@ -20,11 +20,7 @@ use toolbridge_testkit::{FakeUpstream, Reply};
 const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn gateway(upstream: &FakeUpstream, store_url: &str) -> Served {
-    let text = format!(
-        "[providers.up]\nbase_url = \"{}\"\npreset = \"generic\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
-        upstream.base_url()
-    );
-    Served::start(&text, store_url).await
+    Served::routing_to(upstream, store_url).await
 }
 
 async fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {

@@ -8,38 +8,11 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use common::Served;
 use serde_json::{Value, json};
 use toolbridge_testkit::chat::completion;
 use toolbridge_testkit::{FakeUpstream, Reply};
-
-/// A safety net against a hung test, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn gateway(upstream: &FakeUpstream) -> Served {
-    let text = format!(
-        "[providers.up]\nbase_url = \"{}\"\npreset = \"generic\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
-        upstream.base_url()
-    );
-    Served::start(&text, "none").await
-}
-
-async fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
-    let response = tokio::time::timeout(
-        PATIENCE,
-        reqwest::Client::new()
-            .post(format!("http://{addr}/v1/responses"))
-            .json(body)
-            .send(),
-    )
-    .await
-    .expect("the gateway answers in time")
-    .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap())
-}
 
 /// The body of turn `turn` (0-based): Codex's field order, `input` before `prompt_cache_key`,
 /// the history grown by a call and its 2 KB output per turn.
@@ -92,11 +65,11 @@ async fn resent(addr: SocketAddr, outcome: &str) -> f64 {
 async fn a_resent_history_sends_what_a_whole_parse_sends() {
     let upstream = FakeUpstream::start().await;
     upstream.set_fallback(Reply::json(completion("Done.", "stop")));
-    let session = gateway(&upstream).await;
+    let session = Served::routing_to(&upstream, "none").await;
     let resumed = resent(session.addr, "resumed").await;
     let mut sent = Vec::new();
     for turn in 0..4 {
-        let (status, body) = post(session.addr, &turn_body(turn)).await;
+        let (status, body) = session.post_json(&turn_body(turn)).await;
         assert_eq!(status, 200, "turn {turn}: {body}");
         sent.push(last_sent(&upstream));
     }
@@ -104,8 +77,8 @@ async fn a_resent_history_sends_what_a_whole_parse_sends() {
     assert_eq!(resent(session.addr, "resumed").await - resumed, 3.0);
     // A gateway holding nothing parses each body whole: the provider gets the same bytes.
     for (turn, from_held) in sent.iter().enumerate() {
-        let fresh = gateway(&upstream).await;
-        let (status, body) = post(fresh.addr, &turn_body(turn)).await;
+        let fresh = Served::routing_to(&upstream, "none").await;
+        let (status, body) = fresh.post_json(&turn_body(turn)).await;
         assert_eq!(status, 200, "turn {turn}: {body}");
         assert_eq!(&last_sent(&upstream), from_held, "turn {turn}");
     }
@@ -113,20 +86,20 @@ async fn a_resent_history_sends_what_a_whole_parse_sends() {
     // A bad new item is refused with its place in the whole body, as a whole parse says it.
     let mut broken = turn_body(4);
     broken["input"][9]["call_id"] = json!(7);
-    let (status, held) = post(session.addr, &broken).await;
+    let (status, held) = session.post_json(&broken).await;
     assert_eq!(status, 400, "{held}");
     assert_eq!(held["error"]["param"], "input[9].call_id", "{held}");
-    let fresh = gateway(&upstream).await;
-    let (_, whole) = post(fresh.addr, &broken).await;
+    let fresh = Served::routing_to(&upstream, "none").await;
+    let (_, whole) = fresh.post_json(&broken).await;
     assert_eq!(held, whole);
 
     // An edited history (the first answer rewritten) is read for what it is.
     let mut edited = turn_body(3);
     edited["input"][3]["output"] = json!("rewritten");
-    let (status, body) = post(session.addr, &edited).await;
+    let (status, body) = session.post_json(&edited).await;
     assert_eq!(status, 200, "{body}");
     let from_session = last_sent(&upstream);
-    let (status, _) = post(fresh.addr, &edited).await;
+    let (status, _) = fresh.post_json(&edited).await;
     assert_eq!(status, 200);
     assert_eq!(last_sent(&upstream), from_session);
     assert!(from_session.contains("rewritten"));

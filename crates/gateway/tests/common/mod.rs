@@ -61,8 +61,35 @@ impl Served {
         Self { addr, _stop: stop }
     }
 
+    /// A gateway routing every model to `upstream` (the generic preset), its store at
+    /// `store_url`.
+    pub async fn routing_to(upstream: &FakeUpstream, store_url: &str) -> Self {
+        let text = format!(
+            "[providers.up]\nbase_url = \"{}\"\npreset = \"generic\"\n[[routes]]\nmodel = \"*\"\nprovider = \"up\"\n",
+            upstream.base_url()
+        );
+        Self::start(&text, store_url).await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// POSTs `body` to `/v1/responses`: the status and the JSON answer (within 30 s, a safety
+    /// net against a hung test, not a timing assertion).
+    pub async fn post_json(&self, body: &Value) -> (u16, Value) {
+        let response = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            reqwest::Client::new()
+                .post(self.url("/v1/responses"))
+                .json(body)
+                .send(),
+        )
+        .await
+        .expect("the gateway answers in time")
+        .expect("the gateway answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("a JSON answer"))
     }
 }
 

@@ -249,6 +249,11 @@ mod tests {
         Bytes::from(serde_json::to_vec(&request).unwrap())
     }
 
+    fn held(resent: &ResentInputs, tenant: &Tenant) -> Arc<Held> {
+        let key = key(tenant, "session-1");
+        resent.held.lock().unwrap().get(&key).unwrap()
+    }
+
     fn message(text: &str) -> Value {
         json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
     }
@@ -263,23 +268,13 @@ mod tests {
         for turn in 0..4 {
             let b = body(&items);
             if turn > 0 {
-                let held = resent
-                    .held
-                    .lock()
-                    .unwrap()
-                    .get(&key(&tenant, "session-1"))
-                    .unwrap();
+                let held = held(&resent, &tenant);
                 let (resumed, _) = resume(&held, &b).expect("the held items are taken");
                 assert_eq!(resumed, parse_request(&b).unwrap(), "turn {turn}");
             }
             let req = resent.parse(&tenant, None, &b).unwrap();
             assert_eq!(req, parse_request(&b).unwrap(), "turn {turn}");
-            let held = resent
-                .held
-                .lock()
-                .unwrap()
-                .get(&key(&tenant, "session-1"))
-                .unwrap();
+            let held = held(&resent, &tenant);
             assert_eq!(
                 held.items,
                 spans(std::str::from_utf8(&b).unwrap(), 0).unwrap(),
@@ -299,12 +294,7 @@ mod tests {
         let first = body(&[message("a"), message("b")]);
         resent.parse(&tenant, None, &first).unwrap();
         // The same body again: every item shared, none added.
-        let held = resent
-            .held
-            .lock()
-            .unwrap()
-            .get(&key(&tenant, "session-1"))
-            .unwrap();
+        let held = held(&resent, &tenant);
         assert!(resume(&held, &first).is_some());
         let req = resent.parse(&tenant, None, &first).unwrap();
         assert_eq!(req, parse_request(&first).unwrap());
