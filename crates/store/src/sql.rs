@@ -104,9 +104,13 @@ impl SqlStore {
                             // file, which the kernel keeps when the process is killed; the
                             // fsync waits for checkpoints (see ARCHITECTURE.md, durability),
                             // which the writer's checkpointer runs; a commit here runs one
-                            // itself only past the backstop.
+                            // itself only past the backstop. A page cache of 512 KiB rather
+                            // than SQLite's 2 MiB: these connections read a chain's links (an
+                            // index) and single responses, and each connection's cache lives
+                            // in its own thread's malloc arena, kept after the load
+                            // (docs/performance.md, "Memory").
                             sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};",
+                                "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {}; PRAGMA cache_size = -512;",
                                 crate::checkpoint::BACKSTOP_PAGES
                             )))
                             .execute(&mut *conn)
