@@ -14,7 +14,7 @@ fn main() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let release = var("PROFILE") == "release";
     let lld = var("TARGET") == "x86_64-unknown-linux-gnu"
-        && !var("CARGO_ENCODED_RUSTFLAGS").contains("link")
+        && !var("CARGO_ENCODED_RUSTFLAGS").contains("linker")
         && var("RUSTC_LINKER").is_empty();
     let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("functions.order");
     if release && lld && order.is_file() && var("TOOLBRIDGE_NO_FUNCTION_ORDER") != "1" {

@@ -122,6 +122,16 @@ pub(crate) fn translate(
     dialect.build(source, plan, profile, upstream_model, diagnostics)
 }
 
+/// The key of `id` among `tenant`'s entries in a process-wide map (the chains and the resent
+/// requests held in memory); an entry keeps its tenant and id to be checked on a hit.
+pub(crate) fn tenant_key(tenant: &toolbridge_store::Tenant, id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tenant.name().hash(&mut h);
+    id.hash(&mut h);
+    h.finish()
+}
+
 /// Whether an `encrypted_content` blob was sealed by this gateway (reasoning of another
 /// provider, which a Responses upstream cannot open).
 pub(crate) fn sealed_by_gateway(blob: &str) -> bool {

@@ -19,7 +19,6 @@
 //! [`MAX_ENTRIES`] requests and [`MAX_BYTES`], each counted as twice its body (the bytes and
 //! the items parsed from them); a body under [`MIN_BYTES`] is parsed as it is and not held.
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -30,6 +29,7 @@ use toolbridge_wire::lru::Lru;
 use toolbridge_wire::responses::{CreateResponse, Input, InputItem};
 
 use super::parse_request;
+use crate::http::responses::tenant_key;
 use crate::platform::ops::metrics::names;
 
 /// Requests held, at most.
@@ -83,7 +83,7 @@ impl ResentInputs {
         else {
             return parse_request(body);
         };
-        let key = key(tenant, &hint);
+        let key = tenant_key(tenant, &hint);
         let held = self.held.lock().ok().and_then(|mut lru| lru.get(&key));
         let held = held.filter(|h| h.tenant.as_ref() == tenant.name() && *h.hint == *hint);
         let (req, items) = match held.as_deref().and_then(|held| resume(held, body)) {
@@ -225,13 +225,6 @@ fn prompt_cache_key(body: &[u8]) -> Option<String> {
     String::from_utf8(value.to_vec()).ok()
 }
 
-fn key(tenant: &Tenant, hint: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    tenant.name().hash(&mut h);
-    hint.hash(&mut h);
-    h.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,7 +243,7 @@ mod tests {
     }
 
     fn held(resent: &ResentInputs, tenant: &Tenant) -> Arc<Held> {
-        let key = key(tenant, "session-1");
+        let key = tenant_key(tenant, "session-1");
         resent.held.lock().unwrap().get(&key).unwrap()
     }
 

@@ -19,12 +19,13 @@
 //!
 //! Not here: reading a chain from the store, and when a chain is used (`history`).
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use toolbridge_store::{ResponseRecord, StoredResponse, Tenant};
 use toolbridge_wire::lru::Lru;
 use toolbridge_wire::responses::InputItem;
+
+use crate::http::responses::tenant_key;
 
 /// Chains held, at most.
 pub(crate) const MAX_ENTRIES: usize = 4096;
@@ -129,7 +130,7 @@ struct Held {
 impl RecentChains {
     /// The chain ending at `id`, held for `tenant` (unconfirmed: see the module doc).
     pub(crate) fn get(&self, tenant: &Tenant, id: &str) -> Option<Arc<Link>> {
-        let held = self.held.lock().ok()?.get(&key(tenant, id))?;
+        let held = self.held.lock().ok()?.get(&tenant_key(tenant, id))?;
         (held.tenant.as_ref() == tenant.name() && held.head.id == id).then_some(held.head)
     }
 
@@ -142,7 +143,7 @@ impl RecentChains {
         };
         if let Ok(mut lru) = self.held.lock() {
             lru.insert(
-                key(tenant, &held.head.id),
+                tenant_key(tenant, &held.head.id),
                 held,
                 bytes,
                 MAX_ENTRIES,
@@ -156,13 +157,6 @@ impl RecentChains {
     fn len(&self) -> usize {
         self.held.lock().map_or(0, |lru| lru.len())
     }
-}
-
-fn key(tenant: &Tenant, id: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    tenant.name().hash(&mut h);
-    id.hash(&mut h);
-    h.finish()
 }
 
 /// What a stored response's final write needs to hold its chain: where, and the chain it
